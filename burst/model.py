@@ -1,0 +1,549 @@
+"""The domain model: the one vocabulary every burst subsystem speaks.
+
+Everything here is immutable (frozen dataclasses) and free of I/O. Providers,
+policies, pools and forecasting exchange these types, never SDK objects.
+Times are timezone-aware UTC datetimes, durations are seconds, money is USD.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, TypeAlias
+
+NodeId: TypeAlias = str
+GroupId: TypeAlias = str
+JobId: TypeAlias = str
+TenantName: TypeAlias = str
+
+
+class Tier(StrEnum):
+    """Which side of the fleet a node group sits on."""
+
+    STEADY = "steady"  # owned, on-prem
+    ELASTIC = "elastic"  # cloud
+
+
+class CapacityType(StrEnum):
+    """How a node's capacity is bought."""
+
+    ONPREM = "onprem"
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+
+
+class WarmState(StrEnum):
+    """The sub-state of a node held in a hot pool."""
+
+    STOPPED = "stopped"
+    RUNNING = "running"
+    HIBERNATED = "hibernated"
+    POWERED_OFF = "powered_off"
+
+
+class NodeState(StrEnum):
+    """A node's lifecycle state (DESIGN.md's transition table)."""
+
+    REQUESTED = "requested"
+    BOOTING = "booting"
+    WARM = "warm"
+    WAKING = "waking"
+    READY = "ready"
+    DRAINING = "draining"
+    INTERRUPTED = "interrupted"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+
+NODE_TRANSITIONS: Mapping[NodeState, frozenset[NodeState]] = {
+    NodeState.REQUESTED: frozenset({NodeState.BOOTING, NodeState.FAILED}),
+    NodeState.BOOTING: frozenset({NodeState.READY, NodeState.WARM, NodeState.FAILED}),
+    NodeState.WARM: frozenset({NodeState.WAKING, NodeState.TERMINATING}),
+    NodeState.WAKING: frozenset({NodeState.READY, NodeState.FAILED}),
+    NodeState.READY: frozenset({NodeState.DRAINING, NodeState.INTERRUPTED}),
+    NodeState.DRAINING: frozenset({NodeState.WARM, NodeState.TERMINATING, NodeState.INTERRUPTED}),
+    NodeState.INTERRUPTED: frozenset({NodeState.TERMINATING}),
+    NodeState.TERMINATING: frozenset({NodeState.TERMINATED}),
+    NodeState.TERMINATED: frozenset(),
+    NodeState.FAILED: frozenset({NodeState.TERMINATING}),
+}
+"""Allowed node transitions; anything else raises `InvalidTransition`."""
+
+NODE_STATE_TIMEOUT_S: Mapping[NodeState, float | None] = {
+    NodeState.REQUESTED: 600.0,
+    NodeState.BOOTING: 1200.0,
+    NodeState.WARM: None,
+    NodeState.WAKING: 600.0,
+    NodeState.READY: None,
+    NodeState.DRAINING: 3600.0,
+    NodeState.INTERRUPTED: 300.0,
+    NodeState.TERMINATING: 900.0,
+    NodeState.TERMINATED: None,
+    NodeState.FAILED: 300.0,
+}
+"""Default time a node may stay in each state before it counts as stuck."""
+
+LIVE_NODE_STATES = frozenset(
+    {NodeState.REQUESTED, NodeState.BOOTING, NodeState.WARM, NodeState.WAKING, NodeState.READY, NodeState.DRAINING}
+)
+"""States whose nodes count toward a group's size."""
+
+
+class InvalidTransition(ValueError):
+    """A node was asked to move along an edge the transition table does not have."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One timestamped step in a node's history."""
+
+    state: NodeState
+    at: datetime
+
+
+@dataclass(frozen=True)
+class GpuShape:
+    """What each node of a group carries."""
+
+    gpu_model: str
+    gpus_per_node: int
+    gpu_memory_gib: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1:
+            raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node}")
+
+
+@dataclass(frozen=True)
+class WarmPoolSettings:
+    """A node group's hot-pool settings (see pools/)."""
+
+    min_size: int = 0
+    max_prepared: int = 0
+    state: WarmState = WarmState.STOPPED
+    reuse_on_scale_in: bool = True
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """A set of identical nodes scaled as one unit (ASG, MIG, on-prem rack)."""
+
+    id: GroupId
+    provider: str
+    region: str
+    tier: Tier
+    capacity_type: CapacityType
+    shape: GpuShape
+    instance_type: str
+    min_size: int = 0
+    max_size: int = 0
+    zone: str = ""
+    boot_latency_s: float = 300.0
+    warm_wake_latency_s: Mapping[WarmState, float] = field(default_factory=dict)
+    warm_pool: WarmPoolSettings = field(default_factory=WarmPoolSettings)
+    scale_down_cooldown_s: float = 600.0
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.shape.gpus_per_node
+
+    @property
+    def max_gpus(self) -> int:
+        return self.max_size * self.shape.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine. Its state changes only through `transition`, which checks the table."""
+
+    id: NodeId
+    group_id: GroupId
+    state: NodeState
+    gpus: int
+    created_at: datetime
+    history: tuple[Transition, ...] = ()
+    warm_state: WarmState | None = None
+    idle_since: datetime | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    key: str = ""
+
+    @staticmethod
+    def requested(node_id: NodeId, group_id: GroupId, gpus: int, at: datetime, **kw: Any) -> Node:
+        """A node that has just been asked for."""
+        return Node(
+            id=node_id,
+            group_id=group_id,
+            state=NodeState.REQUESTED,
+            gpus=gpus,
+            created_at=at,
+            history=(Transition(NodeState.REQUESTED, at),),
+            **kw,
+        )
+
+    def transition(self, to: NodeState, at: datetime, *, warm_state: WarmState | None = None) -> Node:
+        """Move to `to`, or raise `InvalidTransition` if the table forbids it."""
+        if to not in NODE_TRANSITIONS[self.state]:
+            raise InvalidTransition(f"node {self.id}: {self.state.value} -> {to.value} is not allowed")
+        if to is NodeState.WARM and warm_state is None:
+            warm_state = self.warm_state or WarmState.STOPPED
+        return dataclasses.replace(
+            self,
+            state=to,
+            history=(*self.history, Transition(to, at)),
+            warm_state=warm_state if to is NodeState.WARM else None,
+            idle_since=at if to is NodeState.READY else self.idle_since,
+        )
+
+    @property
+    def entered_state_at(self) -> datetime:
+        return self.history[-1].at if self.history else self.created_at
+
+    def is_stuck(self, now: datetime, timeouts: Mapping[NodeState, float | None] = NODE_STATE_TIMEOUT_S) -> bool:
+        """Whether the node has stayed in its state past that state's timeout."""
+        limit = timeouts.get(self.state)
+        return limit is not None and (now - self.entered_state_at).total_seconds() > limit
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_NODE_STATES
+
+
+class JobState(StrEnum):
+    """Where a job is. A job is in exactly one of these at all times."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RECLAIMED = "reclaimed"
+
+
+TERMINAL_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.RECLAIMED})
+
+JOB_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.RUNNING: frozenset(
+        {JobState.PENDING, JobState.CHECKPOINTING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.RECLAIMED}
+    ),
+    JobState.CHECKPOINTING: frozenset(
+        {JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.RECLAIMED}
+    ),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+    JobState.RECLAIMED: frozenset(),
+}
+"""Allowed job transitions (RUNNING -> PENDING is a requeue after eviction or node loss)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A unit of GPU work submitted by a tenant."""
+
+    id: JobId
+    tenant: TenantName
+    gpus: int
+    submitted_at: datetime
+    state: JobState = JobState.PENDING
+    gpu_share: float | None = None
+    gpu_model: str | None = None
+    priority: int | None = None
+    fault_tolerant: bool = False
+    checkpoint_interval_s: float | None = None
+    checkpoint_duration_s: float | None = None
+    last_checkpoint_at: datetime | None = None
+    deadline: datetime | None = None
+    started_at: datetime | None = None
+    node_ids: tuple[NodeId, ...] = ()
+    duration_s: float | None = None
+    work_done_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.gpus < 0 or (self.gpus == 0 and self.gpu_share is None):
+            raise ValueError(f"job {self.id}: gpus must be >= 1 (or a gpu_share), got {self.gpus}")
+        if self.gpu_share is not None and not 0 < self.gpu_share <= 1:
+            raise ValueError(f"job {self.id}: gpu_share must be in (0, 1], got {self.gpu_share}")
+
+    @property
+    def gpu_demand(self) -> float:
+        """GPUs this job occupies: whole GPUs, or its fractional share of one."""
+        return float(self.gpus) if self.gpus else float(self.gpu_share or 0.0)
+
+    @property
+    def whole_gpus(self) -> int:
+        """GPUs the scheduler must reserve (a fractional job reserves one shared GPU)."""
+        return self.gpus if self.gpus else 1
+
+    @property
+    def active(self) -> bool:
+        return self.state not in TERMINAL_JOB_STATES
+
+
+@dataclass(frozen=True)
+class Offering:
+    """Something a provider can launch: one instance type in one zone and capacity type."""
+
+    instance_type: str
+    zone: str
+    capacity_type: CapacityType
+    price_per_hour: float
+    available: bool = True
+    interruption_band: str | None = None  # e.g. "<5%", "5-10%" where the cloud publishes it
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Hard spending caps; None means no cap."""
+
+    usd_per_hour: float | None = None
+    usd_per_month: float | None = None
+
+
+@dataclass(frozen=True)
+class SpotPolicy:
+    """Whether and how much of a tenant's work may run on Spot/Preemptible capacity."""
+
+    allowed: bool = False
+    max_share: float = 1.0
+    required_checkpoint_interval_s: float | None = None
+    fault_tolerant_fraction: float = 0.0  # trace replay only: the seeded share of jobs assumed fault-tolerant
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One tenant's validated policy (built by `policies/` from its YAML file)."""
+
+    tenant: TenantName
+    priority: int = 0
+    steady_quota_gpus: int | None = None
+    burst_quota_gpus: int | None = None
+    budget: Budget = field(default_factory=Budget)
+    spot: SpotPolicy = field(default_factory=SpotPolicy)
+    allowed_providers: tuple[str, ...] = ()
+    allowed_regions: tuple[str, ...] = ()
+    queue_wait_slo_s: float = 600.0
+    preemptible_by: tuple[TenantName, ...] = ()
+    fair_share_weight: float = 1.0
+    max_job_runtime_s: float | None = None
+
+    def allows_group(self, group: NodeGroup) -> bool:
+        """Whether this tenant may use `group` at all (providers and regions)."""
+        if self.allowed_providers and group.provider not in self.allowed_providers:
+            return False
+        return not (self.allowed_regions and group.tier is Tier.ELASTIC and group.region not in self.allowed_regions)
+
+
+DEFAULT_POLICY_NAME = "_default"
+
+
+def default_policy(tenant: TenantName) -> Policy:
+    """The policy a tenant without a file gets: priority 0, no quota, no budget, no spot."""
+    return Policy(tenant=tenant)
+
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Forecast GPU demand for one series (tenant, GPU model) at future steps."""
+
+    tenant: TenantName
+    gpu_model: str
+    timestamps: tuple[datetime, ...]
+    quantiles: Mapping[float, tuple[float, ...]]  # 0.5/0.9/0.99 -> one value per timestamp
+    model: str = "none"
+
+    def at(self, q: float, when: datetime) -> float:
+        """The `q` quantile at the last step at or before `when` (0 before the first step)."""
+        values = self.quantiles[q]
+        best = 0.0
+        for ts, v in zip(self.timestamps, values, strict=True):
+            if ts > when:
+                break
+            best = v
+        return best
+
+    def max_over(self, q: float, start: datetime, end: datetime) -> float:
+        """The largest `q` quantile over [start, end]."""
+        values = [v for ts, v in zip(self.timestamps, self.quantiles[q], strict=True) if start <= ts <= end]
+        return max(values, default=self.at(q, start))
+
+
+# ---------------------------------------------------------------- actions
+
+
+class ActionKind(StrEnum):
+    """What an action asks the actuator (or job source) to do."""
+
+    SCALE_UP = "scale_up"
+    SCALE_DOWN = "scale_down"
+    TERMINATE_NODES = "terminate_nodes"
+    SET_WARM_POOL = "set_warm_pool"
+    PLACE_JOB = "place_job"
+    REQUEST_CHECKPOINT = "request_checkpoint"
+    EVICT_JOB = "evict_job"
+    RECLAIM_JOB = "reclaim_job"
+    REQUEUE_JOB = "requeue_job"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One typed step of a plan, with the reason a reader of `burst plan` sees.
+
+    `target` is the group, node or job acted on; `count` is how many nodes
+    (scale actions) or GPUs (job actions) it concerns; `size` is the absolute
+    group size asked for, where it applies. `step` names the planner step that
+    produced it.
+    """
+
+    kind: ActionKind
+    target: str
+    reason: str
+    step: str
+    count: int | None = None
+    size: int | None = None
+    node_ids: tuple[NodeId, ...] = ()
+    tenant: TenantName | None = None
+    warm_state: WarmState | None = None
+    id: str = ""
+
+    @property
+    def key(self) -> str:
+        """Idempotency key derived from what the action does (stable across restarts)."""
+        parts = [self.kind.value, self.target]
+        if self.size is not None:
+            parts.append(f"size={self.size}")
+        if self.node_ids:
+            parts.append("nodes=" + ",".join(sorted(self.node_ids)))
+        if self.warm_state is not None:
+            parts.append(f"warm={self.warm_state.value}")
+        return ":".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind.value, "target": self.target}
+        if self.count is not None:
+            out["count"] = self.count
+        if self.size is not None:
+            out["size"] = self.size
+        if self.node_ids:
+            out["node_ids"] = list(self.node_ids)
+        if self.tenant is not None:
+            out["tenant"] = self.tenant
+        if self.warm_state is not None:
+            out["warm_state"] = self.warm_state.value
+        out["step"] = self.step
+        out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A non-decision: something the planner considered and did not do, and why."""
+
+    subject: str
+    reason: str
+    step: str
+    tenant: TenantName | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"subject": self.subject, "step": self.step, "reason": self.reason}
+        if self.tenant is not None:
+            out["tenant"] = self.tenant
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one tick decided: ordered actions plus the holds that explain inaction."""
+
+    id: str
+    at: datetime
+    actions: tuple[Action, ...]
+    holds: tuple[Hold, ...] = ()
+
+    def of_kind(self, *kinds: ActionKind) -> list[Action]:
+        return [a for a in self.actions if a.kind in kinds]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "actions": [a.to_json() for a in self.actions],
+            "holds": [h.to_json() for h in self.holds],
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Observed state at one instant: the planner's whole view of the world.
+
+    `targets` are the group sizes asked for (which may exceed the nodes listed:
+    capacity still booting, or not yet visible, counts toward them).
+    `spend_month_usd` is each tenant's month-to-date spend from the cost ledger.
+    """
+
+    groups: tuple[NodeGroup, ...]
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...]
+    targets: Mapping[GroupId, int] = field(default_factory=dict)
+    spend_month_usd: Mapping[TenantName, float] = field(default_factory=dict)
+
+    def group(self, group_id: GroupId) -> NodeGroup:
+        for g in self.groups:
+            if g.id == group_id:
+                return g
+        raise KeyError(group_id)
+
+    def target_of(self, group: NodeGroup) -> int:
+        """A group's asked-for size; without a recorded target, its live node count."""
+        if group.id in self.targets:
+            return self.targets[group.id]
+        return sum(1 for n in self.nodes if n.group_id == group.id and n.live and n.state is not NodeState.WARM)
+
+
+class EventKind(StrEnum):
+    """What a provider reports happened, outside burst's own calls."""
+
+    INTERRUPTION = "interruption"  # spot reclaim notice; `deadline` says when the node goes
+    REBALANCE = "rebalance"  # elevated interruption risk, no deadline yet
+    LAUNCH_FAILED = "launch_failed"
+    NODE_LOST = "node_lost"
+
+
+@dataclass(frozen=True)
+class ProviderEvent:
+    """One event from a provider's event source (SQS, zone operations, the sim)."""
+
+    kind: EventKind
+    at: datetime
+    group_id: GroupId
+    node_id: NodeId | None = None
+    deadline: datetime | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class DemandPoint:
+    """GPUs demanded (running + pending) by one tenant for one GPU model at one instant."""
+
+    at: datetime
+    tenant: TenantName
+    gpu_model: str
+    running_gpus: float
+    pending_gpus: float
+
+    @property
+    def demand_gpus(self) -> float:
+        return self.running_gpus + self.pending_gpus
+
+
+def hours_between(a: datetime, b: datetime) -> float:
+    """Hours from a to b (negative if b is before a)."""
+    return (b - a).total_seconds() / 3600.0
