@@ -1,0 +1,56 @@
+"""The pure planner: `plan(snapshot, forecasts, policies, prices, now=..., ids=...) -> Plan`.
+
+No clock, no I/O, no randomness: everything comes in as arguments, so the
+daemon, `burst plan`, the simulator and `burst cost` all run this same code.
+The pipeline is a fixed list of small steps (`PIPELINE`); each action and
+hold names the step that produced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
+from burst.planner.context import PlanContext, PriceSource, build_context
+from burst.planner.placement import place_and_scale_up
+from burst.planner.reclaim import reclaim_overdue
+from burst.planner.scale_down import scale_down_idle
+
+Step = Callable[[PlanContext], None]
+
+PIPELINE: tuple[tuple[str, Step], ...] = (
+    ("reclaim", reclaim_overdue),
+    ("place+scale_up", place_and_scale_up),
+    ("scale_down", scale_down_idle),
+)
+
+
+@dataclass(frozen=True)
+class PlanIds:
+    """Where a plan's ids come from: the caller names the plan; actions are numbered within it."""
+
+    plan_id: str
+
+
+def plan(
+    snapshot: Snapshot,
+    forecasts: Sequence[Forecast],
+    policies: Mapping[TenantName, Policy],
+    prices: PriceSource,
+    *,
+    now: datetime,
+    ids: PlanIds,
+) -> Plan:
+    """Decide what to do about `snapshot` at `now`: a deterministic function of its arguments."""
+    if now.tzinfo is None:
+        raise ValueError("plan(): now must be timezone-aware (UTC)")
+    ctx = build_context(snapshot, tuple(forecasts), policies, prices, now)
+    for _name, step in PIPELINE:
+        step(ctx)
+    actions = tuple(replace(a, id=f"{ids.plan_id}.{i}") for i, a in enumerate(ctx.actions, start=1))
+    return Plan(id=ids.plan_id, at=now, actions=actions, holds=tuple(ctx.holds))
+
+
+__all__ = ["PIPELINE", "PlanIds", "PriceSource", "plan"]

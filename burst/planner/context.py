@@ -1,0 +1,259 @@
+"""The planner's working view of one snapshot: indexes built once, mutated only by the steps of one plan.
+
+`PlanContext` is created fresh inside every `plan()` call, so the steps may
+update it as they decide (a placed job uses GPUs, a launch adds booting
+capacity) without touching the caller's snapshot.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from burst.model import (
+    Action,
+    CapacityType,
+    Forecast,
+    GroupId,
+    Hold,
+    Job,
+    JobState,
+    Node,
+    NodeGroup,
+    NodeId,
+    NodeState,
+    Policy,
+    Snapshot,
+    TenantName,
+    Tier,
+    default_policy,
+)
+
+
+class PriceSource(Protocol):
+    """What the planner needs from the price catalog (burst.catalog.Catalog provides it)."""
+
+    def group_price(self, group: NodeGroup) -> float:
+        """USD per hour of one node of `group`."""
+        ...
+
+
+BUDGET_HORIZON_S = 3600.0
+"""A monthly cap is breached by a launch if month-to-date spend plus one hour at
+the rate after the launch would exceed it."""
+
+
+@dataclass
+class GroupCapacity:
+    """Free GPUs of one group: ready nodes bucketed by free GPU count, plus booting nodes."""
+
+    group: NodeGroup
+    price_per_node: float
+    target: int
+    ready_nodes: int = 0
+    buckets: dict[int, list[NodeId]] = field(default_factory=dict)
+    free_of: dict[NodeId, int] = field(default_factory=dict)
+    inflight_free: list[int] = field(default_factory=list)  # free GPUs of each booting node
+    inflight_owner: list[TenantName | None] = field(default_factory=list)
+    launched: int = 0
+    launched_for: dict[TenantName, int] = field(default_factory=lambda: defaultdict(int))
+
+    @property
+    def gpn(self) -> int:
+        return self.group.gpus_per_node
+
+    @property
+    def gpu_price(self) -> float:
+        return self.price_per_node / self.gpn
+
+    @property
+    def planned_size(self) -> int:
+        return self.target + self.launched
+
+    def add_ready(self, node_id: NodeId, free: int) -> None:
+        self.free_of[node_id] = free
+        self.buckets.setdefault(free, []).append(node_id)
+
+    def seal(self) -> None:
+        """Order buckets so that popping gives the lowest node id first (determinism)."""
+        for ids in self.buckets.values():
+            ids.sort(reverse=True)
+
+    def take_ready(self, gpus: int) -> tuple[NodeId, ...] | None:
+        """Reserve `gpus` on ready nodes: best fit on one node, or whole free nodes for a multi-node job."""
+        if gpus <= self.gpn:
+            for free in range(gpus, self.gpn + 1):
+                ids = self.buckets.get(free)
+                if ids:
+                    node_id = ids.pop()
+                    self._move(node_id, free - gpus)
+                    return (node_id,)
+            return None
+        need = -(-gpus // self.gpn)
+        whole = self.buckets.get(self.gpn, [])
+        if len(whole) < need:
+            return None
+        taken = tuple(whole.pop() for _ in range(need))
+        for node_id in taken:
+            self._move(node_id, 0)
+        return taken
+
+    def release(self, node_id: NodeId, gpus: int) -> None:
+        """Give back `gpus` on a ready node (a reclaimed job's GPUs)."""
+        free = self.free_of.get(node_id)
+        if free is None:
+            return
+        self.buckets[free].remove(node_id)
+        self._move(node_id, min(self.gpn, free + gpus))
+
+    def _move(self, node_id: NodeId, free: int) -> None:
+        self.free_of[node_id] = free
+        bucket = self.buckets.setdefault(free, [])
+        bucket.append(node_id)
+        if len(bucket) > 1 and bucket[-2] < node_id:
+            bucket.sort(reverse=True)
+
+    def find_inflight(self, gpus: int) -> list[int] | None:
+        """Booting nodes (indexes) that could hold `gpus`: one with room, or enough wholly free ones."""
+        if gpus <= self.gpn:
+            for i, free in enumerate(self.inflight_free):
+                if free >= gpus:
+                    return [i]
+            return None
+        need = -(-gpus // self.gpn)
+        whole = [i for i, free in enumerate(self.inflight_free) if free == self.gpn][:need]
+        return whole if len(whole) == need else None
+
+    def commit_inflight(self, slots: list[int], gpus: int) -> None:
+        """Reserve `gpus` on the booting nodes `find_inflight` returned."""
+        if len(slots) == 1:
+            self.inflight_free[slots[0]] -= min(gpus, self.gpn)
+        else:
+            for i in slots:
+                self.inflight_free[i] = 0
+
+    def idle_ready(self) -> list[NodeId]:
+        return sorted(n for n, free in self.free_of.items() if free == self.gpn)
+
+
+@dataclass
+class TenantUsage:
+    """GPUs and spend one tenant holds, updated as the plan places and launches."""
+
+    steady_gpus: float = 0.0
+    elastic_gpus: float = 0.0
+    spot_gpus: float = 0.0
+    usd_per_hour: float = 0.0
+
+    @property
+    def total_gpus(self) -> float:
+        return self.steady_gpus + self.elastic_gpus
+
+    def add(self, group: NodeGroup, gpus: float, usd_per_hour: float) -> None:
+        if group.tier is Tier.STEADY:
+            self.steady_gpus += gpus
+        else:
+            self.elastic_gpus += gpus
+            if group.capacity_type is CapacityType.SPOT:
+                self.spot_gpus += gpus
+        self.usd_per_hour += usd_per_hour
+
+
+@dataclass
+class PlanContext:
+    """Everything one `plan()` call works on."""
+
+    snapshot: Snapshot
+    forecasts: tuple[Forecast, ...]
+    policies: Mapping[TenantName, Policy]
+    now: datetime
+    groups: dict[GroupId, GroupCapacity]
+    nodes: dict[NodeId, Node]
+    usage: dict[TenantName, TenantUsage]
+    actions: list[Action] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
+    busy_nodes: set[NodeId] = field(default_factory=set)
+
+    def policy(self, tenant: TenantName) -> Policy:
+        return self.policies.get(tenant) or default_policy(tenant)
+
+    def usage_of(self, tenant: TenantName) -> TenantUsage:
+        if tenant not in self.usage:
+            self.usage[tenant] = TenantUsage()
+        return self.usage[tenant]
+
+    def pending_jobs(self) -> list[Job]:
+        return [j for j in self.snapshot.jobs if j.state is JobState.PENDING]
+
+    def running_jobs(self) -> list[Job]:
+        return [j for j in self.snapshot.jobs if j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
+
+    def hold(self, subject: str, reason: str, step: str, tenant: TenantName | None = None) -> None:
+        self.holds.append(Hold(subject=subject, reason=reason, step=step, tenant=tenant))
+
+
+def build_context(
+    snapshot: Snapshot,
+    forecasts: tuple[Forecast, ...],
+    policies: Mapping[TenantName, Policy],
+    prices: PriceSource,
+    now: datetime,
+) -> PlanContext:
+    """Index a snapshot: free GPUs per ready node, booting capacity per group, usage per tenant."""
+    nodes = {n.id: n for n in snapshot.nodes}
+    used: dict[NodeId, int] = defaultdict(int)
+    running = [j for j in snapshot.jobs if j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
+    for job in running:
+        per_node = gpus_per_node_of(job)
+        for node_id in job.node_ids:
+            used[node_id] += per_node
+    groups: dict[GroupId, GroupCapacity] = {}
+    for group in snapshot.groups:
+        groups[group.id] = GroupCapacity(
+            group=group, price_per_node=prices.group_price(group), target=snapshot.target_of(group)
+        )
+    busy: set[NodeId] = set()
+    for node in snapshot.nodes:
+        cap = groups.get(node.group_id)
+        if cap is None:
+            continue
+        if node.state is NodeState.READY:
+            cap.ready_nodes += 1
+            free = max(0, node.gpus - used.get(node.id, 0))
+            cap.add_ready(node.id, free)
+            if free < node.gpus:
+                busy.add(node.id)
+        elif node.state is NodeState.DRAINING:
+            cap.ready_nodes += 1
+    for cap in groups.values():
+        cap.seal()
+        booting = max(0, cap.target - cap.ready_nodes)
+        cap.inflight_free = [cap.gpn] * booting
+        cap.inflight_owner = [None] * booting
+    usage: dict[TenantName, TenantUsage] = {}
+    for job in running:
+        first = nodes.get(job.node_ids[0]) if job.node_ids else None
+        cap = groups.get(first.group_id) if first else None
+        if cap is None:
+            continue
+        usage.setdefault(job.tenant, TenantUsage()).add(cap.group, job.gpu_demand, job.gpu_demand * cap.gpu_price)
+    return PlanContext(
+        snapshot=snapshot,
+        forecasts=forecasts,
+        policies=policies,
+        now=now,
+        groups=groups,
+        nodes=nodes,
+        usage=usage,
+        busy_nodes=busy,
+    )
+
+
+def gpus_per_node_of(job: Job) -> int:
+    """GPUs a running job holds on each of its nodes (spread evenly over them)."""
+    if not job.node_ids:
+        return 0
+    return -(-job.whole_gpus // len(job.node_ids))

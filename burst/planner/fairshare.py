@@ -1,0 +1,46 @@
+"""The order pending jobs are considered in: priority first, then weighted fair share.
+
+Tenants are served highest priority first. Among tenants of equal priority the
+next job comes from the tenant with the least GPUs held (running, plus what
+this plan has already given it) per unit of `fair_share_weight`, so contended
+capacity splits in the ratio of the weights. Within a tenant, jobs go by
+their own priority, then submit time, then id.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterator
+
+from burst.model import Job, TenantName
+from burst.planner.context import PlanContext
+
+
+def job_priority(job: Job, ctx: PlanContext) -> int:
+    """A job's effective priority: its own, else its tenant's."""
+    return job.priority if job.priority is not None else ctx.policy(job.tenant).priority
+
+
+def fair_order(ctx: PlanContext) -> Iterator[Job]:
+    """Yield pending jobs in service order; shares are read live, so placements made so far count."""
+    queues: dict[TenantName, list[Job]] = defaultdict(list)
+    for job in ctx.pending_jobs():
+        queues[job.tenant].append(job)
+    for jobs in queues.values():
+        jobs.sort(key=lambda j: (-job_priority(j, ctx), j.submitted_at, j.id))
+        jobs.reverse()  # pop() from the end gives the head
+
+    def entry(tenant: TenantName) -> tuple[int, float, TenantName]:
+        head = queues[tenant][-1]
+        weight = max(ctx.policy(tenant).fair_share_weight, 1e-9)
+        return (-job_priority(head, ctx), ctx.usage_of(tenant).total_gpus / weight, tenant)
+
+    heap = [entry(t) for t in queues]
+    heapq.heapify(heap)
+    while heap:
+        _, _, tenant = heapq.heappop(heap)
+        job = queues[tenant].pop()
+        yield job
+        if queues[tenant]:
+            heapq.heappush(heap, entry(tenant))

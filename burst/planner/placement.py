@@ -1,0 +1,289 @@
+"""Step: place pending jobs, steady tier first, and scale elastic groups up for what is left.
+
+For each pending job, in fair order (`fairshare.fair_order`), the step tries in turn:
+
+1. free GPUs on ready nodes, steady (on-prem) groups first, then elastic groups by
+   price per GPU-hour: a `place_job` action;
+2. capacity already booting (or launched earlier in this plan): the job waits
+   for it and nothing new is launched;
+3. a launch in the cheapest feasible elastic group: one `scale_up` per group,
+   summing every job it is for.
+
+A group is feasible for a job when the tenant's policy allows its provider and
+region, the GPU model matches, and, for spot groups, the job is fault-tolerant,
+the tenant allows spot, checkpoints often enough, and stays within its max spot
+share. Quotas (steady and burst GPUs), group max sizes and hard budgets bound
+every choice; a job that fits nowhere becomes a hold naming the reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from burst.model import Action, ActionKind, CapacityType, Job, Policy, TenantName, Tier
+from burst.planner.context import BUDGET_HORIZON_S, GroupCapacity, PlanContext
+from burst.planner.fairshare import fair_order
+
+STEP_PLACE = "place"
+STEP_SCALE_UP = "scale_up"
+
+
+@dataclass
+class _LaunchSummary:
+    nodes: int = 0
+    jobs: int = 0
+    gpus: int = 0
+    by_tenant: dict[TenantName, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def spot_eligible(job: Job, policy: Policy) -> bool:
+    """Whether a job may go to spot at all: fault-tolerant, tenant allows spot, checkpoints often enough."""
+    if not (job.fault_tolerant and policy.spot.allowed):
+        return False
+    required = policy.spot.required_checkpoint_interval_s
+    if required is None:
+        return True
+    return job.checkpoint_interval_s is not None and job.checkpoint_interval_s <= required
+
+
+def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCapacity]:
+    """Groups the job may run on, steady first, then elastic by price per GPU-hour (then id)."""
+    eligible_spot = spot_eligible(job, policy)
+    out = []
+    for cap in ctx.groups.values():
+        group = cap.group
+        if job.gpu_model is not None and group.shape.gpu_model != job.gpu_model:
+            continue
+        if not policy.allows_group(group):
+            continue
+        if group.capacity_type is CapacityType.SPOT and not eligible_spot:
+            continue
+        out.append(cap)
+    out.sort(key=lambda c: (c.group.tier is not Tier.STEADY, c.gpu_price, c.group.id))
+    return out
+
+
+class _Refusals:
+    """Why a job could not be placed; the first reason of the most preferred kind wins."""
+
+    ORDER = ("budget", "quota", "spot_share", "group_max", "too_large", "no_group")
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, list[str]] = {}
+
+    def add(self, kind: str, reason: str) -> None:
+        found = self.reasons.setdefault(kind, [])
+        if reason not in found:
+            found.append(reason)
+
+    def best(self) -> tuple[str, str]:
+        for kind in self.ORDER:
+            if kind in self.reasons:
+                return kind, "; ".join(self.reasons[kind])
+        return "no_group", "no node group is feasible for it"
+
+
+def place_and_scale_up(ctx: PlanContext) -> None:
+    """Place every pending job on existing or booting capacity, or launch for it (see module doc)."""
+    launches: dict[str, _LaunchSummary] = defaultdict(_LaunchSummary)
+    waiting: dict[str, int] = defaultdict(int)
+    refused: dict[tuple[TenantName, str, str], list[int]] = {}
+    candidates_cache: dict[tuple[TenantName, str | None, bool], list[GroupCapacity]] = {}
+
+    for job in fair_order(ctx):
+        policy = ctx.policy(job.tenant)
+        key = (job.tenant, job.gpu_model, spot_eligible(job, policy))
+        if key not in candidates_cache:
+            candidates_cache[key] = candidate_groups(ctx, job, policy)
+        candidates = candidates_cache[key]
+        refusals = _Refusals()
+        if not candidates:
+            refusals.add("no_group", _no_group_reason(job, policy))
+        outcome = (
+            _try_ready(ctx, job, policy, candidates, refusals)
+            or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
+            or _try_launch(ctx, job, policy, candidates, refusals, launches)
+        )
+        if not outcome:
+            kind, reason = refusals.best()
+            entry = refused.setdefault((job.tenant, kind, reason), [0, 0])
+            entry[0] += 1
+            entry[1] += job.whole_gpus
+
+    for group_id in sorted(launches):
+        summary = launches[group_id]
+        cap = ctx.groups[group_id]
+        tenants = ", ".join(f"{t}: {n}" for t, n in sorted(summary.by_tenant.items()))
+        ctx.actions.append(
+            Action(
+                kind=ActionKind.SCALE_UP,
+                target=group_id,
+                count=summary.nodes,
+                size=cap.target + summary.nodes,
+                step=STEP_SCALE_UP,
+                reason=(
+                    f"{summary.jobs} pending job(s) ({tenants}) need {summary.gpus} GPU(s) that ready and booting "
+                    f"capacity cannot hold; {group_id} is the cheapest feasible group at "
+                    f"${cap.gpu_price:.2f}/GPU-h ({cap.target} -> {cap.target + summary.nodes} nodes)"
+                ),
+            )
+        )
+    for group_id in sorted(waiting):
+        ctx.hold(
+            f"group:{group_id}",
+            f"{waiting[group_id]} pending job(s) wait for capacity already booting in {group_id}; nothing new launched",
+            STEP_SCALE_UP,
+        )
+    for (tenant, _kind, reason), (jobs, gpus) in sorted(refused.items()):
+        ctx.hold(f"tenant:{tenant}", f"{jobs} pending job(s) ({gpus} GPUs) not planned: {reason}", STEP_SCALE_UP, tenant)
+
+
+def _no_group_reason(job: Job, policy: Policy) -> str:
+    if job.gpu_model is not None:
+        return f"no node group allowed for tenant {job.tenant} has GPU model {job.gpu_model}"
+    return f"no node group is allowed by tenant {job.tenant}'s policy"
+
+
+def _quota_ok(ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, refusals: _Refusals) -> bool:
+    usage = ctx.usage_of(job.tenant)
+    if cap.group.tier is Tier.STEADY:
+        quota, used, name = policy.steady_quota_gpus, usage.steady_gpus, "steady_gpus"
+    else:
+        quota, used, name = policy.burst_quota_gpus, usage.elastic_gpus, "burst_gpus"
+    if quota is not None and used + job.gpu_demand > quota:
+        refusals.add("quota", f"tenant {job.tenant} would hold {used + job.gpu_demand:g} GPUs > quota.{name} {quota}")
+        return False
+    if cap.group.capacity_type is CapacityType.SPOT:
+        share = (usage.spot_gpus + job.gpu_demand) / (usage.elastic_gpus + job.gpu_demand)
+        if share > policy.spot.max_share + 1e-9:
+            refusals.add(
+                "spot_share",
+                f"tenant {job.tenant}'s spot share would be {share:.0%} > spot.max_share {policy.spot.max_share:.0%}",
+            )
+            return False
+    return True
+
+
+def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: float, what: str, refusals: _Refusals) -> bool:
+    usage = ctx.usage_of(job.tenant)
+    after = usage.usd_per_hour + extra_usd_per_hour
+    cap_h = policy.budget.usd_per_hour
+    if cap_h is not None and after > cap_h + 1e-9:
+        refusals.add(
+            "budget",
+            f"{what} refused: tenant {job.tenant} would spend ${after:.2f}/h > budget.usd_per_hour ${cap_h:.2f}",
+        )
+        return False
+    cap_m = policy.budget.usd_per_month
+    if cap_m is not None:
+        spent = ctx.snapshot.spend_month_usd.get(job.tenant, 0.0)
+        projected = spent + after * BUDGET_HORIZON_S / 3600.0
+        if projected > cap_m + 1e-9:
+            refusals.add(
+                "budget",
+                f"{what} refused: tenant {job.tenant} has spent ${spent:.2f} this month; one more hour at "
+                f"${after:.2f}/h would pass budget.usd_per_month ${cap_m:.2f}",
+            )
+            return False
+    return True
+
+
+def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals) -> bool:
+    for cap in candidates:
+        if not cap.buckets or not _quota_ok(ctx, job, policy, cap, refusals):
+            continue
+        cost = job.gpu_demand * cap.gpu_price
+        if not _budget_ok(ctx, job, policy, cost, f"placing on {cap.group.id}", refusals):
+            continue
+        node_ids = cap.take_ready(job.whole_gpus)
+        if node_ids is None:
+            continue
+        ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
+        ctx.busy_nodes.update(node_ids)
+        tier = "steady tier" if cap.group.tier is Tier.STEADY else f"elastic {cap.group.capacity_type.value}"
+        ctx.actions.append(
+            Action(
+                kind=ActionKind.PLACE_JOB,
+                target=job.id,
+                tenant=job.tenant,
+                count=job.whole_gpus,
+                node_ids=node_ids,
+                step=STEP_PLACE,
+                reason=f"{job.whole_gpus} free GPU(s) on {', '.join(node_ids)} ({cap.group.id}, {tier}, "
+                f"${cap.gpu_price:.2f}/GPU-h)",
+            )
+        )
+        return True
+    return False
+
+
+def _try_inflight(
+    ctx: PlanContext,
+    job: Job,
+    policy: Policy,
+    candidates: list[GroupCapacity],
+    refusals: _Refusals,
+    waiting: dict[str, int],
+) -> bool:
+    for cap in candidates:
+        if cap.group.tier is Tier.STEADY or not cap.inflight_free:
+            continue
+        if not _quota_ok(ctx, job, policy, cap, refusals):
+            continue
+        slots = cap.find_inflight(job.whole_gpus)
+        if slots is None:
+            continue
+        # A node launched earlier in this plan for the same tenant is already charged to it.
+        owned = len(slots) == 1 and cap.inflight_owner[slots[0]] == job.tenant
+        cost = 0.0 if owned else job.gpu_demand * cap.gpu_price
+        if not _budget_ok(ctx, job, policy, cost, f"waiting on booting capacity in {cap.group.id}", refusals):
+            continue
+        cap.commit_inflight(slots, job.whole_gpus)
+        ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
+        if not owned:
+            waiting[cap.group.id] += 1
+        return True
+    return False
+
+
+def _try_launch(
+    ctx: PlanContext,
+    job: Job,
+    policy: Policy,
+    candidates: list[GroupCapacity],
+    refusals: _Refusals,
+    launches: dict[str, _LaunchSummary],
+) -> bool:
+    for cap in candidates:
+        if cap.group.tier is Tier.STEADY:
+            if job.whole_gpus > cap.gpn * cap.group.max_size:
+                refusals.add("too_large", f"{job.whole_gpus} GPUs exceed {cap.group.id}'s whole size")
+            continue
+        need = -(-job.whole_gpus // cap.gpn)
+        if cap.planned_size + need > cap.group.max_size:
+            refusals.add(
+                "group_max",
+                f"{cap.group.id} is at its max_size {cap.group.max_size} "
+                f"({cap.planned_size} planned, {need} more needed)",
+            )
+            continue
+        if not _quota_ok(ctx, job, policy, cap, refusals):
+            continue
+        cost = need * cap.price_per_node
+        what = f"launch of {need} x {cap.group.instance_type} in {cap.group.id} (${cost:.2f}/h)"
+        if not _budget_ok(ctx, job, policy, cost, what, refusals):
+            continue
+        cap.launched += need
+        leftover = need * cap.gpn - job.whole_gpus
+        if need == 1 and leftover > 0:
+            cap.inflight_free.append(leftover)
+            cap.inflight_owner.append(job.tenant)
+        ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
+        summary = launches[cap.group.id]
+        summary.nodes += need
+        summary.jobs += 1
+        summary.gpus += job.whole_gpus
+        summary.by_tenant[job.tenant] += 1
+        return True
+    return False

@@ -1,0 +1,38 @@
+"""Step: reclaim running jobs that have outlived their tenant's max runtime."""
+
+from __future__ import annotations
+
+from burst.model import Action, ActionKind
+from burst.planner.context import PlanContext, gpus_per_node_of
+
+STEP = "reclaim"
+
+
+def reclaim_overdue(ctx: PlanContext) -> None:
+    """Plan a reclaim for every running job past `max_job_runtime`, freeing its GPUs for this plan."""
+    for job in ctx.running_jobs():
+        limit = ctx.policy(job.tenant).max_job_runtime_s
+        if limit is None or job.started_at is None:
+            continue
+        ran = (ctx.now - job.started_at).total_seconds()
+        if ran <= limit:
+            continue
+        ctx.actions.append(
+            Action(
+                kind=ActionKind.RECLAIM_JOB,
+                target=job.id,
+                tenant=job.tenant,
+                count=job.whole_gpus,
+                node_ids=job.node_ids,
+                step=STEP,
+                reason=f"ran {ran / 3600:.1f} h, over tenant {job.tenant}'s max_job_runtime of {limit / 3600:.1f} h",
+            )
+        )
+        per_node = gpus_per_node_of(job)
+        for node_id in job.node_ids:
+            node = ctx.nodes.get(node_id)
+            cap = ctx.groups.get(node.group_id) if node else None
+            if cap is not None:
+                cap.release(node_id, per_node)
+                price = job.gpu_demand * cap.gpu_price
+                ctx.usage_of(job.tenant).add(cap.group, -job.gpu_demand / len(job.node_ids), -price / len(job.node_ids))

@@ -1,0 +1,56 @@
+"""Step: release elastic nodes that have been idle past their group's cooldown."""
+
+from __future__ import annotations
+
+from burst.model import Action, ActionKind, Tier
+from burst.planner.context import PlanContext
+
+STEP = "scale_down"
+
+
+def scale_down_idle(ctx: PlanContext) -> None:
+    """Terminate idle elastic nodes (no jobs, none placed this plan) idle for at least the cooldown.
+
+    Never below the group's min size, never in a group this plan scales up, and
+    the oldest-idle nodes go first. Idle nodes still inside the cooldown are
+    reported as a hold with the time left.
+    """
+    scaled_up = {a.target for a in ctx.actions if a.kind is ActionKind.SCALE_UP}
+    for group_id in sorted(ctx.groups):
+        cap = ctx.groups[group_id]
+        group = cap.group
+        if group.tier is not Tier.ELASTIC or group_id in scaled_up:
+            continue
+        idle = []
+        for node_id in cap.idle_ready():
+            if node_id in ctx.busy_nodes:
+                continue
+            node = ctx.nodes[node_id]
+            since = node.idle_since or node.entered_state_at
+            idle.append(((ctx.now - since).total_seconds(), node_id))
+        if not idle:
+            continue
+        idle.sort(key=lambda item: (-item[0], item[1]))
+        removable = max(0, cap.target - group.min_size)
+        due = [node_id for seconds, node_id in idle if seconds >= group.scale_down_cooldown_s][:removable]
+        if due:
+            ctx.actions.append(
+                Action(
+                    kind=ActionKind.SCALE_DOWN,
+                    target=group_id,
+                    count=len(due),
+                    size=cap.target - len(due),
+                    node_ids=tuple(sorted(due)),
+                    step=STEP,
+                    reason=f"{len(due)} node(s) idle for at least the {group.scale_down_cooldown_s / 60:g} min cooldown "
+                    f"({cap.target} -> {cap.target - len(due)} nodes)",
+                )
+            )
+        kept = [(s, n) for s, n in idle if n not in due]
+        if kept:
+            if all(s >= group.scale_down_cooldown_s for s, _ in kept):
+                why = f"group is at its min_size {group.min_size}"
+            else:
+                left = min(group.scale_down_cooldown_s - s for s, _ in kept if s < group.scale_down_cooldown_s)
+                why = f"inside the {group.scale_down_cooldown_s / 60:g} min cooldown (next due in {left / 60:.1f} min)"
+            ctx.hold(f"group:{group_id}", f"{len(kept)} idle node(s) kept: {why}", STEP)
