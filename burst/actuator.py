@@ -1,0 +1,262 @@
+"""The actuator: the only code that calls providers, journaling every intent around the call.
+
+For each provider action of a plan: the intent is written to the journal
+(`planned`), marked `sent` just before the call, and `confirmed` or `failed`
+after it. The idempotency key is the plan id plus what the action does
+(`Action.key`), written to the journal before the call, so a resend after a
+restart carries the same key and the provider ignores the duplicate.
+
+On start, `recover()` settles every unconfirmed intent before anything new is
+planned: an intent never sent is dropped (the next plan recomputes it from
+observed state); a sent one is checked against what the provider reports
+(group target, node presence) and resent with its journaled key if it did not
+take. Group sizes are absolute, so a resend cannot double a launch.
+
+`collect_garbage()` finds what no plan would: nodes tagged with this cluster
+that the store does not know and no group target explains (orphans, after a
+grace period), and nodes stuck booting past the resume timeout; both are
+terminated (the stuck node's jobs are requeued by the job source, since the
+node is no longer ready).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from burst.model import Action, ActionKind, Node, NodeId, NodeState, Plan, WarmState
+from burst.state import IntentStatus, Store
+from providers.base import NotFound, Provider, ProviderError
+
+log = logging.getLogger("burst.actuator")
+
+CLUSTER_TAG = "burst:cluster"
+PROVIDER_ACTIONS = frozenset(
+    {ActionKind.SCALE_UP, ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES, ActionKind.SET_WARM_POOL}
+)
+
+
+class InjectedCrash(BaseException):
+    """Raised by a fault hook to stop the actuator dead, as a killed process would (tests only)."""
+
+
+FaultHook = Callable[[str, Action], None]
+"""Called with ("sent" | "called", action) around each provider call; tests raise InjectedCrash from it."""
+
+
+@dataclass
+class Outcome:
+    """What happened to one provider action."""
+
+    action: Action
+    key: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class GcReport:
+    """What garbage collection terminated, and why."""
+
+    orphans: list[NodeId] = field(default_factory=list)
+    stuck: list[NodeId] = field(default_factory=list)
+
+
+class Actuator:
+    """Carries out plans against providers by group id, journaling in `store`."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        store: Store,
+        *,
+        cluster: str,
+        clock: Callable[[], datetime],
+        orphan_grace_s: float = 600.0,
+        resume_timeout_s: float = 900.0,
+        fault: FaultHook | None = None,
+    ) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.clock = clock
+        self.orphan_grace_s = orphan_grace_s
+        self.resume_timeout_s = resume_timeout_s
+        self.fault = fault
+        self.by_group: dict[str, Provider] = {}
+        for provider in providers.values():
+            for group in provider.node_groups():
+                self.by_group[group.id] = provider
+        self.providers = dict(providers)
+
+    # ------------------------------------------------------------ plans
+
+    def execute(self, plan: Plan) -> list[Outcome]:
+        """Send every provider action of `plan`, in order; job actions are the job source's."""
+        return [self._send(plan.id, a) for a in plan.actions if a.kind in PROVIDER_ACTIONS]
+
+    def idempotency_key(self, plan_id: str, action: Action) -> str:
+        """The key a provider sees for `action`: cluster, plan and what the action does."""
+        return f"{self.cluster}:{plan_id}:{action.key}"
+
+    def _send(self, plan_id: str, action: Action) -> Outcome:
+        key = self.idempotency_key(plan_id, action)
+        now = self.clock()
+        intent_id = self.store.record_intent(key, plan_id, action.to_json(), now)
+        self.store.mark_intent(intent_id, IntentStatus.SENT, now)
+        if self.fault:
+            self.fault("sent", action)
+        try:
+            self._call(action, key)
+        except ProviderError as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), detail)
+            log.warning("action failed", extra={"plan_id": plan_id, "action_id": action.id, "detail": detail})
+            return Outcome(action, key, False, detail)
+        if self.fault:
+            self.fault("called", action)
+        self.store.mark_intent(intent_id, IntentStatus.CONFIRMED, self.clock())
+        if action.size is not None:
+            self.store.set_target(action.target, action.size, key, self.clock())
+        return Outcome(action, key, True)
+
+    def _call(self, action: Action, key: str) -> None:
+        provider = self.by_group.get(action.target)
+        if provider is None:
+            raise NotFound(f"no provider manages group {action.target}")
+        if action.kind is ActionKind.SCALE_UP:
+            assert action.size is not None
+            provider.set_target(action.target, action.size, key=key)
+        elif action.kind in (ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES):
+            self._terminate(provider, action.node_ids, key)
+        elif action.kind is ActionKind.SET_WARM_POOL:
+            assert action.count is not None and action.warm_state is not None
+            provider.set_warm_pool(action.target, action.count, action.warm_state, key=key)
+
+    @staticmethod
+    def _terminate(provider: Provider, node_ids: Sequence[NodeId], key: str) -> None:
+        """Terminate, treating NotFound as done: terminate is retried until the node is gone."""
+        try:
+            provider.terminate(node_ids, key=key)
+        except NotFound:
+            pass
+
+    # ------------------------------------------------------------ recovery
+
+    def recover(self) -> list[Outcome]:
+        """Settle every unconfirmed intent against what providers report (run before the first plan)."""
+        outcomes = []
+        for intent in self.store.unconfirmed_intents():
+            now = self.clock()
+            if intent.status is IntentStatus.PLANNED:
+                self.store.mark_intent(intent.id, IntentStatus.FAILED, now, "never sent before a restart")
+                continue
+            action = _action_from_json(intent.action)
+            try:
+                if not self._took_effect(action):
+                    self._call(action, intent.key)
+            except ProviderError as exc:
+                self.store.mark_intent(intent.id, IntentStatus.FAILED, now, f"on recovery: {type(exc).__name__}: {exc}")
+                outcomes.append(Outcome(action, intent.key, False, str(exc)))
+                continue
+            self.store.mark_intent(intent.id, IntentStatus.CONFIRMED, now, "confirmed on recovery")
+            if action.size is not None:
+                self.store.set_target(action.target, action.size, intent.key, now)
+            outcomes.append(Outcome(action, intent.key, True, "recovered"))
+        return outcomes
+
+    def _took_effect(self, action: Action) -> bool:
+        provider = self.by_group.get(action.target)
+        if provider is None:
+            raise NotFound(f"no provider manages group {action.target}")
+        if action.kind is ActionKind.SCALE_UP:
+            return provider.target(action.target) == action.size
+        if action.kind in (ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES):
+            listed = provider.nodes()
+            return all(
+                n not in listed or listed[n].state in (NodeState.TERMINATING, NodeState.TERMINATED)
+                for n in action.node_ids
+            )
+        return False
+
+    # ------------------------------------------------------------ garbage collection
+
+    def collect_garbage(self, observed: Mapping[NodeId, Node], targets: Mapping[str, int]) -> GcReport:
+        """Terminate orphans (tagged, unknown, unexplained, past the grace) and nodes stuck booting."""
+        now = self.clock()
+        report = GcReport()
+        known = {n.id for n in self.store.nodes(include_terminated=True)}
+        first_seen = self._first_seen()
+        by_group: dict[str, list[Node]] = {}
+        for node in observed.values():
+            if node.tags.get(CLUSTER_TAG) != self.cluster or not node.live:
+                continue
+            by_group.setdefault(node.group_id, []).append(node)
+        adopted: list[Node] = []
+        for group_id, nodes in by_group.items():
+            live_known = [n for n in nodes if n.id in known and n.state is not NodeState.WARM]
+            unknown = sorted((n for n in nodes if n.id not in known), key=lambda n: (n.created_at, n.id))
+            room = max(0, targets.get(group_id, 0) - len(live_known)) if group_id in self.by_group else 0
+            for node in unknown:
+                if node.state is NodeState.WARM or room > 0:
+                    if node.state is not NodeState.WARM:
+                        room -= 1
+                    adopted.append(node)
+                    first_seen.pop(node.id, None)
+                    continue
+                seen = first_seen.setdefault(node.id, now.isoformat())
+                if (now - datetime.fromisoformat(seen)).total_seconds() >= self.orphan_grace_s:
+                    report.orphans.append(node.id)
+        self.store.put_nodes(adopted, at=now)
+        for node in observed.values():
+            if node.state in (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING) and node.id not in report.orphans:
+                if (now - node.entered_state_at).total_seconds() > self.resume_timeout_s:
+                    report.stuck.append(node.id)
+        for reason, ids in (("orphan", report.orphans), ("stuck", report.stuck)):
+            for node_id in ids:
+                node = observed[node_id]
+                provider = self.by_group.get(node.group_id) or next(iter(self.providers.values()))
+                action = Action(
+                    kind=ActionKind.TERMINATE_NODES,
+                    target=node.group_id,
+                    node_ids=(node_id,),
+                    step="gc",
+                    reason=f"{reason}: {node_id}",
+                )
+                key = f"{self.cluster}:gc:{action.key}"
+                intent_id = self.store.record_intent(key, "gc", action.to_json(), now)
+                self.store.mark_intent(intent_id, IntentStatus.SENT, now)
+                try:
+                    self._terminate(provider, (node_id,), key)
+                    self.store.mark_intent(intent_id, IntentStatus.CONFIRMED, self.clock())
+                except ProviderError as exc:
+                    self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), str(exc))
+                first_seen.pop(node_id, None)
+                log.info("garbage collected node", extra={"node": node_id, "why": reason})
+        self._save_first_seen(first_seen)
+        return report
+
+    def _first_seen(self) -> dict[str, str]:
+        raw = self.store.get_meta("gc.first_seen")
+        return dict(json.loads(raw)) if raw else {}
+
+    def _save_first_seen(self, first_seen: dict[str, str]) -> None:
+        self.store.set_meta("gc.first_seen", json.dumps(first_seen, sort_keys=True))
+
+
+def _action_from_json(data: Mapping[str, Any]) -> Action:
+    return Action(
+        kind=ActionKind(data["kind"]),
+        target=str(data["target"]),
+        reason=str(data.get("reason", "")),
+        step=str(data.get("step", "")),
+        count=data.get("count"),
+        size=data.get("size"),
+        node_ids=tuple(data.get("node_ids", ())),
+        tenant=data.get("tenant"),
+        warm_state=WarmState(data["warm_state"]) if data.get("warm_state") else None,
+        id=str(data.get("id", "")),
+    )

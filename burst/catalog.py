@@ -1,0 +1,429 @@
+"""The price catalog: what one hour of a GPU node costs, and who is charged for it.
+
+Prices come from a dated CSV shipped with the package (``burst/data/prices.csv``:
+public list prices of common GPU instance types, each row naming the source it
+was read from and the date), optionally overlaid by an operator CSV and then by
+explicit rows (``catalog.overrides`` in burst.yaml). Later sources win per
+``(provider, instance_type, region)``. On-prem capacity is priced by the
+amortised `OnPremCost` model instead of a list price.
+
+Cost attribution rule
+---------------------
+Every node-hour has a rate. A cloud node costs the catalog price of its group's
+capacity type (`Catalog.group_price`); an on-prem node costs
+``OnPremCost.usd_per_gpu_hour`` per GPU whether or not it is busy; a warm node
+that is stopped or powered off costs its standby rate (`Catalog.standby_price`).
+That rate is split per GPU (`Catalog.gpu_hour_price`), and the node-hours are
+charged like this:
+
+1. Held GPUs. A tenant is charged for the GPU-hours its jobs hold, at the
+   node's per-GPU rate: a job holding ``g`` GPUs of a node for ``h`` hours costs
+   ``g * h * gpu_hour_price``. A fractional job pays for its ``gpu_share``.
+2. Launched for demand. Capacity launched for a tenant's pending demand is
+   charged to that tenant while it is idle but held for it (booting, or ready
+   and not yet placed), so a burst is never free for the tenant that caused it.
+   Once other work uses the capacity, or it is released to the shared pool, the
+   charge follows rule 1 or 3.
+3. Unattributed. Everything else (idle steady GPUs, idle elastic capacity nobody
+   is waiting for, warm-pool nodes) is a tier overhead line, charged to no
+   tenant.
+
+Each charge carries one cost line, chosen by `cost_line`: ``steady`` (on-prem),
+``elastic_on_demand``, ``elastic_spot`` or ``hot_pool`` (warm-pool capacity), so
+the per-line totals add up to the fleet bill.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from burst.model import CapacityType, NodeGroup, Tier, WarmState
+
+HOURS_PER_YEAR = 8760.0
+"""Hours in a (non-leap) year, used to amortise on-prem capex."""
+
+COLUMNS = (
+    "provider",
+    "instance_type",
+    "region",
+    "gpu_model",
+    "gpus",
+    "gpu_memory_gib",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+    "source",
+    "read_on",
+)
+"""The price CSV's columns, in order."""
+
+SHIPPED_CSV = "burst/data/prices.csv"
+"""How errors name the price CSV shipped with the package."""
+
+SIM_PROVIDER = "sim"
+"""The simulated cloud: its groups may name any real instance type."""
+
+CostLine = Literal["steady", "elastic_on_demand", "elastic_spot", "hot_pool"]
+COST_LINES: tuple[CostLine, ...] = ("steady", "elastic_on_demand", "elastic_spot", "hot_pool")
+"""Every cost line a charge can carry (see the attribution rule above)."""
+
+_FIX = "add it to catalog.overrides in burst.yaml or to the price CSV"
+
+
+def _finite(value: float, name: str) -> None:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One instance type in one region: its GPUs and its hourly list prices (USD per instance)."""
+
+    provider: str
+    instance_type: str
+    region: str
+    gpu_model: str
+    gpus: int
+    gpu_memory_gib: float
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None
+    source: str
+    read_on: str
+
+    def __post_init__(self) -> None:
+        for name in ("provider", "instance_type", "region", "gpu_model", "source"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{name} must not be empty")
+        if self.gpus < 1:
+            raise ValueError(f"gpus must be >= 1, got {self.gpus}")
+        _finite(self.gpu_memory_gib, "gpu_memory_gib")
+        if self.gpu_memory_gib < 0:
+            raise ValueError(f"gpu_memory_gib must be >= 0, got {self.gpu_memory_gib}")
+        _finite(self.on_demand_usd_per_hour, "on_demand_usd_per_hour")
+        if self.on_demand_usd_per_hour <= 0:
+            raise ValueError(f"on_demand_usd_per_hour must be > 0, got {self.on_demand_usd_per_hour}")
+        if self.spot_usd_per_hour is not None:
+            _finite(self.spot_usd_per_hour, "spot_usd_per_hour")
+            if self.spot_usd_per_hour <= 0:
+                raise ValueError(f"spot_usd_per_hour must be > 0 (or empty), got {self.spot_usd_per_hour}")
+        try:
+            date.fromisoformat(self.read_on)
+        except ValueError:
+            raise ValueError(f"read_on must be a YYYY-MM-DD date, got {self.read_on!r}") from None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies the row: later rows with the same key replace it."""
+        return (self.provider, self.instance_type, self.region)
+
+    def cloud_price(self, capacity_type: CapacityType) -> float | None:
+        """USD/hour per instance bought as `capacity_type` (None: no spot price listed)."""
+        if capacity_type is CapacityType.SPOT:
+            return self.spot_usd_per_hour
+        return self.on_demand_usd_per_hour
+
+
+@dataclass(frozen=True)
+class OnPremCost:
+    """What an owned GPU costs per hour, busy or idle (utilisation-independent).
+
+    ``usd_per_gpu_hour = capex_usd_per_gpu / (depreciation_years * 8760)
+    + power_w_per_gpu / 1000 * pue * usd_per_kwh + ops_usd_per_gpu_hour``:
+    straight-line depreciation of the purchase price, the energy the GPU draws
+    at the facility's PUE, and operations (staff, support, space) per GPU-hour.
+    With the defaults: 25000 / 35040 + 0.7 * 1.4 * 0.12 + 0.25 ≈ 1.0811 USD.
+    It is never zero, so owned capacity is never treated as free.
+    """
+
+    capex_usd_per_gpu: float = 25000.0
+    depreciation_years: float = 4.0
+    power_w_per_gpu: float = 700.0
+    pue: float = 1.4
+    usd_per_kwh: float = 0.12
+    ops_usd_per_gpu_hour: float = 0.25
+
+    def __post_init__(self) -> None:
+        for name in ("capex_usd_per_gpu", "depreciation_years", "power_w_per_gpu", "pue", "usd_per_kwh"):
+            value = getattr(self, name)
+            _finite(value, name)
+            if value <= 0:
+                raise ValueError(f"onprem {name} must be > 0, got {value}")
+        _finite(self.ops_usd_per_gpu_hour, "ops_usd_per_gpu_hour")
+        if self.ops_usd_per_gpu_hour < 0:
+            raise ValueError(f"onprem ops_usd_per_gpu_hour must be >= 0, got {self.ops_usd_per_gpu_hour}")
+
+    @property
+    def capex_usd_per_gpu_hour(self) -> float:
+        """Depreciation per GPU-hour."""
+        return self.capex_usd_per_gpu / (self.depreciation_years * HOURS_PER_YEAR)
+
+    @property
+    def power_usd_per_gpu_hour(self) -> float:
+        """Energy per GPU-hour, facility overhead (PUE) included."""
+        return self.power_w_per_gpu / 1000 * self.pue * self.usd_per_kwh
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        """The full hourly cost of one owned GPU (see the class docstring)."""
+        return self.capex_usd_per_gpu_hour + self.power_usd_per_gpu_hour + self.ops_usd_per_gpu_hour
+
+    @property
+    def standby_usd_per_gpu_hour(self) -> float:
+        """A powered-off GPU still depreciates and is still operated, but draws no power."""
+        return self.capex_usd_per_gpu_hour + self.ops_usd_per_gpu_hour
+
+
+DEFAULT_ONPREM = OnPremCost()
+
+
+class UnknownInstanceType(LookupError):
+    """The catalog has no price for an instance type in a region."""
+
+    def __init__(self, provider: str, instance_type: str, region: str) -> None:
+        self.provider = provider
+        self.instance_type = instance_type
+        self.region = region
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        return f"no price for {self.provider} instance type {self.instance_type!r} in {self.region}: {_FIX}"
+
+
+class NoSpotPrice(UnknownInstanceType):
+    """The instance type is known but the catalog lists no spot price for it there."""
+
+    def _message(self) -> str:
+        return (
+            f"no spot price for {self.provider} instance type {self.instance_type!r} in {self.region}: "
+            f"add a spot price to catalog.overrides in burst.yaml or to the price CSV"
+        )
+
+
+def is_onprem(group: NodeGroup) -> bool:
+    """Whether `group` is owned capacity (on-prem capacity type or the steady tier)."""
+    return group.capacity_type is CapacityType.ONPREM or group.tier is Tier.STEADY
+
+
+def cost_line(group: NodeGroup, warm: bool) -> CostLine:
+    """The cost line a node of `group` is booked to; `warm` means it sits in a hot pool."""
+    if warm:
+        return "hot_pool"
+    if is_onprem(group):
+        return "steady"
+    if group.capacity_type is CapacityType.SPOT:
+        return "elastic_spot"
+    return "elastic_on_demand"
+
+
+def parse_prices(text: str, name: str) -> list[PriceRow]:
+    """Rows of a price CSV (`name` is used in errors, which give the file and line)."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = tuple(reader.fieldnames or ())
+    if header != COLUMNS:
+        raise ValueError(
+            f"{name}:1: expected columns {','.join(COLUMNS)}, got {','.join(header) or 'nothing'}"
+        )
+    rows: list[PriceRow] = []
+    for record in reader:
+        line = reader.line_num
+        if None in record or any(record[c] is None for c in COLUMNS):
+            raise ValueError(f"{name}:{line}: expected {len(COLUMNS)} fields")
+        try:
+            spot = record["spot_usd_per_hour"].strip()
+            rows.append(
+                PriceRow(
+                    provider=record["provider"].strip(),
+                    instance_type=record["instance_type"].strip(),
+                    region=record["region"].strip(),
+                    gpu_model=record["gpu_model"].strip(),
+                    gpus=int(record["gpus"]),
+                    gpu_memory_gib=float(record["gpu_memory_gib"]),
+                    on_demand_usd_per_hour=float(record["on_demand_usd_per_hour"]),
+                    spot_usd_per_hour=float(spot) if spot else None,
+                    source=record["source"].strip(),
+                    read_on=record["read_on"].strip(),
+                )
+            )
+        except ValueError as exc:
+            raise ValueError(f"{name}:{line}: {exc}") from None
+    return rows
+
+
+def read_prices(path: Path) -> list[PriceRow]:
+    """Rows of the price CSV at `path`."""
+    return parse_prices(path.read_text(encoding="utf-8"), str(path))
+
+
+def shipped_prices() -> list[PriceRow]:
+    """Rows of the price CSV shipped with the package."""
+    text = resources.files("burst").joinpath("data/prices.csv").read_text(encoding="utf-8")
+    return parse_prices(text, SHIPPED_CSV)
+
+
+class Catalog:
+    """Hourly prices of node groups, looked up by (provider, instance type, region)."""
+
+    def __init__(
+        self,
+        rows: Iterable[PriceRow],
+        *,
+        onprem: OnPremCost = DEFAULT_ONPREM,
+        standby_fraction: float = 0.05,
+    ) -> None:
+        _finite(standby_fraction, "standby_fraction")
+        if not 0 <= standby_fraction < 1:
+            raise ValueError(f"standby_fraction must be in [0, 1), got {standby_fraction}")
+        self.onprem = onprem
+        self.standby_fraction = standby_fraction
+        by_key: dict[tuple[str, str, str], PriceRow] = {}
+        for row in rows:
+            by_key[row.key] = row  # later rows override earlier ones
+        self._by_key = by_key
+        self._by_type: dict[tuple[str, str], list[PriceRow]] = {}
+        for row in sorted(by_key.values(), key=lambda r: r.key):
+            self._by_type.setdefault((row.instance_type, row.region), []).append(row)
+        self._providers = frozenset(k[0] for k in by_key)
+
+    @classmethod
+    def load(
+        cls,
+        path: Path | None = None,
+        *,
+        extra: Sequence[PriceRow] = (),
+        onprem: OnPremCost = DEFAULT_ONPREM,
+        standby_fraction: float = 0.05,
+    ) -> Catalog:
+        """The shipped prices, then the rows of the CSV at `path`, then `extra` (each overriding the last)."""
+        rows = shipped_prices()
+        if path is not None:
+            rows.extend(read_prices(path))
+        rows.extend(extra)
+        return cls(rows, onprem=onprem, standby_fraction=standby_fraction)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def rows(self) -> tuple[PriceRow, ...]:
+        """Every row in effect, sorted by key."""
+        return tuple(sorted(self._by_key.values(), key=lambda r: r.key))
+
+    def read_on(self) -> str:
+        """The latest date any row was read on ('' for an empty catalog)."""
+        return max((r.read_on for r in self._by_key.values()), default="")
+
+    def find(self, provider: str, instance_type: str, region: str) -> PriceRow | None:
+        """The row for an instance type, or None.
+
+        An exact (provider, instance_type, region) row wins. The simulated cloud
+        and providers the catalog has no rows for fall back to the same
+        instance type and region of any provider, so a sim group can name a
+        real instance type and be priced like it.
+        """
+        row = self._by_key.get((provider, instance_type, region))
+        if row is not None:
+            return row
+        if provider == SIM_PROVIDER or provider not in self._providers:
+            matches = self._by_type.get((instance_type, region))
+            if matches:
+                return matches[0]
+        return None
+
+    def row(self, provider: str, instance_type: str, region: str) -> PriceRow:
+        """The row for an instance type; raises `UnknownInstanceType` if there is none."""
+        row = self.find(provider, instance_type, region)
+        if row is None:
+            raise UnknownInstanceType(provider, instance_type, region)
+        return row
+
+    def price(self, provider: str, instance_type: str, region: str, capacity_type: CapacityType) -> float:
+        """USD per hour of one instance bought as `capacity_type`.
+
+        ONPREM prices the instance type's GPUs at the on-prem rate. Raises
+        `UnknownInstanceType` for an unknown instance type and `NoSpotPrice`
+        for SPOT where no spot price is listed.
+        """
+        row = self.row(provider, instance_type, region)
+        if capacity_type is CapacityType.ONPREM:
+            return self.onprem.usd_per_gpu_hour * row.gpus
+        value = row.cloud_price(capacity_type)
+        if value is None:
+            raise NoSpotPrice(provider, instance_type, region)
+        return value
+
+    def group_price(self, group: NodeGroup) -> float:
+        """USD per hour of one node of `group` (on-prem: GPUs × the on-prem rate, no lookup)."""
+        if is_onprem(group):
+            return self.onprem.usd_per_gpu_hour * group.gpus_per_node
+        return self.price(group.provider, group.instance_type, group.region, group.capacity_type)
+
+    def gpu_hour_price(self, group: NodeGroup) -> float:
+        """USD per GPU-hour on a node of `group`: the rate tenants are charged for held GPUs."""
+        return self.group_price(group) / group.gpus_per_node
+
+    def standby_price(self, group: NodeGroup) -> float:
+        """USD per hour of a stopped (cloud) or powered-off (on-prem) warm-pool node of `group`.
+
+        Cloud: ``standby_fraction`` × the on-demand price, whatever the group's
+        capacity type. This approximates what a stopped instance still bills,
+        the EBS/PD storage of its boot volume, as a share of the instance price.
+        On-prem: depreciation and operations of its GPUs, without power.
+        """
+        if is_onprem(group):
+            return self.onprem.standby_usd_per_gpu_hour * group.gpus_per_node
+        row = self.row(group.provider, group.instance_type, group.region)
+        return self.standby_fraction * row.on_demand_usd_per_hour
+
+    def warm_price(self, group: NodeGroup, state: WarmState) -> float:
+        """USD per hour of a warm-pool node of `group` in `state` (a running one costs a full node)."""
+        if state is WarmState.RUNNING:
+            return self.group_price(group)
+        return self.standby_price(group)
+
+    def cheapest(self, gpu_model: str, capacity_type: CapacityType) -> PriceRow | None:
+        """The row with the lowest per-GPU price for `gpu_model` bought as `capacity_type`.
+
+        SPOT skips rows without a spot price; ONPREM prices every row alike, so
+        the tie-break (provider, instance type, region) decides. None if no row fits.
+        """
+        best: tuple[float, tuple[str, str, str]] | None = None
+        best_row: PriceRow | None = None
+        for row in self._by_key.values():
+            if row.gpu_model.casefold() != gpu_model.casefold():
+                continue
+            if capacity_type is CapacityType.ONPREM:
+                per_gpu = self.onprem.usd_per_gpu_hour
+            else:
+                value = row.cloud_price(capacity_type)
+                if value is None:
+                    continue
+                per_gpu = value / row.gpus
+            rank = (per_gpu, row.key)
+            if best is None or rank < best:
+                best, best_row = rank, row
+        return best_row
+
+
+__all__ = [
+    "COLUMNS",
+    "COST_LINES",
+    "DEFAULT_ONPREM",
+    "HOURS_PER_YEAR",
+    "Catalog",
+    "CostLine",
+    "NoSpotPrice",
+    "OnPremCost",
+    "PriceRow",
+    "UnknownInstanceType",
+    "cost_line",
+    "is_onprem",
+    "parse_prices",
+    "read_prices",
+    "shipped_prices",
+]

@@ -1,0 +1,88 @@
+"""Cost attribution: who pays for each node-second, on which cost line.
+
+The rule (also in burst.catalog's docstring): a tenant is charged for the
+GPU-hours its jobs hold, at the node's per-GPU rate; idle GPUs of a live node
+are tier overhead (tenant None) on the node's own line; warm (hot-pool) nodes
+are the `hot_pool` line at their standby rate. On-prem is never free: it is
+priced from capex, power and operations by the catalog.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Protocol
+
+from burst.model import CapacityType, Job, JobState, Node, NodeGroup, NodeState, Tier, WarmState
+from burst.state import CostEntry
+
+
+class CostPrices(Protocol):
+    def group_price(self, group: NodeGroup) -> float: ...
+
+    def standby_price(self, group: NodeGroup) -> float: ...
+
+
+def cost_line(group: NodeGroup, warm: bool = False) -> str:
+    """The cost ledger line of a node of `group`."""
+    if warm:
+        return "hot_pool"
+    if group.tier is Tier.STEADY:
+        return "steady"
+    return "elastic_spot" if group.capacity_type is CapacityType.SPOT else "elastic_on_demand"
+
+
+PAID_STATES = frozenset(
+    {NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING, NodeState.READY, NodeState.DRAINING, NodeState.INTERRUPTED}
+)
+
+
+def attribute_costs(
+    groups: Mapping[str, NodeGroup],
+    nodes: Iterable[Node],
+    jobs: Iterable[Job],
+    prices: CostPrices,
+    *,
+    seconds: float,
+    at: datetime,
+) -> list[CostEntry]:
+    """Ledger rows for `seconds` of the given state: tenants pay for held GPUs, the rest is overhead."""
+    held: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for job in jobs:
+        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING) and job.node_ids:
+            share = job.gpu_demand / len(job.node_ids)
+            for node_id in job.node_ids:
+                held[node_id][job.tenant] += share
+    hours = seconds / 3600.0
+    rows: dict[tuple[str, str | None, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for node in nodes:
+        group = groups.get(node.group_id)
+        if group is None:
+            continue
+        if node.state is NodeState.WARM:
+            price = prices.standby_price(group) if node.warm_state is not WarmState.RUNNING else prices.group_price(group)
+            entry = rows[(cost_line(group, warm=True), None, group.id)]
+            entry[0] += price * hours
+            continue
+        if node.state not in PAID_STATES:
+            continue
+        per_gpu = prices.group_price(group) / max(1, node.gpus)
+        line = cost_line(group)
+        used = 0.0
+        for tenant, gpus in held.get(node.id, {}).items():
+            gpus = min(gpus, node.gpus - used)
+            used += gpus
+            entry = rows[(line, tenant, group.id)]
+            entry[0] += gpus * per_gpu * hours
+            entry[1] += gpus * hours
+        idle = node.gpus - used
+        if idle > 0:
+            entry = rows[(line, None, group.id)]
+            entry[0] += idle * per_gpu * hours
+    return [
+        CostEntry(at=at, line=line, usd=usd, gpu_hours=gh, tenant=tenant, group_id=gid)
+        for (line, tenant, gid), (usd, gh) in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))
+        if usd > 0
+    ]
+

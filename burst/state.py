@@ -1,0 +1,865 @@
+"""The controller's store: one SQLite file in WAL mode.
+
+What lives here: jobs (the embedded queue's truth), nodes as last observed,
+the actuator's intent journal, group targets, demand history (forecasting
+input), the cost ledger, the decision log (``burst explain``) and a small
+key/value table.
+
+Conventions
+-----------
+- Every public write runs in one ``BEGIN IMMEDIATE`` transaction: a call either
+  lands entirely or not at all.
+- Times are stored as fixed-width ISO 8601 UTC strings
+  (``2026-03-02T12:00:00.000000+00:00``), which sort lexicographically in time
+  order, and are returned as timezone-aware UTC datetimes. Naive datetimes are
+  rejected with a ValueError naming the argument.
+- Time windows are half-open: ``since <= at < until``.
+- Model objects are stored as their `burst.codec` JSON, next to the columns
+  that queries filter on (kept in sync by the store, never written apart).
+- The schema is versioned with ``PRAGMA user_version`` and an ordered list of
+  `MIGRATIONS`; opening a file applies the missing ones, each in its own
+  transaction (re-checked under the write lock, so two processes opening the
+  same old file migrate it once).
+- One `Store` holds one connection guarded by a lock: it may be shared across
+  threads (one writer at a time). Other processes or `Store` objects on the
+  same file read concurrently thanks to WAL; writers wait up to the busy
+  timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from burst import codec
+from burst.model import JOB_TRANSITIONS, DemandPoint, Job, JobState, Node, NodeState
+
+__all__ = [
+    "COST_LINES",
+    "INTENT_TRANSITIONS",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "CostEntry",
+    "Decision",
+    "GroupTarget",
+    "Intent",
+    "IntentStatus",
+    "InvalidIntentTransition",
+    "InvalidJobTransition",
+    "JobExists",
+    "Migration",
+    "SchemaTooNew",
+    "Store",
+]
+
+
+# ------------------------------------------------------------------ errors
+
+
+class InvalidJobTransition(ValueError):
+    """A stored job was asked to move along an edge `JOB_TRANSITIONS` does not have."""
+
+
+class JobExists(ValueError):
+    """`add_job` was given an id the store already has."""
+
+
+class InvalidIntentTransition(ValueError):
+    """An intent was asked to move backwards (or sideways) in its lifecycle."""
+
+
+class SchemaTooNew(RuntimeError):
+    """The file was written by a newer burst than this one."""
+
+
+# ------------------------------------------------------------------ records
+
+
+class IntentStatus(StrEnum):
+    """Where an actuator intent is: journaled, sent to the provider, and its outcome."""
+
+    PLANNED = "planned"
+    SENT = "sent"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+
+
+INTENT_TRANSITIONS: Mapping[IntentStatus, frozenset[IntentStatus]] = {
+    IntentStatus.PLANNED: frozenset({IntentStatus.SENT, IntentStatus.FAILED}),
+    IntentStatus.SENT: frozenset({IntentStatus.CONFIRMED, IntentStatus.FAILED}),
+    IntentStatus.CONFIRMED: frozenset(),
+    IntentStatus.FAILED: frozenset(),
+}
+"""Forward-only intent lifecycle: planned -> sent -> confirmed | failed, planned -> failed."""
+
+UNCONFIRMED_INTENT_STATUSES = (IntentStatus.PLANNED, IntentStatus.SENT)
+
+COST_LINES: tuple[str, ...] = ("steady", "elastic_on_demand", "elastic_spot", "hot_pool")
+"""The cost ledger's lines (DESIGN.md's `cost_by_tier` keys)."""
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One entry of the actuator's journal."""
+
+    id: int
+    key: str
+    plan_id: str
+    action: Mapping[str, Any]
+    status: IntentStatus
+    detail: str
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def unconfirmed(self) -> bool:
+        return self.status in UNCONFIRMED_INTENT_STATUSES
+
+
+@dataclass(frozen=True)
+class GroupTarget:
+    """The size last asked of a group, with the idempotency key of the asking action."""
+
+    group_id: str
+    size: int
+    key: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class CostEntry:
+    """One cost ledger row; `tenant` None is tier overhead (idle steady capacity, hot pools)."""
+
+    at: datetime
+    line: str
+    usd: float
+    gpu_hours: float = 0.0
+    tenant: str | None = None
+    group_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision log row: what the planner did (or held back) about `subject`, and why."""
+
+    id: int
+    at: datetime
+    plan_id: str
+    subject: str
+    kind: str
+    reason: str
+    data: Mapping[str, Any]
+
+
+# ------------------------------------------------------------------ schema
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: the statements that take the file from `version - 1` to `version`."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "base tables",
+        (
+            """CREATE TABLE meta (
+                key TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            )""",
+            """CREATE TABLE jobs (
+                id TEXT PRIMARY KEY,
+                tenant TEXT NOT NULL,
+                state TEXT NOT NULL,
+                submitted_at TEXT NOT NULL,
+                json TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX jobs_state ON jobs(state, submitted_at, id)",
+            "CREATE INDEX jobs_tenant ON jobs(tenant, submitted_at, id)",
+            """CREATE TABLE nodes (
+                id TEXT PRIMARY KEY,
+                group_id TEXT NOT NULL,
+                state TEXT NOT NULL,
+                json TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX nodes_group ON nodes(group_id)",
+            """CREATE TABLE intents (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                key TEXT NOT NULL,
+                plan_id TEXT NOT NULL,
+                action_json TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('planned', 'sent', 'confirmed', 'failed')),
+                detail TEXT NOT NULL DEFAULT '',
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX intents_key ON intents(key)",
+            """CREATE TABLE group_targets (
+                group_id TEXT PRIMARY KEY,
+                size INTEGER NOT NULL CHECK (size >= 0),
+                key TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE demand_history (
+                at TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                gpu_model TEXT NOT NULL,
+                running_gpus REAL NOT NULL,
+                pending_gpus REAL NOT NULL,
+                PRIMARY KEY (tenant, gpu_model, at)
+            )""",
+            "CREATE INDEX demand_at ON demand_history(at)",
+            """CREATE TABLE cost_ledger (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                at TEXT NOT NULL,
+                tenant TEXT,
+                line TEXT NOT NULL
+                    CHECK (line IN ('steady', 'elastic_on_demand', 'elastic_spot', 'hot_pool')),
+                group_id TEXT,
+                usd REAL NOT NULL
+            )""",
+            "CREATE INDEX cost_at ON cost_ledger(at)",
+            """CREATE TABLE decisions (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                at TEXT NOT NULL,
+                plan_id TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                json TEXT NOT NULL
+            )""",
+            "CREATE INDEX decisions_subject ON decisions(subject, at)",
+            "CREATE INDEX decisions_at ON decisions(at)",
+        ),
+    ),
+    Migration(
+        2,
+        "cost ledger gpu_hours (metering); index intents by status (restart recovery)",
+        (
+            "ALTER TABLE cost_ledger ADD COLUMN gpu_hours REAL NOT NULL DEFAULT 0",
+            "CREATE INDEX intents_status ON intents(status, id)",
+            "CREATE INDEX cost_tenant ON cost_ledger(tenant, at)",
+        ),
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+if [m.version for m in MIGRATIONS] != list(range(1, len(MIGRATIONS) + 1)):  # pragma: no cover
+    raise AssertionError("MIGRATIONS must be numbered 1..N in order")
+
+
+# ------------------------------------------------------------------ time helpers
+
+
+def _ts(value: datetime, name: str) -> str:
+    """A datetime as the store's fixed-width UTC string; naive datetimes are refused."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name}: expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name}: naive datetime {value.isoformat()} (times must be timezone-aware UTC)")
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _dt(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _json(data: Any, name: str) -> str:
+    try:
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: not JSON-serialisable: {exc}") from exc
+
+
+def _finite(value: float, name: str) -> float:
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name}: must be finite, got {value!r}")
+    return v
+
+
+def _window(column: str, since: datetime | None, until: datetime | None) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if since is not None:
+        where.append(f"{column} >= ?")
+        params.append(_ts(since, "since"))
+    if until is not None:
+        where.append(f"{column} < ?")
+        params.append(_ts(until, "until"))
+    return where, params
+
+
+def _where(clauses: Sequence[str]) -> str:
+    return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+
+
+def _placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+# ------------------------------------------------------------------ the store
+
+
+class Store:
+    """The SQLite store. ``Store(path)`` opens (creating and migrating) a file; ``":memory:"`` works too.
+
+    `target_version` stops migrating at that schema version. It exists for
+    tests and tooling (to build an old-schema file and exercise a migration);
+    a store opened below `LATEST_VERSION` supports only what that schema has.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        target_version: int | None = None,
+        busy_timeout_s: float = 10.0,
+    ) -> None:
+        self.path = os.fspath(path)
+        if target_version is not None and not 0 <= target_version <= LATEST_VERSION:
+            raise ValueError(f"target_version must be in 0..{LATEST_VERSION}, got {target_version}")
+        if not self._is_memory(self.path):
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(LATEST_VERSION if target_version is None else target_version)
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, target_version: int | None = None) -> Store:
+        """Open `path`, creating it and applying any missing migrations (up to `target_version`)."""
+        return cls(path, target_version=target_version)
+
+    @staticmethod
+    def _is_memory(path: str) -> bool:
+        return path == ":memory:" or path == "" or path.startswith("file::memory:")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.path!r})"
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise sqlite3.ProgrammingError(f"store {self.path!r} is closed")
+        return self._conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE); nested use joins the outer one."""
+        with self._lock:
+            conn = self._c()
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield conn
+                finally:
+                    self._depth -= 1
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._c().execute(sql, params).fetchall()
+
+    @property
+    def schema_version(self) -> int:
+        """The file's schema version (``PRAGMA user_version``)."""
+        return int(self._query("PRAGMA user_version")[0][0])
+
+    @property
+    def journal_mode(self) -> str:
+        return str(self._query("PRAGMA journal_mode")[0][0])
+
+    def _migrate(self, target: int) -> None:
+        current = self.schema_version
+        if current > LATEST_VERSION:
+            raise SchemaTooNew(
+                f"{self.path}: schema version {current} is newer than this burst supports ({LATEST_VERSION}); "
+                "upgrade burst"
+            )
+        for migration in MIGRATIONS:
+            if migration.version <= current or migration.version > target:
+                continue
+            with self._tx() as conn:
+                # Re-read under the write lock: another opener may have migrated meanwhile.
+                if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= migration.version:
+                    continue
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {migration.version}")
+
+    # ---------------------------------------------------------------- jobs
+
+    def add_job(self, job: Job, *, at: datetime | None = None) -> None:
+        """Insert a new job; raises `JobExists` if its id is taken."""
+        stamp = self._stamp(at)
+        with self._tx() as conn:
+            if conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job.id,)).fetchone() is not None:
+                raise JobExists(f"job {job.id} already exists")
+            self._write_job(conn, job, stamp)
+
+    def put_job(self, job: Job, *, at: datetime | None = None) -> None:
+        """Insert or update a job; a state change must be an edge of `JOB_TRANSITIONS`."""
+        self.put_jobs((job,), at=at)
+
+    def put_jobs(self, jobs: Iterable[Job], *, at: datetime | None = None) -> None:
+        """`put_job` for many jobs in one transaction (all or none; checked in order)."""
+        stamp = self._stamp(at)
+        with self._tx() as conn:
+            for job in jobs:
+                self._put_job(conn, job, stamp)
+
+    def _put_job(self, conn: sqlite3.Connection, job: Job, stamp: str) -> None:
+        row = conn.execute("SELECT state FROM jobs WHERE id = ?", (job.id,)).fetchone()
+        if row is not None:
+            old = JobState(row[0])
+            if job.state is not old and job.state not in JOB_TRANSITIONS[old]:
+                raise InvalidJobTransition(f"job {job.id}: {old.value} -> {job.state.value} is not allowed")
+        self._write_job(conn, job, stamp)
+
+    @staticmethod
+    def _write_job(conn: sqlite3.Connection, job: Job, stamp: str) -> None:
+        if not isinstance(job, Job):
+            raise TypeError(f"expected a Job, got {type(job).__name__}")
+        conn.execute(
+            "INSERT INTO jobs (id, tenant, state, submitted_at, json, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET tenant = excluded.tenant, state = excluded.state, "
+            "submitted_at = excluded.submitted_at, json = excluded.json, updated_at = excluded.updated_at",
+            (
+                job.id,
+                job.tenant,
+                job.state.value,
+                _ts(job.submitted_at, f"job {job.id} submitted_at"),
+                codec.dumps(job),
+                stamp,
+            ),
+        )
+
+    def get_job(self, job_id: str) -> Job | None:
+        rows = self._query("SELECT json FROM jobs WHERE id = ?", (job_id,))
+        return codec.loads(Job, rows[0][0]) if rows else None
+
+    def jobs(self, states: Iterable[JobState] | None = None, tenant: str | None = None) -> list[Job]:
+        """Jobs in any of `states` (all when None) for `tenant` (all when None), by submitted_at, id."""
+        where: list[str] = []
+        params: list[Any] = []
+        if states is not None:
+            wanted = sorted({JobState(s).value for s in states})
+            if not wanted:
+                return []
+            where.append(f"state IN ({_placeholders(len(wanted))})")
+            params.extend(wanted)
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        rows = self._query(f"SELECT json FROM jobs{_where(where)} ORDER BY submitted_at, id", params)
+        return [codec.loads(Job, r[0]) for r in rows]
+
+    def job_counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state (every state present, zero included)."""
+        counts = dict.fromkeys(JobState, 0)
+        for state, n in self._query("SELECT state, count(*) FROM jobs GROUP BY state"):
+            counts[JobState(state)] = int(n)
+        return counts
+
+    # ---------------------------------------------------------------- nodes
+
+    def put_node(self, node: Node, *, at: datetime | None = None) -> None:
+        """Insert or replace a node as last observed."""
+        self.put_nodes((node,), at=at)
+
+    def put_nodes(self, nodes: Iterable[Node], *, at: datetime | None = None) -> None:
+        stamp = self._stamp(at)
+        with self._tx() as conn:
+            for node in nodes:
+                if not isinstance(node, Node):
+                    raise TypeError(f"expected a Node, got {type(node).__name__}")
+                conn.execute(
+                    "INSERT INTO nodes (id, group_id, state, json, updated_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT(id) DO UPDATE SET group_id = excluded.group_id, state = excluded.state, "
+                    "json = excluded.json, updated_at = excluded.updated_at",
+                    (node.id, node.group_id, node.state.value, codec.dumps(node), stamp),
+                )
+
+    def get_node(self, node_id: str) -> Node | None:
+        rows = self._query("SELECT json FROM nodes WHERE id = ?", (node_id,))
+        return codec.loads(Node, rows[0][0]) if rows else None
+
+    def nodes(self, include_terminated: bool = False, *, group_id: str | None = None) -> list[Node]:
+        """Stored nodes by id; terminated ones only when asked."""
+        where: list[str] = []
+        params: list[Any] = []
+        if not include_terminated:
+            where.append("state != ?")
+            params.append(NodeState.TERMINATED.value)
+        if group_id is not None:
+            where.append("group_id = ?")
+            params.append(group_id)
+        rows = self._query(f"SELECT json FROM nodes{_where(where)} ORDER BY id", params)
+        return [codec.loads(Node, r[0]) for r in rows]
+
+    def forget_node(self, node_id: str) -> bool:
+        """Delete a node's row; whether there was one."""
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount > 0
+
+    # ---------------------------------------------------------------- intents
+
+    def record_intent(self, key: str, plan_id: str, action: Mapping[str, Any], at: datetime) -> int:
+        """Journal an intent (status planned) before its provider call; returns its id."""
+        stamp = _ts(at, "at")
+        with self._tx() as conn:
+            cur = conn.execute(
+                "INSERT INTO intents (key, plan_id, action_json, status, detail, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, '', ?, ?)",
+                (key, plan_id, _json(dict(action), "action"), IntentStatus.PLANNED.value, stamp, stamp),
+            )
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+    def mark_intent(
+        self, intent_id: int, status: IntentStatus | str, at: datetime, detail: str = ""
+    ) -> Intent:
+        """Move an intent forward (see `INTENT_TRANSITIONS`); an empty `detail` keeps the previous one.
+
+        Raises KeyError for an unknown id and `InvalidIntentTransition` for any
+        other move (including re-marking the same status).
+        """
+        new = IntentStatus(status)
+        stamp = _ts(at, "at")
+        with self._tx() as conn:
+            row = conn.execute("SELECT status FROM intents WHERE id = ?", (intent_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"intent {intent_id} not found")
+            old = IntentStatus(row[0])
+            if new not in INTENT_TRANSITIONS[old]:
+                raise InvalidIntentTransition(
+                    f"intent {intent_id}: {old.value} -> {new.value} is not allowed"
+                )
+            conn.execute(
+                "UPDATE intents SET status = ?, updated_at = ?, detail = CASE WHEN ? = '' THEN detail ELSE ? END "
+                "WHERE id = ?",
+                (new.value, stamp, detail, detail, intent_id),
+            )
+            return self._intent_rows(conn.execute(f"{self._INTENT_SELECT} WHERE id = ?", (intent_id,)))[0]
+
+    _INTENT_SELECT = (
+        "SELECT id, key, plan_id, action_json, status, detail, created_at, updated_at FROM intents"
+    )
+
+    @staticmethod
+    def _intent_rows(rows: Iterable[Any]) -> list[Intent]:
+        return [
+            Intent(
+                id=int(r[0]),
+                key=r[1],
+                plan_id=r[2],
+                action=json.loads(r[3]),
+                status=IntentStatus(r[4]),
+                detail=r[5],
+                created_at=_dt(r[6]),
+                updated_at=_dt(r[7]),
+            )
+            for r in rows
+        ]
+
+    def intent(self, intent_id: int) -> Intent | None:
+        found = self._intent_rows(self._query(f"{self._INTENT_SELECT} WHERE id = ?", (intent_id,)))
+        return found[0] if found else None
+
+    def unconfirmed_intents(self) -> list[Intent]:
+        """Intents planned or sent but without an outcome, oldest first (what a restart must resolve)."""
+        statuses = [s.value for s in UNCONFIRMED_INTENT_STATUSES]
+        return self._intent_rows(
+            self._query(
+                f"{self._INTENT_SELECT} WHERE status IN ({_placeholders(len(statuses))}) ORDER BY created_at, id",
+                statuses,
+            )
+        )
+
+    def intents(self, key: str | None = None, limit: int | None = None) -> list[Intent]:
+        """Journal entries (for one idempotency key, when given), newest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        if key is not None:
+            where.append("key = ?")
+            params.append(key)
+        sql = f"{self._INTENT_SELECT}{_where(where)} ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return self._intent_rows(self._query(sql, params))
+
+    # ---------------------------------------------------------------- targets
+
+    def set_target(self, group_id: str, size: int, key: str, at: datetime) -> None:
+        """Record the absolute size asked of a group (and the key of the action that asked)."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"target size for {group_id} must be an integer >= 0, got {size!r}")
+        stamp = _ts(at, "at")
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO group_targets (group_id, size, key, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(group_id) DO UPDATE SET size = excluded.size, key = excluded.key, "
+                "updated_at = excluded.updated_at",
+                (group_id, size, key, stamp),
+            )
+
+    def targets(self) -> dict[str, int]:
+        return {
+            g: int(s) for g, s in self._query("SELECT group_id, size FROM group_targets ORDER BY group_id")
+        }
+
+    def target_records(self) -> dict[str, GroupTarget]:
+        rows = self._query("SELECT group_id, size, key, updated_at FROM group_targets ORDER BY group_id")
+        return {g: GroupTarget(g, int(s), k, _dt(u)) for g, s, k, u in rows}
+
+    def forget_target(self, group_id: str) -> bool:
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM group_targets WHERE group_id = ?", (group_id,)).rowcount > 0
+
+    # ---------------------------------------------------------------- demand history
+
+    def record_demand(self, points: Iterable[DemandPoint]) -> int:
+        """Store demand samples (a sample for the same tenant, model and instant replaces the old one)."""
+        n = 0
+        with self._tx() as conn:
+            for p in points:
+                conn.execute(
+                    "INSERT OR REPLACE INTO demand_history (at, tenant, gpu_model, running_gpus, pending_gpus) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (
+                        _ts(p.at, "DemandPoint.at"),
+                        p.tenant,
+                        p.gpu_model,
+                        _finite(p.running_gpus, "running_gpus"),
+                        _finite(p.pending_gpus, "pending_gpus"),
+                    ),
+                )
+                n += 1
+        return n
+
+    def demand_history(
+        self,
+        tenant: str | None = None,
+        gpu_model: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[DemandPoint]:
+        """Demand samples in ``[since, until)``, ordered by time, tenant, GPU model."""
+        where, params = _window("at", since, until)
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        if gpu_model is not None:
+            where.append("gpu_model = ?")
+            params.append(gpu_model)
+        rows = self._query(
+            "SELECT at, tenant, gpu_model, running_gpus, pending_gpus FROM demand_history"
+            f"{_where(where)} ORDER BY at, tenant, gpu_model",
+            params,
+        )
+        return [DemandPoint(_dt(a), t, g, float(r), float(p)) for a, t, g, r, p in rows]
+
+    def prune_demand(self, before: datetime) -> int:
+        """Delete demand samples older than `before`; how many went."""
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM demand_history WHERE at < ?", (_ts(before, "before"),)).rowcount
+
+    # ---------------------------------------------------------------- cost ledger
+
+    def record_cost(
+        self,
+        at: datetime,
+        line: str,
+        usd: float,
+        gpu_hours: float,
+        tenant: str | None = None,
+        group_id: str | None = None,
+    ) -> None:
+        self.record_costs((CostEntry(at, line, usd, gpu_hours, tenant, group_id),))
+
+    def record_costs(self, rows: Iterable[CostEntry]) -> int:
+        """Append ledger rows in one transaction; how many were written."""
+        n = 0
+        with self._tx() as conn:
+            for row in rows:
+                if row.line not in COST_LINES:
+                    raise ValueError(f"cost line must be one of {', '.join(COST_LINES)}, got {row.line!r}")
+                gpu_hours = _finite(row.gpu_hours, "gpu_hours")
+                if gpu_hours < 0:
+                    raise ValueError(f"gpu_hours must be >= 0, got {row.gpu_hours!r}")
+                conn.execute(
+                    "INSERT INTO cost_ledger (at, tenant, line, group_id, usd, gpu_hours) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        _ts(row.at, "at"),
+                        row.tenant,
+                        str(row.line),
+                        row.group_id,
+                        _finite(row.usd, "usd"),
+                        gpu_hours,
+                    ),
+                )
+                n += 1
+        return n
+
+    def costs(
+        self, since: datetime | None = None, until: datetime | None = None, tenant: str | None = None
+    ) -> list[CostEntry]:
+        """Ledger rows in ``[since, until)`` (for one tenant, when given), oldest first."""
+        where, params = _window("at", since, until)
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        rows = self._query(
+            f"SELECT at, line, usd, gpu_hours, tenant, group_id FROM cost_ledger{_where(where)} ORDER BY at, id",
+            params,
+        )
+        return [CostEntry(_dt(a), ln, float(u), float(h), t, g) for a, ln, u, h, t, g in rows]
+
+    def spend_by_tenant(self, since: datetime, until: datetime | None = None) -> dict[str, float]:
+        """USD per tenant in ``[since, until)``; tier overhead (no tenant) is left out."""
+        where, params = _window("at", since, until)
+        where.append("tenant IS NOT NULL")
+        rows = self._query(
+            f"SELECT tenant, sum(usd) FROM cost_ledger{_where(where)} GROUP BY tenant ORDER BY tenant", params
+        )
+        return {t: float(u) for t, u in rows}
+
+    def gpu_hours_by_tenant(self, since: datetime, until: datetime | None = None) -> dict[str, float]:
+        """GPU-hours per tenant in ``[since, until)`` (metering for `burst usage`)."""
+        where, params = _window("at", since, until)
+        where.append("tenant IS NOT NULL")
+        rows = self._query(
+            f"SELECT tenant, sum(gpu_hours) FROM cost_ledger{_where(where)} GROUP BY tenant ORDER BY tenant",
+            params,
+        )
+        return {t: float(h) for t, h in rows}
+
+    def cost_by_line(self, since: datetime, until: datetime | None = None) -> dict[str, float]:
+        """USD per cost line in ``[since, until)``, overhead included; every line present (0.0 if none)."""
+        where, params = _window("at", since, until)
+        out = dict.fromkeys(COST_LINES, 0.0)
+        for line, usd in self._query(
+            f"SELECT line, sum(usd) FROM cost_ledger{_where(where)} GROUP BY line", params
+        ):
+            out[line] = float(usd)
+        return out
+
+    # ---------------------------------------------------------------- meta
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, str(value)),
+            )
+
+    # ---------------------------------------------------------------- decision log
+
+    def record_decisions(
+        self, plan_id: str, at: datetime, rows: Iterable[tuple[str, str, str, Mapping[str, Any]]]
+    ) -> int:
+        """Append (subject, kind, reason, data) rows for one plan; how many were written."""
+        stamp = _ts(at, "at")
+        n = 0
+        with self._tx() as conn:
+            for subject, kind, reason, data in rows:
+                conn.execute(
+                    "INSERT INTO decisions (at, plan_id, subject, kind, reason, json) VALUES (?, ?, ?, ?, ?, ?)",
+                    (stamp, plan_id, subject, kind, reason, _json(dict(data), f"decision {subject}")),
+                )
+                n += 1
+        return n
+
+    def decisions(
+        self, subject: str | None = None, limit: int | None = 100, *, plan_id: str | None = None
+    ) -> list[Decision]:
+        """Decision log rows (about `subject` / from `plan_id`, when given), newest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        if subject is not None:
+            where.append("subject = ?")
+            params.append(subject)
+        if plan_id is not None:
+            where.append("plan_id = ?")
+            params.append(plan_id)
+        sql = f"SELECT id, at, plan_id, subject, kind, reason, json FROM decisions{_where(where)} ORDER BY at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [
+            Decision(int(i), _dt(a), p, s, k, r, json.loads(j))
+            for i, a, p, s, k, r, j in self._query(sql, params)
+        ]
+
+    # ---------------------------------------------------------------- misc
+
+    @staticmethod
+    def _stamp(at: datetime | None) -> str:
+        return _ts(at if at is not None else datetime.now(UTC), "at")

@@ -1,0 +1,31 @@
+"""The job source protocol: where pending and running jobs come from and where placements go."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from burst.model import Action, Job, Node, NodeId
+
+
+@dataclass
+class JobEvents:
+    """What changed in the jobs during one observation (for metrics and the simulator's report)."""
+
+    completed: list[Job] = field(default_factory=list)
+    requeued: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost)
+    started: list[Job] = field(default_factory=list)
+
+
+class JobSource(Protocol):
+    """A queue of jobs: the embedded store queue, the simulator's in-memory queue, Kubernetes pods."""
+
+    def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
+        """Active jobs at `now`: finished ones completed, ones whose nodes are gone requeued."""
+        ...
+
+    def apply(self, action: Action, now: datetime) -> None:
+        """Carry out a job action (place, reclaim, requeue, evict) from a plan."""
+        ...

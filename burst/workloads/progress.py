@@ -1,0 +1,82 @@
+"""How a running job's work advances, checkpoints and is lost: pure functions shared by every job source.
+
+A job that (re)starts at `started_at` with `work_done_s` already banked has done
+`work_done_s + (now - started_at)` seconds of work at `now`. With a checkpoint
+interval it checkpoints every `checkpoint_interval_s` of run time; a job that
+loses its node resumes from its last checkpoint (fault-tolerant jobs) or from
+the start (jobs without checkpoints), and what it did since is lost work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+from burst.model import Job, JobState
+
+
+def work_at(job: Job, now: datetime) -> float:
+    """Seconds of work the job has done by `now` (capped at its duration when known)."""
+    done = job.work_done_s
+    if job.state in (JobState.RUNNING, JobState.CHECKPOINTING) and job.started_at is not None:
+        done += max(0.0, (now - job.started_at).total_seconds())
+    if job.duration_s is not None:
+        done = min(done, job.duration_s)
+    return done
+
+
+def checkpointed_work(job: Job, now: datetime) -> float:
+    """Work saved by the job's last checkpoint at or before `now` (what survives losing its node)."""
+    if job.started_at is None or job.state not in (JobState.RUNNING, JobState.CHECKPOINTING):
+        return job.work_done_s
+    interval = job.checkpoint_interval_s
+    if not interval or not job.fault_tolerant:
+        return 0.0
+    ran = max(0.0, (now - job.started_at).total_seconds())
+    return job.work_done_s + (ran // interval) * interval
+
+
+def last_checkpoint_at(job: Job, now: datetime) -> datetime | None:
+    """When the job last checkpointed in its current run, if it has."""
+    if job.started_at is None or not job.checkpoint_interval_s or not job.fault_tolerant:
+        return job.last_checkpoint_at
+    ran = max(0.0, (now - job.started_at).total_seconds())
+    k = int(ran // job.checkpoint_interval_s)
+    return job.started_at + timedelta(seconds=k * job.checkpoint_interval_s) if k else job.last_checkpoint_at
+
+
+def finishes_at(job: Job) -> datetime | None:
+    """When a running job with a known duration completes, if nothing interrupts it."""
+    if job.duration_s is None or job.started_at is None:
+        return None
+    return job.started_at + timedelta(seconds=max(0.0, job.duration_s - job.work_done_s))
+
+
+def start(job: Job, node_ids: tuple[str, ...], now: datetime) -> Job:
+    """The job bound to `node_ids` and running from `now`."""
+    return dataclasses.replace(job, state=JobState.RUNNING, node_ids=node_ids, started_at=now)
+
+
+def requeue(job: Job, now: datetime) -> tuple[Job, float]:
+    """The job back in the queue after losing its nodes, and the seconds of work lost."""
+    done = work_at(job, now)
+    kept = checkpointed_work(job, now)
+    back = dataclasses.replace(
+        job,
+        state=JobState.PENDING,
+        node_ids=(),
+        started_at=None,
+        work_done_s=kept,
+        last_checkpoint_at=last_checkpoint_at(job, now),
+    )
+    return back, max(0.0, done - kept)
+
+
+def complete(job: Job, now: datetime) -> Job:
+    """The job succeeded at `now`."""
+    return dataclasses.replace(job, state=JobState.SUCCEEDED, work_done_s=work_at(job, now), node_ids=())
+
+
+def end(job: Job, state: JobState, now: datetime) -> Job:
+    """The job stopped for good in `state` (reclaimed, cancelled, failed)."""
+    return dataclasses.replace(job, state=state, work_done_s=work_at(job, now), node_ids=())

@@ -1,0 +1,119 @@
+"""Job queues: the embedded queue kept in the state store, and an in-memory one for the simulator.
+
+Both run the same rules (`QueueRules.observe`): a running job whose nodes are
+no longer ready is requeued from its last checkpoint; a running job with a
+known duration that has done all its work succeeds. Jobs submitted with
+`burst submit` live in the store queue; in production the on-prem agent or
+Kubernetes reports completion, in the quickstart and the simulator the
+duration does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from burst.model import Action, ActionKind, Job, JobState, Node, NodeId, NodeState
+from burst.state import Store
+from burst.workloads import progress
+from burst.workloads.base import JobEvents
+
+RUNNING_STATES = (JobState.RUNNING, JobState.CHECKPOINTING)
+
+
+def observe_jobs(
+    jobs: Iterable[Job], now: datetime, nodes: Mapping[NodeId, Node], *, complete_by_duration: bool
+) -> tuple[list[Job], list[Job], JobEvents]:
+    """Advance `jobs` to `now`: returns (active jobs, changed jobs, events)."""
+    active: list[Job] = []
+    changed: list[Job] = []
+    events = JobEvents()
+    for job in jobs:
+        if job.state in RUNNING_STATES:
+            finish = progress.finishes_at(job)
+            if complete_by_duration and finish is not None and finish <= now:
+                done = progress.complete(job, finish)
+                changed.append(done)
+                events.completed.append(done)
+                continue
+            if not all(nodes.get(n) is not None and nodes[n].state is NodeState.READY for n in job.node_ids):
+                back, lost = progress.requeue(job, now)
+                changed.append(back)
+                events.requeued.append((back, lost))
+                active.append(back)
+                continue
+        if job.active:
+            active.append(job)
+    return active, changed, events
+
+
+def apply_job_action(job: Job, action: Action, now: datetime) -> Job:
+    """The job after a plan's job action."""
+    if action.kind is ActionKind.PLACE_JOB:
+        return progress.start(job, action.node_ids, now)
+    if action.kind is ActionKind.RECLAIM_JOB:
+        return progress.end(job, JobState.RECLAIMED, now)
+    if action.kind in (ActionKind.REQUEUE_JOB, ActionKind.EVICT_JOB):
+        return progress.requeue(job, now)[0]
+    if action.kind is ActionKind.REQUEST_CHECKPOINT:
+        return dataclasses.replace(job, last_checkpoint_at=now, work_done_s=progress.work_at(job, now), started_at=now)
+    raise ValueError(f"not a job action: {action.kind.value}")
+
+
+JOB_ACTIONS = frozenset(
+    {ActionKind.PLACE_JOB, ActionKind.RECLAIM_JOB, ActionKind.REQUEUE_JOB, ActionKind.EVICT_JOB, ActionKind.REQUEST_CHECKPOINT}
+)
+
+
+class MemoryQueue:
+    """An in-memory job queue (the simulator's): jobs arrive with `submit`, nothing persists."""
+
+    def __init__(self, *, complete_by_duration: bool = True) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.finished: list[Job] = []
+        self.complete_by_duration = complete_by_duration
+
+    def submit(self, job: Job) -> None:
+        self.jobs[job.id] = job
+
+    def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
+        active, changed, events = observe_jobs(self.jobs.values(), now, nodes, complete_by_duration=self.complete_by_duration)
+        for job in changed:
+            self._put(job)
+        return active, events
+
+    def apply(self, action: Action, now: datetime) -> None:
+        job = self.jobs.get(action.target)
+        if job is not None:
+            self._put(apply_job_action(job, action, now))
+
+    def _put(self, job: Job) -> None:
+        if job.active:
+            self.jobs[job.id] = job
+        else:
+            self.jobs.pop(job.id, None)
+            self.finished.append(job)
+
+
+class StoreQueue:
+    """The embedded queue: jobs in the state store, submitted by `burst submit` or the API."""
+
+    def __init__(self, store: Store, *, complete_by_duration: bool = False) -> None:
+        self.store = store
+        self.complete_by_duration = complete_by_duration
+
+    def submit(self, job: Job) -> None:
+        self.store.add_job(job, at=job.submitted_at)
+
+    def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
+        jobs = self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES])
+        active, changed, events = observe_jobs(jobs, now, nodes, complete_by_duration=self.complete_by_duration)
+        if changed:
+            self.store.put_jobs(changed, at=now)
+        return active, events
+
+    def apply(self, action: Action, now: datetime) -> None:
+        job = self.store.get_job(action.target)
+        if job is not None and job.active:
+            self.store.put_job(apply_job_action(job, action, now), at=now)

@@ -1,0 +1,498 @@
+"""The global `burst.yaml` config: schema, validation with `FILE:LINE: field: message` errors, domain objects.
+
+Paths in the file (`policies_dir`, `state_path`, `catalog.path`) are relative to
+the config file's directory; `load_config` records that directory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+
+from burst.model import CapacityType, GpuShape, NodeGroup, Tier, WarmPoolSettings, WarmState
+from policies.durations import Duration
+from policies.loader import LocatedValueError, read_yaml, validate_document
+from policies.schema import (
+    Name,
+    NonEmptyStr,
+    NonNegativeInt,
+    PositiveDuration,
+    PositiveNumber,
+    ProviderName,
+    StrictModel,
+    none_as_empty,
+)
+
+CLUSTER_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+"""Cluster ids tag cloud resources (GCP labels too), so: lower-case letters, digits, '_', '-'."""
+
+CLOUD_PROVIDERS = frozenset({"aws", "gcp", "libcloud"})
+
+NonNegativeNumber = Annotated[float, Field(ge=0, strict=True)]
+
+
+def _path(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if "\x00" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    if value.startswith("~"):
+        try:
+            Path(value).expanduser()
+        except RuntimeError:
+            raise ValueError(
+                f"cannot expand {value.split('/', 1)[0]!r}: no such user's home directory"
+            ) from None
+    return value
+
+
+PathStr = Annotated[str, Strict(), AfterValidator(_path), WithJsonSchema({"type": "string", "minLength": 1})]
+"""A file-system path as written in the config (relative ones resolve against the config file's directory)."""
+
+
+def _cluster_id(value: str) -> str:
+    if re.fullmatch(CLUSTER_PATTERN, value) is None:
+        raise ValueError(
+            f"invalid cluster id {value!r}: use lower-case letters, digits, '_' or '-', "
+            "starting with a letter or digit, at most 63 characters (it becomes a GCP label value)"
+        )
+    return value
+
+
+ClusterId = Annotated[
+    str,
+    Field(strict=True),
+    AfterValidator(_cluster_id),
+    WithJsonSchema({"type": "string", "pattern": CLUSTER_PATTERN}),
+]
+
+
+class WarmPoolDoc(StrictModel):
+    """A node group's hot pool."""
+
+    min_size: NonNegativeInt = Field(
+        default=0, description="Nodes kept warm at least. Read by the pools step."
+    )
+    max_prepared: NonNegativeInt = Field(
+        default=0, description="Most nodes held warm (0 = only min_size). Read by the pools step."
+    )
+    state: WarmState = Field(
+        default=WarmState.STOPPED, description="Warm sub-state of pooled nodes. Read by the pools step."
+    )
+    reuse_on_scale_in: StrictBool = Field(
+        default=True,
+        description="Return scaled-in nodes to the pool instead of terminating them. Read by the pools step.",
+    )
+
+    def to_model(self) -> WarmPoolSettings:
+        """Decide the domain `WarmPoolSettings` for this section."""
+        return WarmPoolSettings(
+            min_size=self.min_size,
+            max_prepared=self.max_prepared,
+            state=self.state,
+            reuse_on_scale_in=self.reuse_on_scale_in,
+        )
+
+
+class NodeGroupDoc(StrictModel):
+    """One node group: identical nodes scaled as one unit (ASG, MIG, on-prem rack)."""
+
+    id: Name = Field(description="Unique node group id.")
+    provider: ProviderName = Field(description="Backend that owns the group.")
+    region: NonEmptyStr = Field(description="Provider region (on-prem: the data centre).")
+    zone: str = Field(default="", strict=True, description="Zone, optional.")
+    tier: Tier = Field(description="steady (owned, on-prem) or elastic (cloud).")
+    capacity_type: CapacityType = Field(description="onprem (steady tier), on_demand or spot (elastic tier).")
+    instance_type: NonEmptyStr = Field(description="Catalog key of the node's machine type.")
+    gpu_model: NonEmptyStr = Field(description="GPU model each node carries, e.g. A100.")
+    gpus_per_node: Annotated[StrictInt, Field(ge=1)] = Field(description="GPUs per node (>= 1).")
+    gpu_memory_gib: PositiveNumber | None = Field(
+        default=None, description="Memory per GPU in GiB, optional."
+    )
+    min_size: NonNegativeInt = Field(default=0, description="Fewest nodes the planner keeps.")
+    max_size: NonNegativeInt = Field(description="Most nodes the planner asks for (>= min_size).")
+    initial_size: NonNegativeInt | None = Field(
+        default=None, description="Size at first start (min_size..max_size); default min_size."
+    )
+    boot_latency: Duration = Field(
+        default=300.0, description="Duration from request to ready (default 300 s)."
+    )
+    warm_wake_latency: dict[WarmState, Duration] = Field(
+        default_factory=dict, description="Duration to wake a warm node, per warm state."
+    )
+    warm_pool: WarmPoolDoc = Field(default=WarmPoolDoc(), description="Hot-pool settings.")
+    scale_down_cooldown: Duration = Field(
+        default=600.0, description="Duration a node stays idle before scale-in (default 600 s)."
+    )
+    spot_hazard_per_hour: NonNegativeNumber = Field(
+        default=0.0, description="sim provider only: spot interruption hazard per node-hour (default 0)."
+    )
+
+    @field_validator("warm_wake_latency", "warm_pool", mode="before")
+    @classmethod
+    def _empty_section(cls, value: Any) -> Any:
+        return none_as_empty(value, {})
+
+    @field_validator("tier")
+    @classmethod
+    def _tier_fits_provider(cls, value: Tier, info: ValidationInfo) -> Tier:
+        provider = info.data.get("provider")
+        if provider == "onprem" and value is not Tier.STEADY:
+            raise ValueError("provider onprem is owned capacity: its tier must be steady")
+        if provider in CLOUD_PROVIDERS and value is not Tier.ELASTIC:
+            raise ValueError(
+                f"provider {provider} is cloud capacity: its tier must be elastic (steady is on-prem)"
+            )
+        return value
+
+    @field_validator("capacity_type")
+    @classmethod
+    def _capacity_fits_tier(cls, value: CapacityType, info: ValidationInfo) -> CapacityType:
+        tier = info.data.get("tier")
+        if tier is Tier.STEADY and value is not CapacityType.ONPREM:
+            raise ValueError(f"tier steady needs capacity_type onprem, got {value.value}")
+        if tier is Tier.ELASTIC and value is CapacityType.ONPREM:
+            raise ValueError(
+                "capacity_type onprem is only for tier steady; use on_demand or spot for elastic groups"
+            )
+        return value
+
+    @field_validator("max_size")
+    @classmethod
+    def _max_at_least_min(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get("min_size")
+        if low is not None and value < low:
+            raise ValueError(f"max_size {value} is below min_size {low}")
+        return value
+
+    @field_validator("initial_size")
+    @classmethod
+    def _initial_in_range(cls, value: int | None, info: ValidationInfo) -> int | None:
+        low, high = info.data.get("min_size"), info.data.get("max_size")
+        if value is not None and low is not None and value < low:
+            raise ValueError(f"initial_size {value} is below min_size {low}")
+        if value is not None and high is not None and value > high:
+            raise ValueError(f"initial_size {value} is above max_size {high}")
+        return value
+
+    @field_validator("warm_pool")
+    @classmethod
+    def _pool_fits_group(cls, value: WarmPoolDoc, info: ValidationInfo) -> WarmPoolDoc:
+        high = info.data.get("max_size")
+        if high is not None and value.min_size > high:
+            raise LocatedValueError(
+                f"warm pool min_size {value.min_size} exceeds the group's max_size {high}", ["min_size"]
+            )
+        if high is not None and value.max_prepared > high:
+            raise LocatedValueError(
+                f"warm pool max_prepared {value.max_prepared} exceeds the group's max_size {high}",
+                ["max_prepared"],
+            )
+        return value
+
+    @field_validator("spot_hazard_per_hour")
+    @classmethod
+    def _hazard_only_sim(cls, value: float, info: ValidationInfo) -> float:
+        provider = info.data.get("provider")
+        if value > 0 and provider is not None and provider != "sim":
+            raise ValueError(f"spot_hazard_per_hour applies to provider sim only (this group is {provider})")
+        return value
+
+    @property
+    def effective_initial_size(self) -> int:
+        """The size the group starts at: `initial_size`, else `min_size`."""
+        return self.min_size if self.initial_size is None else self.initial_size
+
+    def to_model(self) -> NodeGroup:
+        """Decide the domain `NodeGroup` this entry describes (durations in seconds)."""
+        return NodeGroup(
+            id=self.id,
+            provider=self.provider,
+            region=self.region,
+            tier=self.tier,
+            capacity_type=self.capacity_type,
+            shape=GpuShape(self.gpu_model, self.gpus_per_node, self.gpu_memory_gib or 0.0),
+            instance_type=self.instance_type,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            zone=self.zone,
+            boot_latency_s=self.boot_latency,
+            warm_wake_latency_s=dict(self.warm_wake_latency),
+            warm_pool=self.warm_pool.to_model(),
+            scale_down_cooldown_s=self.scale_down_cooldown,
+        )
+
+
+class PriceRowDoc(StrictModel):
+    """One price row, with the shipped price CSV's columns; a row replaces the catalog's row of the same key.
+
+    Only the key (provider, instance_type, region) and the on-demand price are
+    required; the GPU columns may be left out when the row overrides a catalog
+    row (the catalog keeps that row's values) and are needed for a new instance type.
+    """
+
+    provider: ProviderName = Field(description="Provider the price is for.")
+    instance_type: NonEmptyStr = Field(description="Instance type (catalog key).")
+    region: NonEmptyStr = Field(description="Region the price is for.")
+    on_demand_usd_per_hour: PositiveNumber = Field(description="On-demand USD per instance-hour (> 0).")
+    spot_usd_per_hour: PositiveNumber | None = Field(
+        default=None, description="Spot USD per instance-hour (> 0); null = no spot price."
+    )
+    gpu_model: NonEmptyStr | None = Field(default=None, description="GPU model; null = the catalog row's.")
+    gpus: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        default=None, description="GPUs per instance; null = the catalog row's."
+    )
+    gpu_memory_gib: NonNegativeNumber | None = Field(
+        default=None, description="Memory per GPU in GiB; null = the catalog row's."
+    )
+    source: NonEmptyStr | None = Field(
+        default=None, description="Where the price was read; null = burst.yaml."
+    )
+    read_on: date | None = Field(default=None, description="Date the price was read (YYYY-MM-DD).")
+
+
+class OnpremCostDoc(StrictModel):
+    """What an owned GPU-hour costs (amortised capex + power + operations); defaults as the catalog's."""
+
+    capex_usd_per_gpu: PositiveNumber = Field(
+        default=25000.0, description="Purchase price per GPU, USD (> 0)."
+    )
+    depreciation_years: PositiveNumber = Field(
+        default=4.0, description="Straight-line depreciation period (> 0)."
+    )
+    power_w_per_gpu: PositiveNumber = Field(default=700.0, description="Power drawn per GPU, W (> 0).")
+    pue: Annotated[float, Field(ge=1, strict=True)] = Field(
+        default=1.4, description="Facility power usage effectiveness (>= 1)."
+    )
+    usd_per_kwh: PositiveNumber = Field(default=0.12, description="Electricity price, USD per kWh (> 0).")
+    ops_usd_per_gpu_hour: NonNegativeNumber = Field(
+        default=0.25, description="Operations cost per GPU-hour, USD (>= 0)."
+    )
+
+
+class CatalogDoc(StrictModel):
+    """Price catalog additions. Read by the catalog."""
+
+    path: PathStr | None = Field(default=None, description="Extra price CSV (relative to the config file).")
+    overrides: Annotated[list[PriceRowDoc], Strict()] = Field(
+        default_factory=list, description="Price rows that replace catalog rows."
+    )
+    onprem: OnpremCostDoc | None = Field(
+        default=None, description="On-prem cost model; null = the catalog's defaults."
+    )
+
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return none_as_empty(value, [])
+
+    @field_validator("overrides")
+    @classmethod
+    def _unique_rows(cls, value: list[PriceRowDoc]) -> list[PriceRowDoc]:
+        seen: dict[tuple[str, str, str], int] = {}
+        for i, row in enumerate(value):
+            key = (row.provider, row.instance_type, row.region)
+            if key in seen:
+                raise LocatedValueError(f"duplicate price row {'/'.join(key)} (also item {seen[key]})", [i])
+            seen[key] = i
+        return value
+
+
+class ForecastingDoc(StrictModel):
+    """Demand forecasting settings. Read by forecasting and the reconcile loop."""
+
+    enabled: StrictBool = True
+    horizon: PositiveDuration = Field(
+        default=48 * 3600.0, description="Duration forecast ahead (default 48h)."
+    )
+    step: PositiveDuration = Field(
+        default=15 * 60.0, description="Duration between forecast points (default 15m)."
+    )
+    refit_interval: PositiveDuration = Field(
+        default=6 * 3600.0, description="Duration between refits (default 6h)."
+    )
+    min_history: Duration = Field(
+        default=24 * 3600.0, description="Duration of history needed before fitting (default 24h)."
+    )
+
+    @field_validator("step")
+    @classmethod
+    def _step_within_horizon(cls, value: float, info: ValidationInfo) -> float:
+        horizon = info.data.get("horizon")
+        if horizon is not None and value > horizon:
+            raise ValueError(f"step ({value:g} s) is longer than horizon ({horizon:g} s)")
+        return value
+
+
+class WorkloadDoc(StrictModel):
+    """Built-in job sources. Read by the quickstart."""
+
+    synthetic: dict[str, Any] | None = Field(
+        default=None, description="Synthetic generator settings (free-form)."
+    )
+
+
+def duplicate_group_ids(ids: Sequence[object]) -> list[tuple[tuple[int | str, ...], str]]:
+    """Decide which node-group ids repeat an earlier one: (loc below node_groups, message) per repeat."""
+    seen: dict[str, int] = {}
+    out: list[tuple[tuple[int | str, ...], str]] = []
+    for i, gid in enumerate(ids):
+        if not isinstance(gid, str):
+            continue
+        if gid in seen:
+            out.append(((i, "id"), f"duplicate node group id {gid!r} (also item {seen[gid]})"))
+        else:
+            seen[gid] = i
+    return out
+
+
+def _raw_checks(data: Mapping[str, Any]) -> list[tuple[tuple[int | str, ...], str]]:
+    """Checks run on the raw document, so they report even when other entries have errors."""
+    groups = data.get("node_groups")
+    if not isinstance(groups, list):
+        return []
+    ids = [g.get("id") if isinstance(g, dict) else None for g in groups]
+    return [(("node_groups", *loc), message) for loc, message in duplicate_group_ids(ids)]
+
+
+def _sim_start(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("sim_start needs a timezone, e.g. 2026-03-02T00:00:00Z")
+        return value
+    if isinstance(value, date):
+        return datetime.combine(value, time(), tzinfo=UTC)
+    return value
+
+
+class BurstConfig(StrictModel):
+    """The whole `burst.yaml`. Every key is optional."""
+
+    model_config = ConfigDict(title="burst config", extra="forbid", allow_inf_nan=False, frozen=True)
+
+    cluster: ClusterId = Field(default="burst", description="Cluster id; tags everything burst creates.")
+    policies_dir: PathStr = Field(
+        default="policies", description="Tenant policy directory, relative to this file."
+    )
+    state_path: PathStr = Field(default="burst.db", description="SQLite state file, relative to this file.")
+    loop_interval: PositiveDuration = Field(
+        default=10.0, description="Duration between reconcile ticks (default 10 s)."
+    )
+    loop_jitter: Duration = Field(default=0.0, description="Random duration added to each tick (default 0).")
+    clock: Literal["real", "sim"] = Field(default="real", description="real or sim.")
+    clock_speed: PositiveNumber = Field(
+        default=60.0, description="sim clock only: simulated seconds per wall second."
+    )
+    sim_start: AwareDatetime | None = Field(
+        default=None, description="sim clock only: start instant (default: now)."
+    )
+    node_groups: Annotated[list[NodeGroupDoc], Strict()] = Field(
+        default_factory=list, description="The fleet's node groups."
+    )
+    catalog: CatalogDoc = Field(default=CatalogDoc(), description="Price catalog additions.")
+    forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
+    workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
+
+    _base_dir: Path | None = PrivateAttr(default=None)
+
+    @field_validator("catalog", "forecasting", "workload", mode="before")
+    @classmethod
+    def _empty_section(cls, value: Any) -> Any:
+        return none_as_empty(value, {})
+
+    @field_validator("node_groups", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return none_as_empty(value, [])
+
+    @field_validator("sim_start", mode="before")
+    @classmethod
+    def _sim_start_aware(cls, value: Any) -> Any:
+        return _sim_start(value)
+
+    @field_validator("sim_start")
+    @classmethod
+    def _sim_start_utc(cls, value: datetime | None) -> datetime | None:
+        return value.astimezone(UTC) if value is not None else None
+
+    @field_validator("loop_jitter")
+    @classmethod
+    def _jitter_below_interval(cls, value: float, info: ValidationInfo) -> float:
+        interval = info.data.get("loop_interval")
+        if interval is not None and value >= interval:
+            raise ValueError(f"loop_jitter ({value:g} s) must be shorter than loop_interval ({interval:g} s)")
+        return value
+
+    @field_validator("node_groups")
+    @classmethod
+    def _unique_ids(cls, value: list[NodeGroupDoc]) -> list[NodeGroupDoc]:
+        for loc, message in duplicate_group_ids([g.id for g in value]):
+            raise LocatedValueError(message, loc)
+        return value
+
+    @property
+    def config_dir(self) -> Path:
+        """The directory relative paths are resolved against: the config file's, else the working directory."""
+        return self._base_dir if self._base_dir is not None else Path.cwd()
+
+    def with_base_dir(self, base_dir: Path) -> BurstConfig:
+        """Decide a copy of this config whose relative paths resolve against `base_dir`."""
+        copy = self.model_copy()
+        copy._base_dir = Path(base_dir).absolute()
+        return copy
+
+    def _resolve(self, value: str) -> Path:
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError:  # "~user" without such a user (checked when loaded from a file)
+            path = Path(value)
+        return (path if path.is_absolute() else self.config_dir / path).resolve()
+
+    def policies_path(self) -> Path:
+        """Decide the absolute tenant policy directory (`policies_dir` against the config file's directory)."""
+        return self._resolve(self.policies_dir)
+
+    def state_file(self) -> Path:
+        """Decide the absolute state (SQLite) file path (`state_path` against the config file's directory)."""
+        return self._resolve(self.state_path)
+
+    def catalog_path(self) -> Path | None:
+        """Decide the absolute extra price CSV path, or None when `catalog.path` is not set."""
+        return self._resolve(self.catalog.path) if self.catalog.path is not None else None
+
+    def node_groups_model(self) -> tuple[NodeGroup, ...]:
+        """Decide the domain `NodeGroup`s this config describes, in file order."""
+        return tuple(g.to_model() for g in self.node_groups)
+
+
+def load_config(path: Path) -> BurstConfig:
+    """Decide the `BurstConfig` a `burst.yaml` defines; raise PolicyValidationError with located lines if invalid.
+
+    An empty file is all defaults. Relative paths in it resolve against the file's directory.
+    """
+    path = Path(path)
+    doc = read_yaml(path)
+    config = validate_document(BurstConfig, doc, what="burst config", checks=_raw_checks)
+    return config.with_base_dir(path.absolute().parent)
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON schema of `burst.yaml` (for editors and `burst config schema`)."""
+    return BurstConfig.model_json_schema()

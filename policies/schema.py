@@ -1,0 +1,216 @@
+"""The tenant policy file's schema (pydantic v2) and its conversion to `burst.model.Policy`.
+
+One YAML file per tenant; every key is optional and unknown keys are errors.
+Each field's description says which part of burst reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+
+from burst.model import Budget, Policy, SpotPolicy
+from policies.durations import Duration
+
+PLANNER = "read by the planner"
+SPOT_PLACEMENT = "read by spot placement"
+PREEMPTION = "read by priority preemption (spot + eviction capability)"
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+"""Tenant names (and so policy file stems): letters, digits, '.', '_', '-', at most 63 characters."""
+
+ProviderName = Literal["sim", "onprem", "aws", "gcp", "libcloud"]
+"""The provider backends burst has (see providers/)."""
+
+
+class StrictModel(BaseModel):
+    """Base of every file-facing model: unknown keys are errors, no NaN/inf, immutable once built."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+def check_name(value: str) -> str:
+    """Decide whether `value` is a usable tenant / node-group name; raise ValueError saying the rule if not."""
+    if re.fullmatch(NAME_PATTERN, value) is None:
+        raise ValueError(
+            f"invalid name {value!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit, "
+            "at most 63 characters"
+        )
+    return value
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"must be greater than 0, got {value:g}")
+    return value
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+Name = Annotated[
+    str, Strict(), AfterValidator(check_name), WithJsonSchema({"type": "string", "pattern": NAME_PATTERN})
+]
+"""A tenant or node-group name."""
+NonEmptyStr = Annotated[
+    str, Strict(), AfterValidator(_non_empty), WithJsonSchema({"type": "string", "minLength": 1})
+]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+Number = Annotated[float, Strict()]
+"""A float that also accepts ints, but not booleans or numeric strings."""
+PositiveNumber = Annotated[float, Strict(), Field(gt=0)]
+Fraction = Annotated[float, Strict(), Field(ge=0, le=1)]
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+"""A duration that must be longer than zero."""
+
+
+def none_as_empty(value: Any, empty: Any) -> Any:
+    """Decide what an explicitly empty YAML value (`key:` with nothing, i.e. null) means: the section's defaults."""
+    return empty if value is None else value
+
+
+class QuotaDoc(StrictModel):
+    """GPU quotas per tier."""
+
+    steady_gpus: NonNegativeInt | None = Field(
+        default=None, description=f"Max GPUs on the steady (on-prem) tier; null = unlimited; {PLANNER}."
+    )
+    burst_gpus: NonNegativeInt | None = Field(
+        default=None, description=f"Max GPUs on the elastic (cloud) tier; null = unlimited; {PLANNER}."
+    )
+
+
+class BudgetDoc(StrictModel):
+    """Hard spending caps in USD; a missing cap means no cap."""
+
+    usd_per_hour: PositiveNumber | None = Field(
+        default=None, description=f"Hard cap on USD spent per hour (> 0); {PLANNER}."
+    )
+    usd_per_month: PositiveNumber | None = Field(
+        default=None, description=f"Hard cap on USD spent per calendar month (> 0); {PLANNER}."
+    )
+
+
+class SpotDoc(StrictModel):
+    """Whether and how much of the tenant's elastic work may run on Spot/Preemptible capacity."""
+
+    allowed: StrictBool = Field(
+        default=False, description=f"Whether the tenant's jobs may run on spot capacity; {PLANNER}."
+    )
+    max_share: Fraction = Field(
+        default=1.0, description=f"Share (0..1) of the tenant's elastic GPUs that may be spot; {PLANNER}."
+    )
+    required_checkpoint_interval: PositiveDuration | None = Field(
+        default=None,
+        description="Duration: a fault-tolerant job must checkpoint at least this often to go on spot; "
+        f"null = any fault-tolerant job qualifies; {SPOT_PLACEMENT}.",
+    )
+    fault_tolerant_fraction: Fraction = Field(
+        default=0.0,
+        description="Trace replay only: the seeded share (0..1) of this tenant's trace jobs assumed "
+        f"fault-tolerant; {PLANNER}.",
+    )
+
+
+class TenantPolicyDoc(StrictModel):
+    """One tenant's policy file (`<tenant>.yaml`). Every key is optional."""
+
+    model_config = ConfigDict(title="burst tenant policy", extra="forbid", allow_inf_nan=False, frozen=True)
+
+    tenant: Name | None = Field(
+        default=None,
+        description=f"The tenant's name; optional, and if given it must equal the file stem; {PLANNER}.",
+    )
+    priority: StrictInt = Field(default=0, description=f"Higher is served first; {PLANNER}.")
+    quota: QuotaDoc = Field(default=QuotaDoc(), description=f"GPU quotas per tier; {PLANNER}.")
+    budget: BudgetDoc = Field(default=BudgetDoc(), description=f"Hard spending caps; {PLANNER}.")
+    spot: SpotDoc = Field(default=SpotDoc(), description=f"Spot/Preemptible usage; {PLANNER}.")
+    allowed_providers: Annotated[list[ProviderName], Strict()] = Field(
+        default_factory=list, description=f"Providers the tenant may use; empty or missing = any; {PLANNER}."
+    )
+    allowed_regions: Annotated[list[NonEmptyStr], Strict()] = Field(
+        default_factory=list,
+        description=f"Elastic-tier regions the tenant may use; empty or missing = any; {PLANNER}.",
+    )
+    queue_wait_slo: PositiveDuration = Field(
+        default=600.0,
+        description=f"Duration: the longest a pending job should wait for GPUs (default 600 s); {PLANNER}.",
+    )
+    preemptible_by: Annotated[list[Name], Strict()] = Field(
+        default_factory=list, description=f"Tenants whose jobs may preempt this tenant's jobs; {PREEMPTION}."
+    )
+    fair_share_weight: PositiveNumber = Field(
+        default=1.0, description=f"Fair-share weight (> 0, default 1); {PLANNER}."
+    )
+    max_job_runtime: PositiveDuration | None = Field(
+        default=None, description=f"Duration after which a job is reclaimed; null = unlimited; {PLANNER}."
+    )
+
+    @field_validator("quota", "budget", "spot", mode="before")
+    @classmethod
+    def _empty_section(cls, value: Any) -> Any:
+        return none_as_empty(value, {})
+
+    @field_validator("allowed_providers", "allowed_regions", "preemptible_by", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return none_as_empty(value, [])
+
+    @field_validator("allowed_providers", "allowed_regions", "preemptible_by")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for item in value:
+            if item in seen:
+                raise ValueError(f"{item!r} is listed twice")
+            seen.add(item)
+        return value
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_matches_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        stem = info.context.get("tenant") if isinstance(info.context, dict) else None
+        if value is not None and stem is not None and value != stem:
+            raise ValueError(
+                f"file is for tenant {stem!r} (its name) but says tenant: {value!r}; "
+                f"rename the file to {value}.yaml or set tenant: {stem}"
+            )
+        return value
+
+    def to_policy(self, tenant: str) -> Policy:
+        """Decide the domain `Policy` this document means for `tenant` (durations in seconds, lists as tuples)."""
+        return Policy(
+            tenant=tenant,
+            priority=self.priority,
+            steady_quota_gpus=self.quota.steady_gpus,
+            burst_quota_gpus=self.quota.burst_gpus,
+            budget=Budget(usd_per_hour=self.budget.usd_per_hour, usd_per_month=self.budget.usd_per_month),
+            spot=SpotPolicy(
+                allowed=self.spot.allowed,
+                max_share=self.spot.max_share,
+                required_checkpoint_interval_s=self.spot.required_checkpoint_interval,
+                fault_tolerant_fraction=self.spot.fault_tolerant_fraction,
+            ),
+            allowed_providers=tuple(self.allowed_providers),
+            allowed_regions=tuple(self.allowed_regions),
+            queue_wait_slo_s=self.queue_wait_slo,
+            preemptible_by=tuple(self.preemptible_by),
+            fair_share_weight=self.fair_share_weight,
+            max_job_runtime_s=self.max_job_runtime,
+        )

@@ -1,0 +1,1 @@
+"""The provider contract: one suite every `Provider` implementation passes (see conftest.HARNESSES)."""

@@ -1,0 +1,721 @@
+"""The JSON codec and the SQLite store, against real files under tmp_path (no mocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from builders import T0, group, job, ready_node
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from burst import codec
+from burst.model import (
+    CapacityType,
+    DemandPoint,
+    Forecast,
+    GpuShape,
+    Job,
+    JobState,
+    Node,
+    NodeGroup,
+    NodeState,
+    Snapshot,
+    Tier,
+    Transition,
+    WarmPoolSettings,
+    WarmState,
+)
+from burst.state import (
+    COST_LINES,
+    LATEST_VERSION,
+    MIGRATIONS,
+    CostEntry,
+    IntentStatus,
+    InvalidIntentTransition,
+    InvalidJobTransition,
+    JobExists,
+    SchemaTooNew,
+    Store,
+)
+
+IST = timezone(timedelta(hours=5, minutes=30))
+
+
+# ------------------------------------------------------------------ fixtures / builders
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "burst.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    with Store.open(db_path) as s:
+        yield s
+
+
+def rich_group() -> NodeGroup:
+    return NodeGroup(
+        id="aws-spot-a100",
+        provider="aws",
+        region="us-east-1",
+        tier=Tier.ELASTIC,
+        capacity_type=CapacityType.SPOT,
+        shape=GpuShape("A100", 8, 80.0),
+        instance_type="p4d.24xlarge",
+        min_size=0,
+        max_size=16,
+        zone="us-east-1a",
+        boot_latency_s=420.0,
+        warm_wake_latency_s={WarmState.STOPPED: 45.0, WarmState.HIBERNATED: 20.0, WarmState.RUNNING: 1.0},
+        warm_pool=WarmPoolSettings(
+            min_size=2, max_prepared=4, state=WarmState.HIBERNATED, reuse_on_scale_in=False
+        ),
+        scale_down_cooldown_s=300.0,
+    )
+
+
+def warm_node() -> Node:
+    n = Node.requested(
+        "i-0abc", "aws-spot-a100", 8, T0, tags={"burst:cluster": "prod"}, key="scale_up:g:size=3"
+    )
+    n = n.transition(NodeState.BOOTING, T0 + timedelta(seconds=5))
+    return n.transition(NodeState.WARM, T0 + timedelta(minutes=6), warm_state=WarmState.HIBERNATED)
+
+
+def full_job() -> Job:
+    return Job(
+        id="train-42",
+        tenant="research",
+        gpus=8,
+        submitted_at=T0,
+        state=JobState.RUNNING,
+        gpu_model="A100",
+        priority=5,
+        fault_tolerant=True,
+        checkpoint_interval_s=900.0,
+        checkpoint_duration_s=60.0,
+        last_checkpoint_at=T0 + timedelta(minutes=15),
+        deadline=T0 + timedelta(days=1),
+        started_at=T0 + timedelta(minutes=1),
+        node_ids=("n1", "n2"),
+        duration_s=7200.0,
+        work_done_s=840.5,
+    )
+
+
+# ------------------------------------------------------------------ codec: round trips
+
+finite = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
+aware = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)).flatmap(
+    lambda d: st.sampled_from([UTC, IST, timezone(-timedelta(hours=8))]).map(lambda tz: d.replace(tzinfo=tz))
+)
+ident = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
+
+
+@st.composite
+def jobs_strategy(draw: st.DrawFn) -> Job:
+    fractional = draw(st.booleans())
+    return Job(
+        id=draw(ident),
+        tenant=draw(ident),
+        gpus=0 if fractional else draw(st.integers(1, 64)),
+        gpu_share=draw(st.floats(min_value=0.01, max_value=1.0)) if fractional else None,
+        submitted_at=draw(aware),
+        state=draw(st.sampled_from(JobState)),
+        gpu_model=draw(st.none() | ident),
+        priority=draw(st.none() | st.integers(-100, 100)),
+        fault_tolerant=draw(st.booleans()),
+        checkpoint_interval_s=draw(st.none() | finite),
+        checkpoint_duration_s=draw(st.none() | finite),
+        last_checkpoint_at=draw(st.none() | aware),
+        deadline=draw(st.none() | aware),
+        started_at=draw(st.none() | aware),
+        node_ids=tuple(draw(st.lists(ident, max_size=4))),
+        duration_s=draw(st.none() | finite),
+        work_done_s=draw(finite),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(jobs_strategy())
+def test_job_round_trips_through_json_text(j: Job) -> None:
+    data = codec.job_to_json(j)
+    assert codec.job_from_json(json.loads(json.dumps(data))) == j
+    assert codec.loads(Job, codec.dumps(j)) == j
+    assert data["state"] == j.state.value
+    assert datetime.fromisoformat(data["submitted_at"]).utcoffset() == timedelta(0)
+
+
+def test_node_round_trip_keeps_history_and_warm_state() -> None:
+    n = warm_node()
+    data = codec.node_to_json(n)
+    assert data["history"] == [
+        {"state": "requested", "at": "2026-03-02T12:00:00+00:00"},
+        {"state": "booting", "at": "2026-03-02T12:00:05+00:00"},
+        {"state": "warm", "at": "2026-03-02T12:06:00+00:00"},
+    ]
+    assert data["warm_state"] == "hibernated"
+    back = codec.node_from_json(json.loads(json.dumps(data)))
+    assert back == n
+    assert isinstance(back.history, tuple) and all(isinstance(t, Transition) for t in back.history)
+    assert back.entered_state_at == T0 + timedelta(minutes=6)
+
+
+def test_group_round_trip_with_shape_warm_pool_and_wake_latencies() -> None:
+    g = rich_group()
+    data = codec.group_to_json(g)
+    assert data["shape"] == {"gpu_model": "A100", "gpus_per_node": 8, "gpu_memory_gib": 80.0}
+    assert data["warm_wake_latency_s"] == {"stopped": 45.0, "hibernated": 20.0, "running": 1.0}
+    assert data["warm_pool"]["state"] == "hibernated"
+    back = codec.group_from_json(json.loads(json.dumps(data)))
+    assert back == g
+    assert set(back.warm_wake_latency_s) == {WarmState.STOPPED, WarmState.HIBERNATED, WarmState.RUNNING}
+
+
+def test_snapshot_round_trip() -> None:
+    g = rich_group()
+    snap = Snapshot(
+        groups=(g, group("onprem", tier=Tier.STEADY)),
+        nodes=(warm_node(), ready_node("n1", g)),
+        jobs=(full_job(), job("j2", gpus=0, gpu_share=0.25)),
+        targets={"aws-spot-a100": 3, "onprem": 1},
+        spend_month_usd={"research": 1234.5, "prod": 0.0},
+    )
+    text = json.dumps(codec.snapshot_to_json(snap))
+    assert codec.snapshot_from_json(json.loads(text)) == snap
+
+
+def test_generic_codec_handles_float_keyed_mappings() -> None:
+    f = Forecast(
+        "a", "A100", (T0, T0 + timedelta(hours=1)), {0.5: (1.0, 2.0), 0.9: (3.0, 4.5)}, model="prophet"
+    )
+    data = codec.to_json(f)
+    assert data["quantiles"] == {"0.5": [1.0, 2.0], "0.9": [3.0, 4.5]}
+    assert codec.from_json(Forecast, json.loads(json.dumps(data))) == f
+
+
+# ------------------------------------------------------------------ codec: parsing rules
+
+
+def test_datetimes_parse_z_and_offsets_to_utc() -> None:
+    base = codec.job_to_json(job("j"))
+    for text in ("2026-03-02T12:00:00Z", "2026-03-02T12:00:00+00:00", "2026-03-02T17:30:00+05:30"):
+        parsed = codec.job_from_json({**base, "submitted_at": text}).submitted_at
+        assert parsed == T0 and parsed.utcoffset() == timedelta(0)
+
+
+def test_naive_datetimes_are_rejected_naming_the_field() -> None:
+    base = codec.job_to_json(job("j"))
+    with pytest.raises(ValueError, match=r"^Job\.submitted_at: naive datetime"):
+        codec.job_from_json({**base, "submitted_at": "2026-03-02T12:00:00"})
+    node = codec.node_to_json(warm_node())
+    node["history"][1]["at"] = "2026-03-02T12:00:05"
+    snap = {"groups": [], "nodes": [node], "jobs": []}
+    with pytest.raises(ValueError, match=r"^Snapshot\.nodes\[0\]\.history\[1\]\.at: naive"):
+        codec.snapshot_from_json(snap)
+    with pytest.raises(ValueError, match=r"^Job\.deadline: naive"):
+        codec.job_to_json(dataclasses.replace(job("j"), deadline=datetime(2026, 1, 1)))  # noqa: DTZ001
+
+
+def test_missing_optional_fields_take_the_dataclass_defaults() -> None:
+    j = codec.job_from_json({"id": "j", "tenant": "a", "gpus": 2, "submitted_at": "2026-03-02T12:00:00Z"})
+    assert j == Job("j", "a", 2, T0)
+    g = codec.group_from_json(
+        {
+            "id": "g",
+            "provider": "sim",
+            "region": "r",
+            "tier": "steady",
+            "capacity_type": "onprem",
+            "shape": {"gpu_model": "H100", "gpus_per_node": 4},
+            "instance_type": "rack",
+        }
+    )
+    assert g.warm_pool == WarmPoolSettings() and g.warm_wake_latency_s == {} and g.shape.gpu_memory_gib == 0.0
+    snap = codec.snapshot_from_json({"groups": [], "nodes": [], "jobs": []})
+    assert snap.targets == {} and snap.spend_month_usd == {}
+
+
+def test_unknown_missing_and_mistyped_fields_are_errors_naming_the_field() -> None:
+    base = codec.job_to_json(job("j"))
+    with pytest.raises(ValueError, match=r"^Job\.colour: unknown field"):
+        codec.job_from_json({**base, "colour": "red"})
+    g = codec.group_to_json(rich_group())
+    g["warm_pool"]["size"] = 3
+    with pytest.raises(ValueError, match=r"^NodeGroup\.warm_pool\.size: unknown field"):
+        codec.group_from_json(g)
+    with pytest.raises(ValueError, match=r"^Job\.tenant: missing required field"):
+        codec.job_from_json({k: v for k, v in base.items() if k != "tenant"})
+    with pytest.raises(ValueError, match=r"^Job\.gpus: expected an integer"):
+        codec.job_from_json({**base, "gpus": "8"})
+    with pytest.raises(ValueError, match=r"^Job\.fault_tolerant: expected a boolean"):
+        codec.job_from_json({**base, "fault_tolerant": None})
+    with pytest.raises(ValueError, match=r"^Job\.state: 'queued' is not a valid JobState"):
+        codec.job_from_json({**base, "state": "queued"})
+    g = codec.group_to_json(rich_group())
+    g["warm_wake_latency_s"] = {"frozen": 1.0}
+    with pytest.raises(
+        ValueError, match=r"^NodeGroup\.warm_wake_latency_s\['frozen'\]: 'frozen' is not a valid"
+    ):
+        codec.group_from_json(g)
+    with pytest.raises(ValueError, match=r"^Job: job j: gpus must be >= 1"):  # the model's own validation
+        codec.job_from_json({**base, "gpus": 0})
+    with pytest.raises(ValueError, match=r"^Job: invalid JSON"):
+        codec.loads(Job, "{not json")
+
+
+# ------------------------------------------------------------------ store: files, reopen, WAL
+
+
+def test_store_file_is_wal_and_survives_close_and_reopen(db_path: Path) -> None:
+    g = rich_group()
+    with Store.open(db_path) as s:
+        assert s.schema_version == LATEST_VERSION
+        assert s.journal_mode == "wal"
+        s.add_job(full_job())
+        s.put_node(warm_node())
+        iid = s.record_intent("scale_up:aws-spot-a100:size=3", "p1", {"kind": "scale_up", "size": 3}, T0)
+        s.set_target(g.id, 3, "scale_up:aws-spot-a100:size=3", T0)
+        s.record_demand([DemandPoint(T0, "research", "A100", 8.0, 4.0)])
+        s.record_cost(T0, "elastic_spot", 12.5, 8.0, tenant="research", group_id=g.id)
+        s.set_meta("cluster", "prod")
+        s.record_decisions("p1", T0, [("aws-spot-a100", "scale_up", "queue too long", {"size": 3})])
+        assert Path(f"{db_path}-wal").exists()  # WAL mode, for real, on disk
+    assert s.closed
+
+    raw = sqlite3.connect(db_path)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # persistent in the file
+    finally:
+        raw.close()
+
+    with Store.open(db_path) as s:
+        assert s.get_job("train-42") == full_job()
+        assert s.get_node("i-0abc") == warm_node()
+        (intent,) = s.unconfirmed_intents()
+        assert (intent.id, intent.status, intent.action) == (
+            iid,
+            IntentStatus.PLANNED,
+            {"kind": "scale_up", "size": 3},
+        )
+        assert s.targets() == {g.id: 3}
+        assert s.demand_history() == [DemandPoint(T0, "research", "A100", 8.0, 4.0)]
+        assert s.spend_by_tenant(T0) == {"research": 12.5}
+        assert s.get_meta("cluster") == "prod"
+        assert s.decisions("aws-spot-a100")[0].data == {"size": 3}
+
+
+def test_memory_store_works_and_closed_store_refuses() -> None:
+    s = Store(":memory:")
+    assert s.schema_version == LATEST_VERSION
+    s.add_job(job("j1"))
+    assert [j.id for j in s.jobs()] == ["j1"]
+    s.close()
+    s.close()  # idempotent
+    with pytest.raises(sqlite3.ProgrammingError):
+        s.jobs()
+
+
+# ------------------------------------------------------------------ store: migrations
+
+
+def test_migrations_are_numbered_and_a_v1_file_is_migrated_with_its_data(db_path: Path) -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(1, LATEST_VERSION + 1))
+    assert LATEST_VERSION >= 2
+
+    with Store.open(db_path, target_version=1) as v1:
+        assert v1.schema_version == 1
+        cols = {r[1] for r in v1._query("PRAGMA table_info(cost_ledger)")}
+        assert "gpu_hours" not in cols
+        v1.add_job(full_job())
+        v1.put_node(warm_node())
+        iid = v1.record_intent("k1", "p1", {"kind": "scale_up"}, T0)
+        v1.mark_intent(iid, IntentStatus.SENT, T0 + timedelta(seconds=1))
+        v1.record_demand([DemandPoint(T0, "a", "A100", 1.0, 2.0)])
+        # A v1 ledger row, written as v1 wrote it (no gpu_hours column yet).
+        with v1._tx() as conn:
+            conn.execute(
+                "INSERT INTO cost_ledger (at, tenant, line, group_id, usd) VALUES (?, ?, ?, ?, ?)",
+                ("2026-03-02T12:00:00.000000+00:00", "a", "steady", "onprem", 4.0),
+            )
+
+    with Store.open(db_path) as s:
+        assert s.schema_version == LATEST_VERSION
+        cols = {r[1] for r in s._query("PRAGMA table_info(cost_ledger)")}
+        assert "gpu_hours" in cols
+        indexes = {r[1] for r in s._query("PRAGMA index_list(intents)")}
+        assert "intents_status" in indexes
+        assert s.get_job("train-42") == full_job()
+        assert s.get_node("i-0abc") == warm_node()
+        assert [(i.id, i.status) for i in s.unconfirmed_intents()] == [(iid, IntentStatus.SENT)]
+        assert s.demand_history() == [DemandPoint(T0, "a", "A100", 1.0, 2.0)]
+        assert s.costs() == [CostEntry(T0, "steady", 4.0, 0.0, "a", "onprem")]
+        s.record_cost(T0, "steady", 1.0, 2.5, tenant="a")
+        assert s.gpu_hours_by_tenant(T0) == {"a": 2.5}
+
+    with Store.open(db_path) as again:  # opening a current file is a no-op
+        assert again.schema_version == LATEST_VERSION
+        assert len(again.costs()) == 2
+
+
+def test_newer_schema_is_refused_and_bad_target_version_rejected(db_path: Path) -> None:
+    Store.open(db_path).close()
+    raw = sqlite3.connect(db_path)
+    raw.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+    raw.commit()
+    raw.close()
+    with pytest.raises(SchemaTooNew, match="newer than this burst"):
+        Store.open(db_path)
+    with pytest.raises(ValueError, match="target_version"):
+        Store.open(db_path.with_name("other.db"), target_version=LATEST_VERSION + 1)
+
+
+# ------------------------------------------------------------------ store: jobs
+
+
+def test_job_state_machine_is_enforced(store: Store) -> None:
+    store.add_job(job("j1"))
+    with pytest.raises(InvalidJobTransition, match="pending -> succeeded"):
+        store.put_job(job("j1", state=JobState.SUCCEEDED))
+    assert store.get_job("j1") == job("j1")  # unchanged
+
+    store.put_job(job("j1", state=JobState.RUNNING, nodes=("n1",), started=T0))
+    store.put_job(job("j1", state=JobState.PENDING))  # requeue after eviction
+    store.put_job(job("j1", state=JobState.PENDING, priority=3))  # same state: a field update
+    assert store.get_job("j1") == job("j1", priority=3)
+    store.put_job(job("j1", state=JobState.RUNNING))
+    store.put_job(job("j1", state=JobState.SUCCEEDED))
+    with pytest.raises(InvalidJobTransition, match="succeeded -> running"):
+        store.put_job(job("j1", state=JobState.RUNNING))
+
+    with pytest.raises(JobExists):
+        store.add_job(job("j1"))
+    store.put_job(job("new", state=JobState.RUNNING))  # unknown id: inserted as observed
+    assert store.get_job("new") is not None
+    assert store.get_job("nope") is None
+
+
+def test_put_jobs_is_one_transaction(store: Store) -> None:
+    store.put_jobs([job("a"), job("b")])
+    with pytest.raises(InvalidJobTransition):
+        store.put_jobs([job("a", state=JobState.RUNNING), job("c"), job("b", state=JobState.SUCCEEDED)])
+    assert [(j.id, j.state) for j in store.jobs()] == [("a", JobState.PENDING), ("b", JobState.PENDING)]
+    # checked in order within the batch: pending -> running -> succeeded in one call is fine
+    store.put_jobs([job("a", state=JobState.RUNNING), job("a", state=JobState.SUCCEEDED)])
+    assert store.get_job("a") == job("a", state=JobState.SUCCEEDED)
+
+
+def test_a_job_is_in_exactly_one_state(store: Store) -> None:
+    store.put_jobs(
+        [
+            job("p1", "a", submitted=T0 + timedelta(seconds=2)),
+            job("p0", "b", submitted=T0 + timedelta(seconds=2)),
+            job("r1", "a", state=JobState.RUNNING, submitted=T0),
+            job("c1", "b", state=JobState.CHECKPOINTING, submitted=T0 + timedelta(seconds=1)),
+        ]
+    )
+    store.put_job(job("r1", "a", state=JobState.PENDING, submitted=T0))  # requeued: moves, not copied
+    store.put_job(job("c1", "b", state=JobState.RECLAIMED, submitted=T0 + timedelta(seconds=1)))
+    every = {j.id for j in store.jobs()}
+    for jid in every:
+        assert sum(jid in {j.id for j in store.jobs([s])} for s in JobState) == 1
+    assert [j.id for j in store.jobs([JobState.PENDING])] == ["r1", "p0", "p1"]  # submitted_at, then id
+    assert [j.id for j in store.jobs([JobState.PENDING], tenant="a")] == ["r1", "p1"]
+    assert [j.id for j in store.jobs([JobState.RECLAIMED, JobState.RUNNING])] == ["c1"]
+    assert store.jobs([]) == []
+    assert store.job_counts()[JobState.PENDING] == 3 and sum(store.job_counts().values()) == 4
+    # the state column is the json's state, row by row
+    rows = store._query("SELECT state, json FROM jobs")
+    assert len(rows) == 4 and all(json.loads(js)["state"] == st_ for st_, js in rows)
+
+
+def test_jobs_with_naive_times_are_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="submitted_at"):
+        store.add_job(dataclasses.replace(job("j"), submitted_at=datetime(2026, 1, 1)))  # noqa: DTZ001
+    assert store.jobs() == []
+
+
+# ------------------------------------------------------------------ store: nodes
+
+
+def test_nodes_round_trip_and_terminated_are_hidden(store: Store) -> None:
+    g = rich_group()
+    live = warm_node()
+    gone = (
+        ready_node("n-dead", g)
+        .transition(NodeState.DRAINING, T0)
+        .transition(NodeState.TERMINATING, T0)
+        .transition(NodeState.TERMINATED, T0 + timedelta(minutes=2))
+    )
+    store.put_node(live)
+    store.put_node(gone)
+    assert store.nodes() == [live]
+    assert store.nodes(include_terminated=True) == [live, gone]
+    assert store.nodes(group_id="nope") == []
+    woken = live.transition(NodeState.WAKING, T0 + timedelta(hours=1))
+    store.put_node(woken)
+    assert store.get_node(live.id) == woken
+    assert store.forget_node("n-dead") is True
+    assert store.forget_node("n-dead") is False
+    assert store.get_node("n-dead") is None
+
+
+# ------------------------------------------------------------------ store: intents
+
+
+def test_intents_move_forward_only(store: Store) -> None:
+    a = store.record_intent("k-a", "p1", {"kind": "scale_up", "target": "g", "size": 3}, T0)
+    b = store.record_intent("k-b", "p1", {"kind": "terminate_nodes"}, T0 + timedelta(seconds=1))
+    c = store.record_intent(
+        "k-a", "p2", {"kind": "scale_up", "target": "g", "size": 3}, T0 + timedelta(seconds=2)
+    )
+    assert [i.id for i in store.unconfirmed_intents()] == [a, b, c]  # oldest first
+
+    sent = store.mark_intent(a, IntentStatus.SENT, T0 + timedelta(seconds=3), detail="req-1")
+    assert sent.status is IntentStatus.SENT and sent.detail == "req-1"
+    done = store.mark_intent(a, "confirmed", T0 + timedelta(seconds=4))
+    assert done.detail == "req-1" and done.updated_at == T0 + timedelta(seconds=4)
+    assert done.created_at == T0 and done.created_at.tzinfo is not None
+    store.mark_intent(b, IntentStatus.FAILED, T0 + timedelta(seconds=5), detail="InsufficientCapacity")
+
+    for intent_id, status in [
+        (a, IntentStatus.SENT),  # backwards
+        (a, IntentStatus.CONFIRMED),  # sideways (re-mark)
+        (b, IntentStatus.SENT),  # out of a terminal status
+        (c, IntentStatus.CONFIRMED),  # planned -> confirmed skips sent
+        (c, IntentStatus.PLANNED),
+    ]:
+        with pytest.raises(InvalidIntentTransition):
+            store.mark_intent(intent_id, status, T0 + timedelta(seconds=9))
+    with pytest.raises(KeyError):
+        store.mark_intent(999, IntentStatus.SENT, T0)
+    with pytest.raises(ValueError):
+        store.mark_intent(c, "lost", T0)
+
+    assert [i.id for i in store.unconfirmed_intents()] == [c]
+    assert [i.id for i in store.intents(key="k-a")] == [c, a]  # newest first
+    assert [i.id for i in store.intents(limit=2)] == [c, b]
+    assert store.intent(b) is not None and store.intent(b).detail == "InsufficientCapacity"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="action"):
+        store.record_intent("k", "p", {"x": float("nan")}, T0)
+
+
+# ------------------------------------------------------------------ store: targets, meta, decisions
+
+
+def test_targets_meta_and_decisions(store: Store) -> None:
+    store.set_target("g1", 3, "scale_up:g1:size=3", T0)
+    store.set_target("g2", 0, "scale_down:g2:size=0", T0)
+    store.set_target("g1", 5, "scale_up:g1:size=5", T0 + timedelta(minutes=1))
+    assert store.targets() == {"g1": 5, "g2": 0}
+    rec = store.target_records()["g1"]
+    assert (rec.key, rec.updated_at) == ("scale_up:g1:size=5", T0 + timedelta(minutes=1))
+    with pytest.raises(ValueError):
+        store.set_target("g1", -1, "k", T0)
+    assert store.forget_target("g2") and store.targets() == {"g1": 5}
+
+    assert store.get_meta("missing") is None and store.get_meta("missing", "d") == "d"
+    store.set_meta("cluster", "a")
+    store.set_meta("cluster", "b")
+    assert store.get_meta("cluster") == "b"
+
+    store.record_decisions("p1", T0, [("job:j1", "place_job", "fits on onprem-0", {"nodes": ["onprem-0"]})])
+    store.record_decisions(
+        "p2",
+        T0 + timedelta(seconds=30),
+        [("job:j1", "hold", "over budget", {}), ("group:g1", "scale_up", "queue wait SLO", {"size": 5})],
+    )
+    latest = store.decisions("job:j1")
+    assert [(d.plan_id, d.kind) for d in latest] == [("p2", "hold"), ("p1", "place_job")]
+    assert latest[1].data == {"nodes": ["onprem-0"]} and latest[1].at == T0
+    assert [d.subject for d in store.decisions(limit=1)] == ["group:g1"]
+    assert len(store.decisions(plan_id="p2")) == 2
+
+
+# ------------------------------------------------------------------ store: demand and cost windows
+
+
+def test_demand_history_windows_and_filters(store: Store) -> None:
+    points = [
+        DemandPoint(T0 + timedelta(minutes=m), tenant, model, float(m), 1.0)
+        for m in range(0, 60, 10)
+        for tenant, model in (("a", "A100"), ("b", "H100"))
+    ]
+    assert store.record_demand(points) == 12
+    assert len(store.demand_history()) == 12
+    window = store.demand_history(since=T0 + timedelta(minutes=10), until=T0 + timedelta(minutes=30))
+    assert [(p.at, p.tenant) for p in window] == [
+        (T0 + timedelta(minutes=10), "a"),
+        (T0 + timedelta(minutes=10), "b"),
+        (T0 + timedelta(minutes=20), "a"),
+        (T0 + timedelta(minutes=20), "b"),
+    ]  # since inclusive, until exclusive
+    assert [
+        p.running_gpus
+        for p in store.demand_history(tenant="b", gpu_model="H100", since=T0 + timedelta(minutes=40))
+    ] == [
+        40.0,
+        50.0,
+    ]
+    assert store.demand_history(tenant="a", gpu_model="H100") == []
+    # the same sample again replaces, never duplicates; an offset time is the same instant
+    store.record_demand([DemandPoint((T0 + timedelta(minutes=10)).astimezone(IST), "a", "A100", 99.0, 0.0)])
+    again = store.demand_history(
+        tenant="a", since=T0 + timedelta(minutes=10), until=T0 + timedelta(minutes=11)
+    )
+    assert again == [DemandPoint(T0 + timedelta(minutes=10), "a", "A100", 99.0, 0.0)]
+    assert again[0].at.utcoffset() == timedelta(0)
+    assert store.prune_demand(T0 + timedelta(minutes=30)) == 6
+    assert min(p.at for p in store.demand_history()) == T0 + timedelta(minutes=30)
+
+
+def test_cost_ledger_windows(store: Store) -> None:
+    month = datetime(2026, 3, 1, tzinfo=UTC)
+    store.record_costs(
+        [
+            CostEntry(month - timedelta(hours=1), "elastic_on_demand", 100.0, 4.0, "a", "od"),  # last month
+            CostEntry(month, "elastic_on_demand", 32.0, 8.0, "a", "od"),
+            CostEntry(month + timedelta(days=1), "elastic_spot", 8.0, 8.0, "a", "spot"),
+            CostEntry(month + timedelta(days=2), "elastic_spot", 10.0, 8.0, "b", "spot"),
+            CostEntry(month + timedelta(days=2), "hot_pool", 3.0, 0.0, None, "od"),  # overhead
+            CostEntry(month + timedelta(days=3), "steady", 5.0, 8.0, None, "onprem"),
+        ]
+    )
+    store.record_cost(month + timedelta(days=3), "steady", 2.0, 8.0, tenant="b", group_id="onprem")
+    assert store.spend_by_tenant(month) == {"a": 40.0, "b": 12.0}
+    assert store.spend_by_tenant(month, until=month + timedelta(days=2)) == {"a": 40.0}
+    assert store.spend_by_tenant(month - timedelta(days=30)) == {"a": 140.0, "b": 12.0}
+    assert store.cost_by_line(month) == {
+        "steady": 7.0,
+        "elastic_on_demand": 32.0,
+        "elastic_spot": 18.0,
+        "hot_pool": 3.0,
+    }
+    assert store.cost_by_line(month + timedelta(days=10)) == dict.fromkeys(COST_LINES, 0.0)
+    assert store.gpu_hours_by_tenant(month) == {"a": 16.0, "b": 16.0}
+    assert [c.usd for c in store.costs(since=month, until=month + timedelta(days=1), tenant="a")] == [32.0]
+
+    with pytest.raises(ValueError, match="cost line"):
+        store.record_costs([CostEntry(month, "steady", 1.0), CostEntry(month, "gpu", 1.0)])
+    assert len(store.costs()) == 7  # the batch above left nothing behind
+    with pytest.raises(ValueError, match="since: naive"):
+        store.spend_by_tenant(datetime(2026, 3, 1))  # noqa: DTZ001
+    with pytest.raises(ValueError, match="usd"):
+        store.record_cost(month, "steady", float("inf"), 1.0)
+
+
+# ------------------------------------------------------------------ store: concurrency
+
+
+def test_readers_see_committed_data_only_and_are_not_blocked_by_a_writer(db_path: Path) -> None:
+    writer = Store.open(db_path)
+    reader = Store.open(db_path)
+    try:
+        writer.put_jobs([job("seed")])
+        seen_mid_batch: list[list[str]] = []
+
+        def batch() -> Iterator[Job]:
+            for i in range(3):
+                yield job(f"b{i}")
+                # The writer holds its write transaction open here; the other store reads at once.
+                seen_mid_batch.append([j.id for j in reader.jobs()])
+
+        writer.put_jobs(batch())
+        assert seen_mid_batch == [["seed"]] * 3
+        assert [j.id for j in reader.jobs()] == ["b0", "b1", "b2", "seed"]
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_concurrent_writer_and_reader_threads_on_one_file(db_path: Path) -> None:
+    batches, size = 40, 5
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            with Store.open(db_path) as w:
+                for b in range(batches):
+                    w.put_jobs(job(f"j{b:03d}-{i}", submitted=T0 + timedelta(seconds=b)) for i in range(size))
+                    w.record_costs(CostEntry(T0, "steady", 1.0, 1.0, "a") for _ in range(size))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    per_reader: list[list[int]] = [[], []]
+
+    def read(counts: list[int]) -> None:
+        try:
+            with Store.open(db_path) as r:
+                while not done.is_set():
+                    n = len(r.jobs([JobState.PENDING]))
+                    assert n % size == 0, n  # whole batches only
+                    counts.append(n)
+                    spend = r.spend_by_tenant(T0).get("a", 0.0)
+                    assert spend % size == 0
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with Store.open(db_path):  # create + migrate once before the race
+        pass
+    threads = [threading.Thread(target=write)] + [
+        threading.Thread(target=read, args=(c,)) for c in per_reader
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    for counts in per_reader:
+        assert counts and counts == sorted(counts)  # a reader never sees time go backwards
+    with Store.open(db_path) as s:
+        assert len(s.jobs()) == batches * size
+        assert s.spend_by_tenant(T0) == {"a": float(batches * size)}
+
+
+def test_one_store_shared_by_threads(store: Store) -> None:
+    def work(t: int) -> None:
+        for i in range(50):
+            store.record_intent(f"k{t}-{i}", "p", {"t": t, "i": i}, T0 + timedelta(microseconds=i))
+            store.put_job(job(f"t{t}-{i}"))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    ids = [i.id for i in store.intents()]
+    assert len(ids) == len(set(ids)) == 200
+    assert len(store.jobs()) == 200
+
+
+def test_two_stores_opening_an_old_file_migrate_it_once(db_path: Path) -> None:
+    Store.open(db_path, target_version=1).close()
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        try:
+            with Store.open(db_path) as s:
+                results.append(s.schema_version)
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert results == [LATEST_VERSION] * 4
