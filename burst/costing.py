@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from burst.model import CapacityType, Job, JobState, Node, NodeGroup, NodeState, Tier, WarmState
+from burst.catalog import cost_line
+from burst.model import Job, JobState, Node, NodeGroup, NodeState, WarmState
 from burst.state import CostEntry
 
 
@@ -22,15 +23,6 @@ class CostPrices(Protocol):
     def group_price(self, group: NodeGroup) -> float: ...
 
     def standby_price(self, group: NodeGroup) -> float: ...
-
-
-def cost_line(group: NodeGroup, warm: bool = False) -> str:
-    """The cost ledger line of a node of `group`."""
-    if warm:
-        return "hot_pool"
-    if group.tier is Tier.STEADY:
-        return "steady"
-    return "elastic_spot" if group.capacity_type is CapacityType.SPOT else "elastic_on_demand"
 
 
 PAID_STATES = frozenset(

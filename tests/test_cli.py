@@ -1,0 +1,54 @@
+"""The burst CLI, run as a subprocess exactly as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+FIX = Path(__file__).parent / "fixtures" / "policies"
+
+
+def burst(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "burst.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_policy_validate_good_and_bad() -> None:
+    assert burst("policy", "validate", str(FIX / "good")).returncode == 0
+    bad = burst("policy", "validate", str(FIX / "bad"))
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) >= 4
+    assert all(":" in ln.split(" ")[0] for ln in lines)
+    assert any("unknown_key" in ln for ln in lines) and any("other_tenant" in ln for ln in lines)
+
+
+def test_policy_schema_is_json() -> None:
+    out = burst("policy", "schema")
+    assert out.returncode == 0 and "properties" in json.loads(out.stdout)
+
+
+def test_plan_snapshot_json() -> None:
+    out = burst("plan", "--snapshot", "examples/snapshot.json", "--at", "2026-03-02T12:00:00+00:00", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    kinds = [(a["kind"], a["target"], a.get("count")) for a in data["actions"]]
+    assert kinds == [("place_job", "j0", 8), ("place_job", "j1", 8), ("scale_up", "aws-p4d-od", 2)]
+    assert all(a["reason"] for a in data["actions"])
+
+
+def test_version() -> None:
+    out = burst("--version")
+    assert out.returncode == 0 and "0.1.0" in out.stdout
+
+
+def test_import_burst_loads_no_cloud_sdk() -> None:
+    code = (
+        "import sys, burst, burst.cli, burst.planner, burst.catalog, burst.actuator, providers.sim, policies;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in ('boto3','botocore','libcloud','pynvml','kubernetes','prophet')"
+        " or m.startswith('google.cloud')]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
