@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -190,26 +190,13 @@ class Actuator:
         report = GcReport()
         known = {n.id for n in self.store.nodes(include_terminated=True)}
         first_seen = self._first_seen()
-        by_group: dict[str, list[Node]] = {}
-        for node in observed.values():
-            if node.tags.get(CLUSTER_TAG) != self.cluster or not node.live:
-                continue
-            by_group.setdefault(node.group_id, []).append(node)
-        adopted: list[Node] = []
-        for group_id, nodes in by_group.items():
-            live_known = [n for n in nodes if n.id in known and n.state is not NodeState.WARM]
-            unknown = sorted((n for n in nodes if n.id not in known), key=lambda n: (n.created_at, n.id))
-            room = max(0, targets.get(group_id, 0) - len(live_known)) if group_id in self.by_group else 0
-            for node in unknown:
-                if node.state is NodeState.WARM or room > 0:
-                    if node.state is not NodeState.WARM:
-                        room -= 1
-                    adopted.append(node)
-                    first_seen.pop(node.id, None)
-                    continue
-                seen = first_seen.setdefault(node.id, now.isoformat())
-                if (now - datetime.fromisoformat(seen)).total_seconds() >= self.orphan_grace_s:
-                    report.orphans.append(node.id)
+        adopted, unexplained = sort_unknown(observed, known, targets, cluster=self.cluster, managed=self.by_group)
+        for node in adopted:
+            first_seen.pop(node.id, None)
+        for node in unexplained:
+            seen = first_seen.setdefault(node.id, now.isoformat())
+            if (now - datetime.fromisoformat(seen)).total_seconds() >= self.orphan_grace_s:
+                report.orphans.append(node.id)
         self.store.put_nodes(adopted, at=now)
         for node in observed.values():
             if node.state in (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING) and node.id not in report.orphans:
@@ -245,6 +232,42 @@ class Actuator:
 
     def _save_first_seen(self, first_seen: dict[str, str]) -> None:
         self.store.set_meta("gc.first_seen", json.dumps(first_seen, sort_keys=True))
+
+
+def sort_unknown(
+    observed: Mapping[NodeId, Node],
+    known: Collection[NodeId],
+    targets: Mapping[str, int],
+    *,
+    cluster: str,
+    managed: Collection[str],
+) -> tuple[list[Node], list[Node]]:
+    """Split this cluster's live nodes unknown to the store into (adopted, unexplained).
+
+    An unknown node is adopted when it is warm (pools are sized by the
+    provider) or its group's target has room for it beyond the known live
+    nodes (a launch whose listing arrived after a restart); the oldest are
+    adopted first. The rest are orphan candidates.
+    """
+    by_group: dict[str, list[Node]] = {}
+    for node in observed.values():
+        if node.tags.get(CLUSTER_TAG) != cluster or not node.live:
+            continue
+        by_group.setdefault(node.group_id, []).append(node)
+    adopted: list[Node] = []
+    unexplained: list[Node] = []
+    for group_id, nodes in by_group.items():
+        live_known = [n for n in nodes if n.id in known and n.state is not NodeState.WARM]
+        unknown = sorted((n for n in nodes if n.id not in known), key=lambda n: (n.created_at, n.id))
+        room = max(0, targets.get(group_id, 0) - len(live_known)) if group_id in managed else 0
+        for node in unknown:
+            if node.state is NodeState.WARM or room > 0:
+                if node.state is not NodeState.WARM:
+                    room -= 1
+                adopted.append(node)
+            else:
+                unexplained.append(node)
+    return adopted, unexplained
 
 
 def _action_from_json(data: Mapping[str, Any]) -> Action:

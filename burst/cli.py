@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 import burst
+from burst.model import Plan
+
+if TYPE_CHECKING:
+    from burst.runtime import Runtime
 
 
 @click.group()
@@ -47,15 +52,122 @@ def policy_schema() -> None:
     click.echo(json.dumps(policy_json_schema(), indent=2, sort_keys=True))
 
 
+def _parse_at(at: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        raise click.BadParameter(f"{at!r} is not an ISO 8601 instant, e.g. 2026-03-02T10:30:00Z", param_hint="--at") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _parse_duration(value: str, hint: str) -> float:
+    from policies import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def _open_runtime(config_path: Path | None, state: Path | None, **kw: object) -> Runtime:
+    """Build the runtime for a command, turning config errors into one clear message each."""
+    from burst.catalog import UnknownInstanceType
+    from burst.runtime import ConfigError, build_runtime, load_run_config
+    from policies import PolicyValidationError
+
+    try:
+        config = load_run_config(config_path)
+        ephemeral = config_path is None and state is None
+        return build_runtime(config, state_path=state, ephemeral=ephemeral, **kw)  # type: ignore[arg-type]
+    except PolicyValidationError as exc:
+        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
+    except (ConfigError, UnknownInstanceType) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+CONFIG_OPTION = click.option(
+    "--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="burst.yaml to run (default: the embedded quickstart).",
+)
+STATE_OPTION = click.option(
+    "--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="SQLite state file (default: the config's state_path; the quickstart uses a temporary one).",
+)
+
+
+@main.command("run")
+@CONFIG_OPTION
+@STATE_OPTION
+@click.option("--duration", default=None,
+              help="Stop after this long (e.g. 12h); simulated time on a sim clock. Default: run until SIGTERM.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per tick that decided something.")
+@click.option("--quiet", is_flag=True, help="Print only the final summary.")
+def run_cmd(config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool) -> None:
+    """Run the controller: observe, plan, act and record every loop_interval, printing each decision.
+
+    With no --config this is the embedded quickstart: a simulated on-prem rack and
+    two simulated cloud groups (on-demand and spot), three tenants and a seeded
+    synthetic workload, on an accelerated simulated clock. SIGTERM or Ctrl-C
+    finishes the current tick and stops.
+    """
+    import signal
+
+    from burst.run_log import TickPrinter
+
+    seconds = _parse_duration(duration, "--duration") if duration else None
+    runtime = _open_runtime(config_path, state)
+    try:
+        start = runtime.now()
+        until = start + timedelta(seconds=seconds) if seconds is not None else None
+        printer = TickPrinter(runtime, as_json=as_json, quiet=quiet, echo=click.echo)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: runtime.stop.set())
+        printer.banner(until)
+        stats = runtime.run(until=until, on_tick=printer.tick)
+        printer.summary(stats)
+    finally:
+        runtime.close()
+
+
 @main.command("plan")
-@click.option("--snapshot", "snapshot_path", type=click.Path(exists=True, path_type=Path), required=True,
-              help="Snapshot JSON (groups, nodes, jobs, targets) to plan from.")
+@click.option("--snapshot", "snapshot_path", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Snapshot JSON (groups, nodes, jobs, targets) to plan from instead of live state.")
 @click.option("--policies", "policies_dir", type=click.Path(path_type=Path), default=None,
-              help="Directory of tenant policy files (default: every tenant gets the default policy).")
-@click.option("--at", "at", default=None, help="Plan as of this ISO instant (default: now, UTC).")
+              help="With --snapshot: directory of tenant policy files (default: every tenant gets the default policy).")
+@CONFIG_OPTION
+@STATE_OPTION
+@click.option("--at", "at", default=None,
+              help="Plan as of this ISO instant. With --snapshot: the planning instant; on a sim-clock config "
+                   "(the quickstart): the config is run from its sim_start up to this instant first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
-def plan_cmd(snapshot_path: Path, policies_dir: Path | None, at: str | None, as_json: bool) -> None:
-    """One dry-run plan from a snapshot file, printed diff-style with each action's reason."""
+def plan_cmd(
+    snapshot_path: Path | None,
+    policies_dir: Path | None,
+    config_path: Path | None,
+    state: Path | None,
+    at: str | None,
+    as_json: bool,
+) -> None:
+    """One dry-run plan, printed diff-style with each action's reason; nothing is changed.
+
+    From a --snapshot file, or from live observed state of --config (default: the
+    embedded quickstart). The JSON form is an object with `id`, `at`, `actions`
+    (each with `kind`, `target`, `count` where it applies, and `reason`) and `holds`.
+    """
+    when = _parse_at(at) if at else None
+    if snapshot_path is not None:
+        result = _plan_snapshot(snapshot_path, policies_dir, when or datetime.now(UTC))
+    else:
+        if policies_dir is not None:
+            raise click.UsageError("--policies goes with --snapshot; a config names its own policies_dir")
+        result = _plan_live(config_path, state, when)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    print_plan(result)
+
+
+def _plan_snapshot(snapshot_path: Path, policies_dir: Path | None, now: datetime) -> Plan:
     from burst.catalog import Catalog
     from burst.codec import CodecError, snapshot_from_json
     from burst.planner import PlanIds, plan
@@ -71,27 +183,48 @@ def plan_cmd(snapshot_path: Path, policies_dir: Path | None, at: str | None, as_
             pols = load_policy_dir(policies_dir)
         except PolicyValidationError as exc:
             raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-    now = datetime.fromisoformat(at) if at else datetime.now(UTC)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
     try:
-        result = plan(snap, [], pols, Catalog.load(), now=now, ids=PlanIds(f"plan-{now:%Y%m%dT%H%M%S}"))
+        return plan(snap, [], pols, Catalog.load(), now=now, ids=PlanIds(f"plan-{now:%Y%m%dT%H%M%S}"))
     except LookupError as exc:
         raise click.ClickException(str(exc)) from None
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-        return
+
+
+def _plan_live(config_path: Path | None, state: Path | None, when: datetime | None) -> Plan:
+    from burst.runtime import load_run_config
+
+    sim = load_run_config(config_path).clock == "sim" if config_path is not None else True
+    if when is not None and not sim:
+        raise click.UsageError("--at needs --snapshot or a sim-clock config (clock: sim)")
+    runtime = _open_runtime(config_path, state)
+    try:
+        if when is not None:
+            if when < runtime.now():
+                raise click.UsageError(
+                    f"--at {when.isoformat()} is before the simulation's start {runtime.now().isoformat()}"
+                )
+            runtime.run(until=when, realtime=False)
+            assert runtime.sim_clock is not None
+            runtime.sim_clock.advance_to(when)
+        return runtime.controller.preview()
+    finally:
+        runtime.close()
+
+
+def print_plan(result: Plan) -> None:
+    """Print a plan as a diff-style table: + adds capacity or work, - removes it, = holds."""
     console = Console()
     table = Table(title=f"plan {result.id} at {result.at.isoformat()}")
     for col in ("", "kind", "target", "count", "reason"):
         table.add_column(col)
-    signs = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes": "-", "reclaim_job": "-"}
     for a in result.actions:
-        table.add_row(signs.get(a.kind.value, "~"), a.kind.value, a.target, "" if a.count is None else str(a.count), a.reason)
+        table.add_row(SIGNS.get(a.kind.value, "~"), a.kind.value, a.target, "" if a.count is None else str(a.count), a.reason)
     for h in result.holds:
         table.add_row("=", "hold", h.subject, "", h.reason)
     console.print(table)
     console.print(f"{len(result.actions)} action(s), {len(result.holds)} hold(s)")
+
+
+SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes": "-", "reclaim_job": "-"}
 
 
 if __name__ == "__main__":

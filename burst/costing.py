@@ -60,7 +60,7 @@ def attribute_costs(
         if node.state not in PAID_STATES:
             continue
         per_gpu = prices.group_price(group) / max(1, node.gpus)
-        line = cost_line(group)
+        line = cost_line(group, warm=False)
         used = 0.0
         for tenant, gpus in held.get(node.id, {}).items():
             gpus = min(gpus, node.gpus - used)

@@ -31,7 +31,7 @@ injected clock and a seed, so every run is reproducible:
   ASG keeps desired capacity, a replacement is launched.
 * **Faults.** `inject_error` (one-shot, counted or persistent, optionally per
   group), `fail_offering` (per offering, until cleared), `fail_boots` (the next
-  launches fail while booting), `set_capacity` (stock runs out),
+  launches fail while booting), `stall_boots` (the next launches never finish booting), `set_capacity` (stock runs out),
   `inject_interruption` and `launch_untracked` (an orphan for GC tests).
 * **Records.** `calls` lists every mutating call; `cost_usd()` and
   `node_seconds()` integrate what the nodes cost over time.
@@ -259,6 +259,7 @@ class SimProvider:
         self._injections: list[_Injection] = []
         self._offering_errors: dict[GroupId, Exception] = {}
         self._fail_boots: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
+        self._stall_boots: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._shortfall: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._warm_shortfall: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._full_time: dict[GroupId, timedelta] = {gid: timedelta(0) for gid in self._groups}
@@ -461,6 +462,12 @@ class SimProvider:
         (BOOTING -> FAILED -> TERMINATING, a LAUNCH_FAILED event); the group launches replacements."""
         self._group(group_id)
         self._fail_boots[group_id] += count
+
+    def stall_boots(self, group_id: str, count: int = 1) -> None:
+        """Make the next `count` nodes launched in `group_id` hang in BOOTING until terminated
+        (a node that never joins: the case the actuator's resume timeout is for)."""
+        self._group(group_id)
+        self._stall_boots[group_id] += count
 
     def set_capacity(self, group_id: str, capacity: int) -> None:
         """Change how many live nodes `group_id` can have (the cloud's stock); missing launches are retried."""
@@ -798,6 +805,8 @@ class SimProvider:
         if ready:
             self._set(rec, rec.node.transition(NodeState.READY, self._now))
             self._became_ready(rec)
+        elif self._stall_boots[g.id] > 0 and purpose == _SERVE:
+            self._stall_boots[g.id] -= 1
         else:
             if self._fail_boots[g.id] > 0:
                 self._fail_boots[g.id] -= 1

@@ -26,6 +26,10 @@ class JobSource(Protocol):
         """Active jobs at `now`: finished ones completed, ones whose nodes are gone requeued."""
         ...
 
+    def peek(self, now: datetime, nodes: Mapping[NodeId, Node]) -> Sequence[Job]:
+        """The active jobs `observe` would give at `now`, changing nothing (for dry-run plans)."""
+        ...
+
     def apply(self, action: Action, now: datetime) -> None:
         """Carry out a job action (place, reclaim, requeue, evict) from a plan."""
         ...

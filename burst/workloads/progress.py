@@ -2,9 +2,11 @@
 
 A job that (re)starts at `started_at` with `work_done_s` already banked has done
 `work_done_s + (now - started_at)` seconds of work at `now`. With a checkpoint
-interval it checkpoints every `checkpoint_interval_s` of run time; a job that
-loses its node resumes from its last checkpoint (fault-tolerant jobs) or from
-the start (jobs without checkpoints), and what it did since is lost work.
+interval it checkpoints every `checkpoint_interval_s` of run time, and a
+checkpoint asked for by a plan (`last_checkpoint_at` set during the run) counts
+too; a job that loses its node resumes from its last checkpoint (fault-tolerant
+jobs) or from the start (jobs that cannot resume), and what it did since is
+lost work. A checkpoint never saves more than the work done (duration included).
 """
 
 from __future__ import annotations
@@ -25,24 +27,47 @@ def work_at(job: Job, now: datetime) -> float:
     return done
 
 
+def _run_start(job: Job) -> datetime | None:
+    """When the job's current run began, or None when it is not running."""
+    return job.started_at if job.state in (JobState.RUNNING, JobState.CHECKPOINTING) else None
+
+
+def _checkpoint_run_s(job: Job, started: datetime, now: datetime) -> float | None:
+    """Seconds into the current run of the job's last checkpoint at or before `now` (None: none yet).
+
+    Periodic checkpoints fall every `checkpoint_interval_s` of run time; a
+    requested one is `last_checkpoint_at` when it lies inside the current run.
+    Neither counts past the work actually done (a job stops at its duration).
+    """
+    ran = max(0.0, work_at(job, now) - job.work_done_s)
+    best: float | None = None
+    interval = job.checkpoint_interval_s
+    if interval and ran >= interval:
+        best = (ran // interval) * interval
+    asked = job.last_checkpoint_at
+    if asked is not None and started <= asked <= now:
+        at = min(ran, (asked - started).total_seconds())
+        best = at if best is None else max(best, at)
+    return best
+
+
 def checkpointed_work(job: Job, now: datetime) -> float:
     """Work saved by the job's last checkpoint at or before `now` (what survives losing its node)."""
-    if job.started_at is None or job.state not in (JobState.RUNNING, JobState.CHECKPOINTING):
+    started = _run_start(job)
+    if started is None:
         return job.work_done_s
-    interval = job.checkpoint_interval_s
-    if not interval or not job.fault_tolerant:
+    if not job.fault_tolerant:
         return 0.0
-    ran = max(0.0, (now - job.started_at).total_seconds())
-    return job.work_done_s + (ran // interval) * interval
+    return job.work_done_s + (_checkpoint_run_s(job, started, now) or 0.0)
 
 
 def last_checkpoint_at(job: Job, now: datetime) -> datetime | None:
-    """When the job last checkpointed in its current run, if it has."""
-    if job.started_at is None or not job.checkpoint_interval_s or not job.fault_tolerant:
+    """When the job last checkpointed (in its current run if it has, else as recorded)."""
+    started = _run_start(job)
+    if started is None or not job.fault_tolerant:
         return job.last_checkpoint_at
-    ran = max(0.0, (now - job.started_at).total_seconds())
-    k = int(ran // job.checkpoint_interval_s)
-    return job.started_at + timedelta(seconds=k * job.checkpoint_interval_s) if k else job.last_checkpoint_at
+    at = _checkpoint_run_s(job, started, now)
+    return started + timedelta(seconds=at) if at is not None else job.last_checkpoint_at
 
 
 def finishes_at(job: Job) -> datetime | None:

@@ -57,7 +57,11 @@ def apply_job_action(job: Job, action: Action, now: datetime) -> Job:
     if action.kind in (ActionKind.REQUEUE_JOB, ActionKind.EVICT_JOB):
         return progress.requeue(job, now)[0]
     if action.kind is ActionKind.REQUEST_CHECKPOINT:
-        return dataclasses.replace(job, last_checkpoint_at=now, work_done_s=progress.work_at(job, now), started_at=now)
+        # The checkpoint is recorded as `last_checkpoint_at`; `started_at` stays the run's
+        # start (the reclaim step measures max_job_runtime from it). Only a running job checkpoints.
+        if job.state not in RUNNING_STATES or job.started_at is None:
+            return job
+        return dataclasses.replace(job, last_checkpoint_at=now)
     raise ValueError(f"not a job action: {action.kind.value}")
 
 
@@ -72,16 +76,26 @@ class MemoryQueue:
     def __init__(self, *, complete_by_duration: bool = True) -> None:
         self.jobs: dict[str, Job] = {}
         self.finished: list[Job] = []
+        self.seen: set[str] = set()
         self.complete_by_duration = complete_by_duration
 
     def submit(self, job: Job) -> None:
         self.jobs[job.id] = job
+        self.seen.add(job.id)
+
+    def has(self, job_id: str) -> bool:
+        """Whether a job with this id was ever submitted."""
+        return job_id in self.seen
 
     def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
         active, changed, events = observe_jobs(self.jobs.values(), now, nodes, complete_by_duration=self.complete_by_duration)
         for job in changed:
             self._put(job)
         return active, events
+
+    def peek(self, now: datetime, nodes: Mapping[NodeId, Node]) -> Sequence[Job]:
+        """The active jobs at `now`, changing nothing."""
+        return observe_jobs(list(self.jobs.values()), now, nodes, complete_by_duration=self.complete_by_duration)[0]
 
     def apply(self, action: Action, now: datetime) -> None:
         job = self.jobs.get(action.target)
@@ -106,12 +120,21 @@ class StoreQueue:
     def submit(self, job: Job) -> None:
         self.store.add_job(job, at=job.submitted_at)
 
+    def has(self, job_id: str) -> bool:
+        """Whether the store has a job with this id (in any state)."""
+        return self.store.get_job(job_id) is not None
+
     def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
         jobs = self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES])
         active, changed, events = observe_jobs(jobs, now, nodes, complete_by_duration=self.complete_by_duration)
         if changed:
             self.store.put_jobs(changed, at=now)
         return active, events
+
+    def peek(self, now: datetime, nodes: Mapping[NodeId, Node]) -> Sequence[Job]:
+        """The active jobs at `now`, changing nothing."""
+        jobs = self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES])
+        return observe_jobs(jobs, now, nodes, complete_by_duration=self.complete_by_duration)[0]
 
     def apply(self, action: Action, now: datetime) -> None:
         job = self.store.get_job(action.target)

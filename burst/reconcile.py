@@ -1,0 +1,361 @@
+"""The reconcile loop: observe → plan → actuate → record, one tick at a time.
+
+`Controller.tick()` is the whole loop body and holds no state that matters
+between ticks except what is in the store (level triggered: a restart or a
+missed event converges on the next tick). One tick:
+
+1. observe: refresh every provider, drain its events, list its nodes and read
+   each group's target (capacity still booting, or not yet listed, counts
+   toward the target, so a stale listing never causes a second launch);
+2. garbage-collect: adopt tagged nodes a target explains, terminate orphans
+   and nodes stuck booting (the actuator decides, see `burst.actuator`);
+3. jobs: the job source advances its jobs (finished ones complete, ones whose
+   nodes are gone are requeued from their last checkpoint);
+4. plan: the pure planner over a `Snapshot` of known nodes (with how long each
+   has been idle), active jobs, targets and month-to-date spend;
+5. actuate: job actions go to the job source, provider actions to the actuator;
+6. record: the decision log, demand history and cost ledger.
+
+`run_loop()` drives ticks at a fixed interval with jitter; a tick that raises
+is logged and the next tick runs; `stop` (set by SIGTERM) ends the loop after
+the current tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
+from burst.costing import attribute_costs
+from burst.model import (
+    DemandPoint,
+    Forecast,
+    GroupId,
+    Job,
+    JobState,
+    Node,
+    NodeGroup,
+    NodeId,
+    NodeState,
+    Plan,
+    Policy,
+    ProviderEvent,
+    Snapshot,
+    TenantName,
+)
+from burst.planner import PlanIds, plan
+from burst.state import Store
+from burst.workloads.base import JobEvents, JobSource
+from burst.workloads.queue import JOB_ACTIONS
+from providers.base import Provider
+
+log = logging.getLogger("burst.reconcile")
+
+PLAN_SEQ_KEY = "plan.seq"
+LAST_TICK_KEY = "reconcile.last_tick"
+DEMAND_INTERVAL_S = 300.0
+"""Demand history is recorded at most once per this many seconds (forecasts use 5-minute steps or coarser)."""
+
+
+class Prices(Protocol):
+    """What the loop needs from the price catalog: planning and cost attribution."""
+
+    def group_price(self, group: NodeGroup) -> float: ...
+
+    def standby_price(self, group: NodeGroup) -> float: ...
+
+
+@dataclass
+class TickReport:
+    """What one tick saw and did."""
+
+    at: datetime
+    plan: Plan
+    outcomes: list[Outcome] = field(default_factory=list)
+    gc: GcReport = field(default_factory=GcReport)
+    job_events: JobEvents = field(default_factory=JobEvents)
+    provider_events: list[ProviderEvent] = field(default_factory=list)
+    snapshot: Snapshot | None = None
+
+
+Forecaster = Callable[[datetime, Sequence[Job]], Sequence[Forecast]]
+"""Gives the forecasts a plan at `now` uses (cached by the forecaster; never blocks a tick)."""
+
+
+class Controller:
+    """One cluster's reconcile loop body over its providers, job source and store."""
+
+    def __init__(
+        self,
+        *,
+        providers: Mapping[str, Provider],
+        source: JobSource,
+        store: Store,
+        policies: Callable[[], Mapping[TenantName, Policy]],
+        prices: Prices,
+        clock: Callable[[], datetime],
+        cluster: str,
+        actuator: Actuator | None = None,
+        forecaster: Forecaster | None = None,
+        record_costs: bool = True,
+        record_demand: bool = True,
+    ) -> None:
+        self.providers = dict(providers)
+        self.source = source
+        self.store = store
+        self.policies = policies
+        self.prices = prices
+        self.clock = clock
+        self.cluster = cluster
+        self.actuator = actuator or Actuator(self.providers, store, cluster=cluster, clock=clock)
+        self.forecaster = forecaster
+        self.record_costs = record_costs
+        self.record_demand = record_demand
+        self.groups: dict[GroupId, NodeGroup] = {}
+        self.group_provider: dict[GroupId, Provider] = {}
+        for provider in self.providers.values():
+            for group in provider.node_groups():
+                self.groups[group.id] = group
+                self.group_provider[group.id] = provider
+        self.started = False
+        self._last_demand_at: datetime | None = None
+
+    def start(self) -> list[Outcome]:
+        """Settle the intent journal against the providers; run once before the first plan."""
+        outcomes = self.actuator.recover()
+        self.started = True
+        return outcomes
+
+    # ------------------------------------------------------------ the tick
+
+    def tick(self) -> TickReport:
+        """Run one observe → plan → actuate → record pass and say what it did."""
+        if not self.started:
+            self.start()
+        now = self.clock()
+        observed, events = self._observe(drain_events=True)
+        targets = self._targets()
+        gc = self.actuator.collect_garbage(observed, targets)
+        known = self._known_nodes(observed, now, record=True)
+        jobs, job_events = self.source.observe(now, {n.id: n for n in known})
+        nodes = with_idle_since(known, jobs, now)
+        self.store.put_nodes(nodes, at=now)
+        snapshot = self._snapshot(nodes, jobs, targets, now)
+        result = self._plan(snapshot, jobs, now, self._next_plan_id())
+        for action in result.actions:
+            if action.kind in JOB_ACTIONS:
+                self.source.apply(action, now)
+        outcomes = self.actuator.execute(result)
+        self._record(result, outcomes, snapshot, now)
+        return TickReport(
+            at=now,
+            plan=result,
+            outcomes=outcomes,
+            gc=gc,
+            job_events=job_events,
+            provider_events=events,
+            snapshot=snapshot,
+        )
+
+    def preview(self) -> Plan:
+        """The plan a tick would make now, without acting or writing anything (`burst plan`)."""
+        now = self.clock()
+        observed, _ = self._observe(drain_events=False)
+        targets = self._targets()
+        stored = {n.id for n in self.store.nodes(include_terminated=True)}
+        adoptable, _ = sort_unknown(observed, stored, targets, cluster=self.cluster, managed=self.groups)
+        known = self._known_nodes(observed, now, record=False, also=adoptable)
+        jobs = self.source.peek(now, {n.id: n for n in known})
+        nodes = with_idle_since(known, jobs, now)
+        seq = int(self.store.get_meta(PLAN_SEQ_KEY, "0") or "0") + 1
+        return self._plan(self._snapshot(nodes, jobs, targets, now), jobs, now, f"{self.cluster}-dry-{seq:07d}")
+
+    def _targets(self) -> dict[GroupId, int]:
+        return {gid: self.group_provider[gid].target(gid) for gid in self.groups}
+
+    def _snapshot(
+        self, nodes: Sequence[Node], jobs: Sequence[Job], targets: Mapping[GroupId, int], now: datetime
+    ) -> Snapshot:
+        return Snapshot(
+            groups=tuple(self.groups.values()),
+            nodes=tuple(n for n in nodes if n.live),
+            jobs=tuple(jobs),
+            targets=targets,
+            spend_month_usd=self.store.spend_by_tenant(since=month_start(now)),
+        )
+
+    def _plan(self, snapshot: Snapshot, jobs: Sequence[Job], now: datetime, plan_id: str) -> Plan:
+        forecasts = self.forecaster(now, jobs) if self.forecaster else ()
+        return plan(snapshot, forecasts, self.policies(), self.prices, now=now, ids=PlanIds(plan_id))
+
+    def _observe(self, *, drain_events: bool) -> tuple[dict[NodeId, Node], list[ProviderEvent]]:
+        observed: dict[NodeId, Node] = {}
+        events: list[ProviderEvent] = []
+        for provider in self.providers.values():
+            provider.refresh()
+            if drain_events:
+                events.extend(provider.poll_events())
+            observed.update(provider.nodes())
+        return observed, events
+
+    def _known_nodes(
+        self, observed: Mapping[NodeId, Node], now: datetime, *, record: bool, also: Sequence[Node] = ()
+    ) -> list[Node]:
+        """Observed nodes the store knows (GC has adopted what a target explains), with stored idle times.
+
+        A known node missing from every listing is recorded as terminated.
+        Unknown nodes (orphans inside their grace period) are left out of the
+        snapshot, so no job lands on a node about to be collected.
+        """
+        stored = {n.id: n for n in self.store.nodes()}
+        stored.update((n.id, n) for n in also)
+        known: list[Node] = []
+        for node_id, node in observed.items():
+            before = stored.get(node_id)
+            if before is None:
+                continue
+            known.append(replace(node, idle_since=before.idle_since if before.state is node.state else node.idle_since))
+        gone = [
+            replace(n, state=NodeState.TERMINATED)
+            for n in stored.values()
+            if n.id not in observed and n.group_id in self.groups
+        ]
+        if gone and record:
+            self.store.put_nodes(gone, at=now)
+        return sorted(known, key=lambda n: n.id)
+
+    def _next_plan_id(self) -> str:
+        seq = int(self.store.get_meta(PLAN_SEQ_KEY, "0") or "0") + 1
+        self.store.set_meta(PLAN_SEQ_KEY, str(seq))
+        return f"{self.cluster}-{seq:07d}"
+
+    # ------------------------------------------------------------ record
+
+    def _record(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime) -> None:
+        failed = {o.action.id: o.detail for o in outcomes if not o.ok}
+        rows: list[tuple[str, str, str, Mapping[str, object]]] = []
+        for action in result.actions:
+            data = action.to_json()
+            if action.id in failed:
+                data["failed"] = failed[action.id]
+            rows.append((action.target, action.kind.value, action.reason, data))
+        for hold in result.holds:
+            rows.append((hold.subject, "hold", hold.reason, {"step": hold.step, "tenant": hold.tenant}))
+        if rows:
+            self.store.record_decisions(result.id, now, rows)
+        last = self.store.get_meta(LAST_TICK_KEY)
+        self.store.set_meta(LAST_TICK_KEY, now.isoformat())
+        if self.record_costs and last is not None:
+            seconds = (now - datetime.fromisoformat(last)).total_seconds()
+            if seconds > 0:
+                entries = attribute_costs(
+                    self.groups, snapshot.nodes, snapshot.jobs, self.prices, seconds=seconds, at=now
+                )
+                self.store.record_costs(entries)
+        if self.record_demand and (
+            self._last_demand_at is None or (now - self._last_demand_at).total_seconds() >= DEMAND_INTERVAL_S
+        ):
+            self.store.record_demand(demand_points(snapshot.jobs, now))
+            self._last_demand_at = now
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -> list[Node]:
+    """Nodes with `idle_since` decided: None while any running job holds them, kept while they stay idle.
+
+    A ready node that just lost its last job becomes idle at `now`; one that
+    was already idle keeps its earlier instant, so the cooldown counts from it.
+    """
+    busy = {
+        node_id
+        for job in jobs
+        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING)
+        for node_id in job.node_ids
+    }
+    out = []
+    for node in nodes:
+        if node.id in busy:
+            out.append(replace(node, idle_since=None))
+        elif node.state is NodeState.READY and node.idle_since is None:
+            out.append(replace(node, idle_since=now))
+        else:
+            out.append(node)
+    return out
+
+
+def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:
+    """GPUs demanded per (tenant, GPU model) at `now`: running and pending, one point each."""
+    running: dict[tuple[str, str], float] = defaultdict(float)
+    pending: dict[tuple[str, str], float] = defaultdict(float)
+    for job in jobs:
+        key = (job.tenant, job.gpu_model or "any")
+        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
+            running[key] += job.gpu_demand
+        elif job.state is JobState.PENDING:
+            pending[key] += job.gpu_demand
+    return [
+        DemandPoint(at=now, tenant=t, gpu_model=m, running_gpus=running.get((t, m), 0.0), pending_gpus=pending.get((t, m), 0.0))
+        for t, m in sorted(set(running) | set(pending))
+    ]
+
+
+def month_start(now: datetime) -> datetime:
+    """The first instant of `now`'s calendar month (UTC): where monthly budgets reset."""
+    now = now.astimezone(UTC)
+    return datetime(now.year, now.month, 1, tzinfo=UTC)
+
+
+# ---------------------------------------------------------------- the loop
+
+
+@dataclass
+class LoopStats:
+    """What `run_loop` did."""
+
+    ticks: int = 0
+    errors: int = 0
+
+
+def run_loop(
+    controller: Controller,
+    *,
+    interval_s: float,
+    wait: Callable[[float], None],
+    stop: threading.Event,
+    jitter_s: float = 0.0,
+    until: datetime | None = None,
+    on_tick: Callable[[TickReport], None] | None = None,
+    seed: int | None = None,
+) -> LoopStats:
+    """Tick until `stop` is set or the clock passes `until`; `wait(seconds)` paces the ticks.
+
+    A tick that raises is logged with its traceback and counted; the loop goes
+    on. `stop` is checked between ticks, so SIGTERM lets the current tick finish.
+    """
+    rng = random.Random(seed)
+    stats = LoopStats()
+    while not stop.is_set():
+        if until is not None and controller.clock() >= until:
+            break
+        try:
+            report = controller.tick()
+        except Exception:
+            stats.errors += 1
+            log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
+        else:
+            if on_tick is not None:
+                on_tick(report)
+        stats.ticks += 1
+        if stop.is_set():
+            break
+        wait(interval_s + (rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0))
+    return stats

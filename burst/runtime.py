@@ -1,0 +1,257 @@
+"""Assemble a running controller from a `burst.yaml`: providers, job source, store, clock, prices.
+
+This is the only place that turns configuration into live objects; `burst
+run`, `burst plan` and the tests build controllers through it. The embedded
+quickstart (`burst run` with no `--config`) is the config shipped at
+`burst/data/quickstart/burst.yaml`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from burst.catalog import Catalog, OnPremCost, PriceRow
+from burst.model import NodeGroup, Policy, TenantName
+from burst.reconcile import Controller, LoopStats, TickReport, run_loop
+from burst.state import Store
+from burst.workloads.base import JobSource
+from burst.workloads.feed import ArrivalFeed
+from burst.workloads.queue import StoreQueue
+from burst.workloads.synthetic import SyntheticSettings, SyntheticWorkload
+from policies import BurstConfig, PolicyReloader, load_config
+from providers.base import Provider
+from providers.sim import ManualClock, SimProvider
+
+FEED_CURSOR_KEY = "feed.synthetic.cursor"
+SIM_CLOCK_KEY = "reconcile.last_tick"
+
+
+class ConfigError(ValueError):
+    """A config that cannot be run (one line naming what and how to fix it)."""
+
+
+def quickstart_config_path() -> Path:
+    """Where the embedded quickstart `burst.yaml` is installed."""
+    return Path(str(resources.files("burst") / "data" / "quickstart" / "burst.yaml"))
+
+
+def load_run_config(path: Path | None) -> BurstConfig:
+    """The config at `path`, or the embedded quickstart when `path` is None."""
+    return load_config(path if path is not None else quickstart_config_path())
+
+
+def catalog_from_config(config: BurstConfig) -> Catalog:
+    """The price catalog with the config's extra CSV, overrides and on-prem cost model applied."""
+    base = Catalog.load(config.catalog_path())
+    extra: list[PriceRow] = []
+    for doc in config.catalog.overrides:
+        known = base.find(doc.provider, doc.instance_type, doc.region)
+        gpu_model = doc.gpu_model or (known.gpu_model if known else None)
+        gpus = doc.gpus or (known.gpus if known else None)
+        if gpu_model is None or gpus is None:
+            raise ConfigError(
+                f"catalog.overrides: {doc.provider}/{doc.instance_type}/{doc.region} is not in the catalog; "
+                "give gpu_model and gpus for a new instance type"
+            )
+        extra.append(
+            PriceRow(
+                provider=doc.provider,
+                instance_type=doc.instance_type,
+                region=doc.region,
+                gpu_model=gpu_model,
+                gpus=gpus,
+                gpu_memory_gib=doc.gpu_memory_gib if doc.gpu_memory_gib is not None else (known.gpu_memory_gib if known else 0.0),
+                on_demand_usd_per_hour=doc.on_demand_usd_per_hour,
+                spot_usd_per_hour=doc.spot_usd_per_hour,
+                source=doc.source or "burst.yaml catalog.overrides",
+                read_on=(doc.read_on.isoformat() if doc.read_on else ""),
+            )
+        )
+    onprem = OnPremCost(**config.catalog.onprem.model_dump()) if config.catalog.onprem else OnPremCost()
+    return Catalog.load(config.catalog_path(), extra=extra, onprem=onprem)
+
+
+@dataclass
+class Runtime:
+    """A controller and everything it was built from; `close()` releases the store."""
+
+    config: BurstConfig
+    store: Store
+    controller: Controller
+    providers: dict[str, Provider]
+    reloader: PolicyReloader
+    catalog: Catalog
+    sim_clock: ManualClock | None
+    state_path: Path
+    temp_dir: tempfile.TemporaryDirectory[str] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def now(self) -> datetime:
+        return self.controller.clock()
+
+    def run(
+        self,
+        *,
+        until: datetime | None = None,
+        on_tick: Callable[[TickReport], None] | None = None,
+        realtime: bool = True,
+    ) -> LoopStats:
+        """Tick at the config's interval until `until` or `stop`; on the sim clock, ticks step simulated time.
+
+        With a sim clock each pause advances simulated time by the interval and
+        sleeps interval / clock_speed wall seconds (none when `realtime` is False).
+        """
+        cfg = self.config
+        if self.sim_clock is not None:
+            sim_clock = self.sim_clock
+
+            def wait(seconds: float) -> None:
+                sim_clock.advance(seconds)
+                if realtime:
+                    self.stop.wait(seconds / cfg.clock_speed)
+
+        else:
+
+            def wait(seconds: float) -> None:
+                self.stop.wait(seconds)
+
+        return run_loop(
+            self.controller,
+            interval_s=cfg.loop_interval,
+            jitter_s=cfg.loop_jitter,
+            wait=wait,
+            stop=self.stop,
+            until=until,
+            on_tick=on_tick,
+        )
+
+    def close(self) -> None:
+        self.store.close()
+        if self.temp_dir is not None:
+            self.temp_dir.cleanup()
+
+
+def build_runtime(
+    config: BurstConfig,
+    *,
+    state_path: Path | None = None,
+    ephemeral: bool = False,
+    sim_start: datetime | None = None,
+) -> Runtime:
+    """Build the controller `config` describes.
+
+    `state_path` overrides the config's; `ephemeral` keeps state in a fresh
+    temporary directory removed on `close()` (the quickstart's default).
+    `sim_start` overrides the sim clock's start instant.
+    """
+    groups = config.node_groups_model()
+    if not groups:
+        raise ConfigError("node_groups: the config has no node groups; add at least one")
+    unsupported = sorted({g.provider for g in groups} - {"sim"})
+    if unsupported:
+        raise ConfigError(
+            f"node_groups: provider(s) {', '.join(unsupported)} are not available in this build of burst; "
+            "use provider sim for these groups"
+        )
+    temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
+    path = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store = Store.open(path)
+    try:
+        catalog = catalog_from_config(config)
+        for g in groups:
+            catalog.group_price(g)  # an unknown instance type fails here, before anything runs
+        sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
+        clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
+        providers: dict[str, Provider] = {"sim": _sim_provider(config, groups, catalog, clock)}
+        reloader = PolicyReloader(config.policies_path())
+        if reloader.last_errors:
+            raise ConfigError("\n".join(str(e) for e in reloader.last_errors))
+        source = _job_source(config, store, clock, complete_by_duration=True)
+        policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
+        controller = Controller(
+            providers=providers,
+            source=source,
+            store=store,
+            policies=policies,
+            prices=catalog,
+            clock=clock,
+            cluster=config.cluster,
+        )
+    except BaseException:
+        store.close()
+        if temp_dir is not None:
+            temp_dir.cleanup()
+        raise
+    return Runtime(
+        config=config,
+        store=store,
+        controller=controller,
+        providers=providers,
+        reloader=reloader,
+        catalog=catalog,
+        sim_clock=sim_clock,
+        state_path=path,
+        temp_dir=temp_dir,
+    )
+
+
+def _sim_clock(config: BurstConfig, store: Store, override: datetime | None) -> ManualClock:
+    start = override or config.sim_start or datetime.now(UTC).replace(microsecond=0)
+    last = store.get_meta(SIM_CLOCK_KEY)
+    if override is None and last is not None:
+        start = max(start, datetime.fromisoformat(last))
+    return ManualClock(start)
+
+
+def _sim_provider(
+    config: BurstConfig, groups: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
+) -> SimProvider:
+    docs = {d.id: d for d in config.node_groups}
+    return SimProvider(
+        groups,
+        clock=clock,
+        cluster=config.cluster,
+        prices={g.id: catalog.group_price(g) for g in groups},
+        standby_prices={g.id: catalog.standby_price(g) for g in groups},
+        spot_hazard_per_hour={g.id: docs[g.id].spot_hazard_per_hour for g in groups},
+        initial={g.id: docs[g.id].effective_initial_size for g in groups},
+    )
+
+
+def _job_source(
+    config: BurstConfig, store: Store, clock: Callable[[], datetime], *, complete_by_duration: bool
+) -> JobSource:
+    queue = StoreQueue(store, complete_by_duration=complete_by_duration)
+    if config.workload.synthetic is None:
+        return queue
+    try:
+        settings = SyntheticSettings.from_mapping(config.workload.synthetic)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    workload = SyntheticWorkload(settings)
+
+    def load_cursor() -> datetime | None:
+        raw = store.get_meta(FEED_CURSOR_KEY)
+        return datetime.fromisoformat(raw) if raw else None
+
+    def save_cursor(at: datetime) -> None:
+        store.set_meta(FEED_CURSOR_KEY, at.isoformat())
+
+    return ArrivalFeed(queue, workload.jobs_between, start=clock(), load_cursor=load_cursor, save_cursor=save_cursor)
+
+
+__all__ = [
+    "ConfigError",
+    "Runtime",
+    "build_runtime",
+    "catalog_from_config",
+    "load_run_config",
+    "quickstart_config_path",
+]
