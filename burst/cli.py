@@ -100,7 +100,7 @@ STATE_OPTION = click.option(
 @STATE_OPTION
 @click.option("--duration", default=None,
               help="Stop after this long (e.g. 12h); simulated time on a sim clock. Default: run until SIGTERM.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per tick that decided something.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line per event (start, action, gc, status, stop).")
 @click.option("--quiet", is_flag=True, help="Print only the final summary.")
 def run_cmd(config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool) -> None:
     """Run the controller: observe, plan, act and record every loop_interval, printing each decision.
@@ -208,6 +208,131 @@ def _plan_live(config_path: Path | None, state: Path | None, when: datetime | No
         return runtime.controller.preview()
     finally:
         runtime.close()
+
+
+def _store_path(config_path: Path | None, state: Path | None) -> Path:
+    if state is not None:
+        return state
+    if config_path is not None:
+        from burst.runtime import load_run_config
+
+        return load_run_config(config_path).state_file()
+    raise click.UsageError("give --state FILE or --config burst.yaml: the embedded quickstart keeps no state between runs")
+
+
+def _submission_time(config_path: Path | None, path: Path) -> datetime:
+    """The controller's "now" for a new job: the sim clock's last tick on a sim config, else wall time."""
+    from burst.runtime import SIM_CLOCK_KEY, load_run_config
+    from burst.state import Store
+
+    config = load_run_config(config_path)
+    if config.clock != "sim":
+        return datetime.now(UTC)
+    last = None
+    if path.exists():
+        with Store.open(path) as store:
+            last = store.get_meta(SIM_CLOCK_KEY)
+    if last is not None:
+        return datetime.fromisoformat(last)
+    return config.sim_start or datetime.now(UTC)
+
+
+def _check_tenant(config_path: Path | None, tenant: str) -> None:
+    from burst.runtime import load_run_config
+    from policies import PolicyValidationError, load_policy_dir
+
+    try:
+        known = load_policy_dir(load_run_config(config_path).policies_path())
+    except PolicyValidationError as exc:
+        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
+    if known and tenant not in known:
+        raise click.BadParameter(f"no policy for tenant {tenant!r} (known: {', '.join(sorted(known))})", param_hint="--tenant")
+
+
+@main.command("submit")
+@click.option("--tenant", required=True, help="Tenant the job belongs to (its policy applies).")
+@click.option("--gpus", type=click.IntRange(min=1), required=True, help="Whole GPUs the job needs (>= 1).")
+@click.option("--duration", default=None, help="Expected run time, e.g. 2h (jobs complete by it on sim groups).")
+@click.option("--gpu-model", default=None, help="GPU model the job needs, e.g. A100 (default: any).")
+@click.option("--priority", type=int, default=None, help="Priority within the tenant (default: the tenant's).")
+@click.option("--fault-tolerant", is_flag=True, help="The job resumes from checkpoints, so it may run on spot.")
+@click.option("--checkpoint-interval", default=None, help="How often the job checkpoints, e.g. 15m.")
+@click.option("--id", "job_id", default=None, help="Job id (default: generated).")
+@CONFIG_OPTION
+@STATE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
+def submit_cmd(
+    tenant: str,
+    gpus: int,
+    duration: str | None,
+    gpu_model: str | None,
+    priority: int | None,
+    fault_tolerant: bool,
+    checkpoint_interval: str | None,
+    job_id: str | None,
+    config_path: Path | None,
+    state: Path | None,
+    as_json: bool,
+) -> None:
+    """Submit a job to the embedded queue in the state store; the running controller places it."""
+    import uuid
+
+    from burst.codec import job_to_json
+    from burst.model import Job
+    from burst.state import JobExists, Store
+
+    if checkpoint_interval is not None and not fault_tolerant:
+        raise click.UsageError("--checkpoint-interval needs --fault-tolerant")
+    _check_tenant(config_path, tenant)
+    path = _store_path(config_path, state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    job = Job(
+        id=job_id or f"job-{uuid.uuid4().hex[:12]}",
+        tenant=tenant,
+        gpus=gpus,
+        submitted_at=_submission_time(config_path, path),
+        gpu_model=gpu_model,
+        priority=priority,
+        fault_tolerant=fault_tolerant,
+        checkpoint_interval_s=_parse_duration(checkpoint_interval, "--checkpoint-interval") if checkpoint_interval else None,
+        duration_s=_parse_duration(duration, "--duration") if duration else None,
+    )
+    with Store.open(path) as store:
+        try:
+            store.add_job(job, at=job.submitted_at)
+        except JobExists as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(job_to_json(job), indent=2) if as_json else f"submitted {job.id} ({tenant}, {gpus} GPU(s)) to {path}")
+
+
+@main.command("jobs")
+@CONFIG_OPTION
+@STATE_OPTION
+@click.option("--tenant", default=None, help="Only this tenant's jobs.")
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice(["pending", "running", "checkpointing", "succeeded", "failed", "cancelled", "reclaimed"]),
+              help="Only jobs in this state (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of jobs.")
+def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, statuses: tuple[str, ...], as_json: bool) -> None:
+    """List the jobs in the embedded queue with their state, GPUs and nodes."""
+    from burst.codec import job_to_json
+    from burst.model import JobState
+    from burst.state import Store
+
+    path = _store_path(config_path, state)
+    if not path.exists():
+        raise click.ClickException(f"{path}: no state file (run burst run or burst submit with it first)")
+    with Store.open(path) as store:
+        jobs = store.jobs(states=[JobState(s) for s in statuses] or None, tenant=tenant)
+    if as_json:
+        click.echo(json.dumps([job_to_json(j) for j in jobs], indent=2))
+        return
+    table = Table(title=f"jobs in {path}")
+    for col in ("id", "tenant", "state", "gpus", "submitted", "nodes"):
+        table.add_column(col)
+    for j in jobs:
+        table.add_row(j.id, j.tenant, j.state.value, f"{j.gpu_demand:g}", j.submitted_at.isoformat(timespec="seconds"), ",".join(j.node_ids))
+    Console().print(table)
 
 
 def print_plan(result: Plan) -> None:

@@ -221,7 +221,7 @@ def _check_events(text: str, file: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                line = int(event.start_mark.line) + 1
+                line = int(event.start_mark.line) + 1 if event.start_mark is not None else 0
                 raise PolicyValidationError(
                     [PolicyError(file, line, "-", f"document nested deeper than {MAX_DEPTH} levels")]
                 )

@@ -1,0 +1,138 @@
+"""The daemon commands (`burst run`, live `burst plan`, `burst submit`, `burst jobs`) as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+ACTION = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d) ([+-]) (scale_up|scale_down) (\S+) -> (\d+): (.+)$")
+
+
+def burst(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "burst.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def readme_run_command() -> list[str]:
+    """The daemon command of the README's first set-up line, as argv after `burst`."""
+    block = (ROOT / "README.md").read_text().split("```")[1]
+    first = block.strip().splitlines()[0]
+    command = first.split("&&")[-1].strip()
+    argv = shlex.split(command)
+    assert argv[0] == "burst", command
+    return argv[1:]
+
+
+@pytest.mark.slow
+def test_readme_quickstart_bursts_to_cloud_and_back() -> None:
+    out = burst(*readme_run_command())
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("burst: cluster quickstart;")
+    actions = [m.groups() for m in map(ACTION.match, lines) if m]
+    ups = [(datetime.fromisoformat(t), group) for t, sign, kind, group, _, _ in actions if kind == "scale_up"]
+    downs = [(datetime.fromisoformat(t), group) for t, sign, kind, group, _, _ in actions if kind == "scale_down"]
+    burst_ups = [g for t, g in ups if 9 <= t.hour < 11]
+    assert {"cloud-a100-od", "cloud-a100-spot"} <= set(burst_ups)
+    assert len(burst_ups) >= 5
+    assert not [g for t, g in ups if t.hour < 9], "nothing bursts before the 09:00 burst"
+    assert any(t.hour >= 11 for t, _ in downs)
+    assert all(g.startswith("cloud-") for _, g in ups + downs), "the steady tier is never scaled"
+    for _, sign, kind, _, _, reason in actions:
+        assert (sign == "+") == (kind == "scale_up") and reason
+    cloud_sizes: dict[str, int] = {}
+    for _, _, _, group, size, _ in actions:
+        cloud_sizes[group] = int(size)
+    assert max(cloud_sizes.values()) <= 1, f"cloud groups drain back after the burst: {cloud_sizes}"
+    summary = lines[-1]
+    assert re.match(r"burst: stopped at 2026-03-02T19:00:00\+00:00 after 720 tick\(s\), 0 failed;", summary), summary
+
+
+def test_run_json_prints_one_object_per_event() -> None:
+    out = burst("run", "--duration", "3h", "--json")
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert events[0]["event"] == "start" and events[-1]["event"] == "stop"
+    assert events[-1]["ticks"] == 180 and events[-1]["errors"] == 0 and events[-1]["placed"] > 0
+    actions = [e for e in events if e["event"] == "action"]
+    assert actions and all(e["plan_id"] and e["id"].startswith(e["plan_id"]) and e["reason"] for e in actions)
+    assert {e["kind"] for e in actions} <= {"scale_up", "scale_down", "terminate_node"}
+    assert len([e for e in events if e["event"] == "status"]) == 3
+
+
+def test_plan_at_the_burst_shows_a_scale_up_with_its_reason() -> None:
+    out = burst("plan", "--at", "2026-03-02T09:20:00Z", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["at"] == "2026-03-02T09:20:00+00:00"
+    ups = [a for a in data["actions"] if a["kind"] == "scale_up"]
+    assert ups and all(a["target"].startswith("cloud-a100-") for a in ups)
+    for action in data["actions"]:
+        assert {"kind", "target", "count", "reason"} <= set(action) and action["reason"]
+    assert "pending job(s)" in ups[0]["reason"] and "cheapest feasible group" in ups[0]["reason"]
+
+
+def test_plan_at_before_the_start_is_refused() -> None:
+    out = burst("plan", "--at", "2026-03-01T00:00:00Z")
+    assert out.returncode == 2 and "before the simulation's start" in out.stderr
+
+
+def test_submit_then_run_then_jobs(tmp_path: Path) -> None:
+    state = tmp_path / "burst.db"
+    sub = burst("submit", "--state", str(state), "--tenant", "prod", "--gpus", "2", "--duration", "20m",
+                "--id", "mine", "--json")
+    assert sub.returncode == 0, sub.stderr
+    job = json.loads(sub.stdout)
+    assert job["id"] == "mine" and job["state"] == "pending"
+    assert job["submitted_at"] == "2026-03-02T07:00:00+00:00", "stamped with the sim clock, not wall time"
+    again = burst("submit", "--state", str(state), "--tenant", "prod", "--gpus", "2", "--id", "mine")
+    assert again.returncode == 1 and "mine" in again.stderr
+    run = burst("run", "--state", str(state), "--duration", "1h", "--quiet")
+    assert run.returncode == 0, run.stderr
+    listed = json.loads(burst("jobs", "--state", str(state), "--json", "--tenant", "prod").stdout)
+    mine = next(j for j in listed if j["id"] == "mine")
+    assert mine["state"] == "succeeded" and mine["work_done_s"] == pytest.approx(1200, abs=60)
+    assert all(j["tenant"] == "prod" for j in listed)
+    table = burst("jobs", "--state", str(state), "--status", "succeeded")
+    assert table.returncode == 0 and "mine" in table.stdout and "succeeded" in table.stdout
+
+
+def test_submit_rejects_an_unknown_tenant_and_writes_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "burst.db"
+    out = burst("submit", "--state", str(state), "--tenant", "nobody", "--gpus", "1")
+    assert out.returncode == 2 and "no policy for tenant 'nobody'" in out.stderr
+    assert "batch, prod, research" in out.stderr
+    assert not state.exists()
+
+
+def test_jobs_without_a_state_file_says_so(tmp_path: Path) -> None:
+    out = burst("jobs", "--state", str(tmp_path / "none.db"))
+    assert out.returncode == 1 and "no state file" in out.stderr
+    quick = burst("jobs")
+    assert quick.returncode == 2 and "--state" in quick.stderr
+
+
+def test_run_with_a_broken_config_is_one_clear_error(tmp_path: Path) -> None:
+    config = tmp_path / "burst.yaml"
+    config.write_text("cluster: x\nnode_groups:\n  - id: g\n    provider: aws\n    tier: elastic\n"
+                      "    capacity_type: on_demand\n    instance_type: p4d.24xlarge\n    region: us-east-1\n")
+    out = burst("run", "--config", str(config), "--duration", "1h")
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert "not available in this build" in out.stderr or "node_groups" in out.stderr, out.stderr
+
+
+def test_run_with_a_bad_synthetic_section_names_the_key(tmp_path: Path) -> None:
+    quick = (ROOT / "burst" / "data" / "quickstart" / "burst.yaml").read_text()
+    config = tmp_path / "burst.yaml"
+    config.write_text(quick.replace("base_jobs_per_hour:", "base_jobs_per_houre:"))
+    (tmp_path / "policies").symlink_to(ROOT / "burst" / "data" / "quickstart" / "policies")
+    out = burst("run", "--config", str(config), "--duration", "1h")
+    assert out.returncode == 1 and "workload.synthetic.base_jobs_per_houre: unknown setting" in out.stderr, out.stderr
