@@ -50,7 +50,7 @@ from burst.model import (
     Snapshot,
     TenantName,
 )
-from burst.planner import PlanIds, plan
+from burst.planner import PIPELINE, PlanIds, Step, plan
 from burst.state import Store
 from burst.workloads.base import JobEvents, JobSource
 from burst.workloads.queue import JOB_ACTIONS
@@ -106,6 +106,8 @@ class Controller:
         forecaster: Forecaster | None = None,
         record_costs: bool = True,
         record_demand: bool = True,
+        record_decisions: bool = True,
+        pipeline: Sequence[tuple[str, Step]] = PIPELINE,
     ) -> None:
         self.providers = dict(providers)
         self.source = source
@@ -118,6 +120,8 @@ class Controller:
         self.forecaster = forecaster
         self.record_costs = record_costs
         self.record_demand = record_demand
+        self.record_decisions = record_decisions
+        self.pipeline = tuple(pipeline)
         self.groups: dict[GroupId, NodeGroup] = {}
         self.group_provider: dict[GroupId, Provider] = {}
         for provider in self.providers.values():
@@ -193,7 +197,9 @@ class Controller:
 
     def _plan(self, snapshot: Snapshot, jobs: Sequence[Job], now: datetime, plan_id: str) -> Plan:
         forecasts = self.forecaster(now, jobs) if self.forecaster else ()
-        return plan(snapshot, forecasts, self.policies(), self.prices, now=now, ids=PlanIds(plan_id))
+        return plan(
+            snapshot, forecasts, self.policies(), self.prices, now=now, ids=PlanIds(plan_id), pipeline=self.pipeline
+        )
 
     def _observe(self, *, drain_events: bool) -> tuple[dict[NodeId, Node], list[ProviderEvent]]:
         observed: dict[NodeId, Node] = {}
@@ -248,7 +254,7 @@ class Controller:
             rows.append((action.target, action.kind.value, action.reason, data))
         for hold in result.holds:
             rows.append((hold.subject, "hold", hold.reason, {"step": hold.step, "tenant": hold.tenant}))
-        if rows:
+        if rows and self.record_decisions:
             self.store.record_decisions(result.id, now, rows)
         last = self.store.get_meta(LAST_TICK_KEY)
         self.store.set_meta(LAST_TICK_KEY, now.isoformat())

@@ -341,6 +341,7 @@ class Store:
         if not self._is_memory(self.path):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._node_cache: dict[str, Node] | None = None  # this process is the nodes table's only writer
         self._depth = 0
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -412,6 +413,7 @@ class Store:
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._node_cache = None  # re-read after a rollback
                 raise
             else:
                 conn.execute("COMMIT")
@@ -530,39 +532,58 @@ class Store:
         self.put_nodes((node,), at=at)
 
     def put_nodes(self, nodes: Iterable[Node], *, at: datetime | None = None) -> None:
+        """Insert or replace nodes as last observed; a node equal to its stored row is not rewritten."""
         stamp = self._stamp(at)
-        with self._tx() as conn:
+        with self._lock:
+            cache = self._nodes_by_id()
+            changed: list[Node] = []
             for node in nodes:
                 if not isinstance(node, Node):
                     raise TypeError(f"expected a Node, got {type(node).__name__}")
-                conn.execute(
-                    "INSERT INTO nodes (id, group_id, state, json, updated_at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT(id) DO UPDATE SET group_id = excluded.group_id, state = excluded.state, "
-                    "json = excluded.json, updated_at = excluded.updated_at",
-                    (node.id, node.group_id, node.state.value, codec.dumps(node), stamp),
-                )
+                if cache.get(node.id) != node:
+                    changed.append(node)
+            if not changed:
+                return
+            with self._tx() as conn:
+                for node in changed:
+                    conn.execute(
+                        "INSERT INTO nodes (id, group_id, state, json, updated_at) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT(id) DO UPDATE SET group_id = excluded.group_id, state = excluded.state, "
+                        "json = excluded.json, updated_at = excluded.updated_at",
+                        (node.id, node.group_id, node.state.value, codec.dumps(node), stamp),
+                    )
+            if self._node_cache is not None:
+                self._node_cache.update((n.id, n) for n in changed)
+
+    def _nodes_by_id(self) -> dict[str, Node]:
+        """Every stored node by id, read once and then kept in step with this store's writes."""
+        if self._node_cache is None:
+            rows = self._query("SELECT json FROM nodes ORDER BY id")
+            self._node_cache = {n.id: n for n in (codec.loads(Node, r[0]) for r in rows)}
+        return self._node_cache
 
     def get_node(self, node_id: str) -> Node | None:
-        rows = self._query("SELECT json FROM nodes WHERE id = ?", (node_id,))
-        return codec.loads(Node, rows[0][0]) if rows else None
+        with self._lock:
+            return self._nodes_by_id().get(node_id)
 
     def nodes(self, include_terminated: bool = False, *, group_id: str | None = None) -> list[Node]:
         """Stored nodes by id; terminated ones only when asked."""
-        where: list[str] = []
-        params: list[Any] = []
-        if not include_terminated:
-            where.append("state != ?")
-            params.append(NodeState.TERMINATED.value)
-        if group_id is not None:
-            where.append("group_id = ?")
-            params.append(group_id)
-        rows = self._query(f"SELECT json FROM nodes{_where(where)} ORDER BY id", params)
-        return [codec.loads(Node, r[0]) for r in rows]
+        with self._lock:
+            found = self._nodes_by_id()
+            return [
+                found[i]
+                for i in sorted(found)
+                if (include_terminated or found[i].state is not NodeState.TERMINATED)
+                and (group_id is None or found[i].group_id == group_id)
+            ]
 
     def forget_node(self, node_id: str) -> bool:
         """Delete a node's row; whether there was one."""
         with self._tx() as conn:
-            return conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount > 0
+            gone = conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount > 0
+        if self._node_cache is not None:
+            self._node_cache.pop(node_id, None)
+        return gone
 
     # ---------------------------------------------------------------- intents
 

@@ -418,6 +418,13 @@ class SimProvider:
         self._sync()
         return {gid: (self._full_time[gid] + self._standby_time[gid]).total_seconds() for gid in self._groups}
 
+    def usage_seconds(self) -> dict[GroupId, tuple[float, float]]:
+        """Per group, node-seconds so far billed at full price and at the standby price (warm, stopped)."""
+        self._sync()
+        return {
+            gid: (self._full_time[gid].total_seconds(), self._standby_time[gid].total_seconds()) for gid in self._groups
+        }
+
     # ------------------------------------------------------------ sim-only: fault injection
 
     def inject_error(

@@ -42,15 +42,20 @@ def plan(
     *,
     now: datetime,
     ids: PlanIds,
+    pipeline: Sequence[tuple[str, Step]] = PIPELINE,
 ) -> Plan:
-    """Decide what to do about `snapshot` at `now`: a deterministic function of its arguments."""
+    """Decide what to do about `snapshot` at `now`: a deterministic function of its arguments.
+
+    `pipeline` is burst's `PIPELINE` everywhere but in the simulator's baseline
+    strategies, which swap steps to stand for other autoscalers.
+    """
     if now.tzinfo is None:
         raise ValueError("plan(): now must be timezone-aware (UTC)")
     ctx = build_context(snapshot, tuple(forecasts), policies, prices, now)
-    for _name, step in PIPELINE:
+    for _name, step in pipeline:
         step(ctx)
     actions = tuple(replace(a, id=f"{ids.plan_id}.{i}") for i, a in enumerate(ctx.actions, start=1))
     return Plan(id=ids.plan_id, at=now, actions=actions, holds=tuple(ctx.holds))
 
 
-__all__ = ["PIPELINE", "PlanIds", "PriceSource", "plan"]
+__all__ = ["PIPELINE", "PlanIds", "PriceSource", "Step", "plan"]

@@ -1,0 +1,411 @@
+"""The event-driven simulator: the real reconcile loop and planner over sim groups, on a virtual clock.
+
+One `simulate()` call replays a trace's jobs through a `Controller` (the same
+class `burst run` uses) wired to a `SimProvider`, an in-memory job queue fed
+by the trace, and an in-memory store. The clock never ticks through idle
+time: after each tick it jumps to the next instant anything can change (a
+job arrives or finishes, a node boots, wakes, is interrupted or terminates, an
+idle node's cooldown or a strategy timer expires), rounded up to the
+strategy's loop interval, as a daemon ticking every interval would first see
+it. Jobs that lose their nodes (spot interruption, a drained node) are
+requeued from their last checkpoint by the queue's rules.
+
+Metric definitions (the `burst simulate --json` contract):
+
+- `cost_usd`, `cost_by_tier` (`steady`, `elastic_on_demand`, `elastic_spot`,
+  `hot_pool`): what the sim provider billed, integrated exactly over node
+  lifetimes (booting and idle time included; warm stopped nodes at the standby
+  price, which is the `hot_pool` line); the steady tier is paid for its nodes
+  all the time. `cost_by_tenant`: the controller's cost ledger (GPU-hours each
+  tenant's jobs held × the group's price per GPU-hour), sampled at ticks.
+- `gpu_hours_used`: GPU-hours jobs held (lost work included);
+  `gpu_hours_paid`: GPU-hours of nodes paid at full price.
+- `onprem_utilization`: GPU-hours held by jobs on steady nodes / GPU-hours of
+  steady nodes.
+- waits: from a job's submission to its first start; jobs never started by the
+  end of the run count with their wait so far (censored). `slo_violations`:
+  jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
+- `interruptions`: runs that lost their nodes (spot interruption or a drain);
+  `lost_gpu_hours`: the work they lost since their last checkpoint × GPUs.
+- `time_to_capacity`: for each scale-up, from the first moment pending demand
+  could not be placed (the earliest submission among the jobs then unplaced,
+  in an unbroken spell of unplaced demand) until the group has as many ready
+  nodes as the scale-up asked for. `time_to_capacity_p95_s` is 0 when the
+  strategy made no scale-up.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from burst.catalog import cost_line
+from burst.model import ActionKind, GroupId, Job, JobState, NodeState, Tier
+from burst.reconcile import Controller, TickReport
+from burst.sim.strategies import StrategyRun
+from burst.state import Store
+from burst.workloads import progress
+from burst.workloads.feed import ArrivalFeed
+from burst.workloads.queue import MemoryQueue
+from providers.sim import ManualClock, SimProvider
+
+ProgressFn = Callable[[datetime], None]
+
+
+@dataclass
+class TimelinePoint:
+    """Demand and capacity at one tick (for the report's plot)."""
+
+    at: datetime
+    demand_gpus: float
+    capacity_gpus: dict[str, float]
+
+
+@dataclass
+class StrategyResult:
+    """What one strategy did over the replay (see the module docstring for each metric)."""
+
+    name: str
+    cost_usd: float
+    cost_by_tier: dict[str, float]
+    cost_by_tenant: dict[str, float]
+    gpu_hours_used: float
+    gpu_hours_paid: float
+    onprem_utilization: float
+    wait_p50_s: float
+    wait_p95_s: float
+    wait_p99_s: float
+    slo_violations: int
+    interruptions: int
+    lost_gpu_hours: float
+    time_to_capacity_p95_s: float
+    scale_ups: int = 0
+    jobs: int = 0
+    jobs_started: int = 0
+    jobs_completed: int = 0
+    ticks: int = 0
+    simulated_hours: float = 0.0
+    wall_s: float = 0.0
+    waits_s: list[float] = field(default_factory=list, repr=False)
+    timeline: list[TimelinePoint] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract keys plus run counters; the wait list and timeline stay out."""
+        return {
+            "cost_usd": round(self.cost_usd, 4),
+            "cost_by_tier": {k: round(v, 4) for k, v in self.cost_by_tier.items()},
+            "cost_by_tenant": {k: round(v, 4) for k, v in sorted(self.cost_by_tenant.items())},
+            "gpu_hours_used": round(self.gpu_hours_used, 4),
+            "gpu_hours_paid": round(self.gpu_hours_paid, 4),
+            "onprem_utilization": round(self.onprem_utilization, 6),
+            "wait_p50_s": round(self.wait_p50_s, 3),
+            "wait_p95_s": round(self.wait_p95_s, 3),
+            "wait_p99_s": round(self.wait_p99_s, 3),
+            "slo_violations": self.slo_violations,
+            "interruptions": self.interruptions,
+            "lost_gpu_hours": round(self.lost_gpu_hours, 4),
+            "time_to_capacity_p95_s": round(self.time_to_capacity_p95_s, 3),
+            "scale_ups": self.scale_ups,
+            "jobs": self.jobs,
+            "jobs_started": self.jobs_started,
+            "jobs_completed": self.jobs_completed,
+            "ticks": self.ticks,
+            "simulated_hours": round(self.simulated_hours, 3),
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+TIERS = ("steady", "elastic_on_demand", "elastic_spot", "hot_pool")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-quantile (0..1) of `values` by linear interpolation; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+class _Arrivals:
+    """Trace jobs as an arrival function over [start, end), by binary search on submission time."""
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self.jobs = sorted(jobs, key=lambda j: (j.submitted_at, j.id))
+        self.times = [j.submitted_at for j in self.jobs]
+
+    def __call__(self, start: datetime, end: datetime) -> list[Job]:
+        return self.jobs[bisect.bisect_left(self.times, start) : bisect.bisect_left(self.times, end)]
+
+    def next_after(self, at: datetime) -> datetime | None:
+        i = bisect.bisect_left(self.times, at)
+        return self.times[i] if i < len(self.times) else None
+
+
+class _Meter:
+    """Collects waits, interruptions, time to capacity and the timeline from tick reports."""
+
+    def __init__(self, run: StrategyRun, keep_timeline: bool) -> None:
+        self.run = run
+        self.groups = {g.id: g for g in run.setup.groups}
+        self.first_start: dict[str, datetime] = {}
+        self.submitted: dict[str, Job] = {}
+        self.interruptions = 0
+        self.lost_gpu_s = 0.0
+        self.used_gpu_s = 0.0
+        self.steady_used_gpu_s = 0.0
+        self.shortfall_since: datetime | None = None
+        self.open_ups: list[tuple[GroupId, int, datetime]] = []
+        self.ttc: list[float] = []
+        self.scale_ups = 0
+        self.completed = 0
+        self.keep_timeline = keep_timeline
+        self.timeline: list[TimelinePoint] = []
+        self._last_at: datetime | None = None
+        self._running_gpus = 0.0
+        self._steady_running_gpus = 0.0
+
+    def observe(self, report: TickReport) -> None:
+        now = report.at
+        snap = report.snapshot
+        assert snap is not None
+        if self._last_at is not None:
+            dt = (now - self._last_at).total_seconds()
+            self.used_gpu_s += self._running_gpus * dt
+            self.steady_used_gpu_s += self._steady_running_gpus * dt
+        self._last_at = now
+        self.completed += len(report.job_events.completed)
+        for job, lost in report.job_events.requeued:
+            self.interruptions += 1
+            self.lost_gpu_s += lost * job.gpu_demand
+        placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
+        for job_id in placed:
+            self.first_start.setdefault(job_id, now)
+        nodes = {n.id: n for n in snap.nodes}
+        running = 0.0
+        steady_running = 0.0
+        unplaced_since: datetime | None = None
+        for job in snap.jobs:
+            self.submitted.setdefault(job.id, job)
+            node_ids: Sequence[str] = ()
+            if job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
+                node_ids = job.node_ids
+            elif job.id in placed:
+                node_ids = placed[job.id].node_ids
+            elif job.state is JobState.PENDING:
+                if unplaced_since is None or job.submitted_at < unplaced_since:
+                    unplaced_since = job.submitted_at
+                continue
+            running += job.gpu_demand
+            if node_ids and all(n in nodes and self.groups[nodes[n].group_id].tier is Tier.STEADY for n in node_ids):
+                steady_running += job.gpu_demand
+        self._running_gpus, self._steady_running_gpus = running, steady_running
+        if unplaced_since is None:
+            self.shortfall_since = None
+        elif self.shortfall_since is None:
+            self.shortfall_since = unplaced_since
+        ready: dict[GroupId, int] = defaultdict(int)
+        for node in snap.nodes:
+            if node.state is NodeState.READY:
+                ready[node.group_id] += 1
+        still_open = []
+        for group_id, size, since in self.open_ups:
+            if ready[group_id] >= size:
+                self.ttc.append((now - since).total_seconds())
+            elif snap.targets.get(group_id, 0) >= size:
+                still_open.append((group_id, size, since))
+        self.open_ups = still_open
+        for action in report.plan.actions:
+            if action.kind is ActionKind.SCALE_UP and action.size is not None:
+                self.scale_ups += 1
+                self.open_ups.append((action.target, action.size, self.shortfall_since or now))
+        if self.keep_timeline:
+            capacity: dict[str, float] = defaultdict(float)
+            for node in snap.nodes:
+                if node.state is NodeState.READY:
+                    capacity[cost_line(self.groups[node.group_id], warm=False)] += node.gpus
+            demand = sum(j.gpu_demand for j in snap.jobs if j.active)
+            self.timeline.append(TimelinePoint(now, demand, dict(capacity)))
+
+
+def simulate(
+    run: StrategyRun,
+    jobs: Sequence[Job],
+    *,
+    start: datetime,
+    end: datetime,
+    seed: int = 0,
+    on_progress: ProgressFn | None = None,
+    keep_timeline: bool = False,
+) -> StrategyResult:
+    """Replay `jobs` (submitted in [start, end)) under `run` and measure it; the run stops at `end`.
+
+    Deterministic for a given (run, jobs, start, end, seed): the sim provider's
+    spot interruptions are drawn from `seed`.
+    """
+    wall0 = time.perf_counter()
+    setup = run.setup
+    catalog = setup.catalog
+    clock = ManualClock(start)
+    provider = SimProvider(
+        setup.groups,
+        clock=clock,
+        cluster=setup.cluster,
+        prices={g.id: catalog.group_price(g) for g in setup.groups},
+        standby_prices={g.id: catalog.standby_price(g) for g in setup.groups},
+        spot_hazard_per_hour={g.id: setup.spot_hazard_per_hour.get(g.id, 0.0) for g in setup.groups},
+        seed=seed,
+        initial=setup.initial,
+    )
+    for group_id, (size, state) in run.warm_pools.items():
+        provider.set_warm_pool(group_id, size, state, key=f"sim-warm-pool:{group_id}")
+    arrivals = _Arrivals([j for j in jobs if start <= j.submitted_at < end])
+    queue = MemoryQueue(complete_by_duration=True)
+    cursor: list[datetime | None] = [None]
+
+    def save_cursor(at: datetime) -> None:
+        cursor[0] = at
+
+    feed = ArrivalFeed(queue, arrivals, start=start, load_cursor=lambda: cursor[0], save_cursor=save_cursor)
+    policies = setup.policies_for({j.tenant for j in arrivals.jobs})
+    store = Store.open(":memory:")
+    controller = Controller(
+        providers={"sim": provider},
+        source=feed,
+        store=store,
+        policies=lambda: policies,
+        prices=catalog,
+        clock=clock,
+        cluster=setup.cluster,
+        record_demand=False,
+        record_decisions=False,
+        pipeline=run.pipeline,
+    )
+    meter = _Meter(run, keep_timeline)
+    interval = setup.loop_interval_s
+    ticks = 0
+    try:
+        while True:
+            report = controller.tick()
+            ticks += 1
+            meter.observe(report)
+            now = clock()
+            if on_progress is not None:
+                on_progress(now)
+            if now >= end:
+                break
+            due = _next_event(run, report, queue, provider, arrivals, now)
+            step = max(interval, (due - now).total_seconds()) if due is not None else (end - now).total_seconds()
+            step = math.ceil(step / interval - 1e-9) * interval
+            clock.advance_to(min(end, now + timedelta(seconds=step)))
+        return _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0)
+    finally:
+        store.close()
+
+
+def _next_event(
+    run: StrategyRun,
+    report: TickReport,
+    queue: MemoryQueue,
+    provider: SimProvider,
+    arrivals: _Arrivals,
+    now: datetime,
+) -> datetime | None:
+    """The next instant after `now` at which a tick could decide something new."""
+    if any(not o.ok for o in report.outcomes):
+        return now  # a failed call is retried on the next interval
+    candidates: list[datetime] = []
+    arrival = arrivals.next_after(now)
+    if arrival is not None:
+        candidates.append(arrival)
+    for job in queue.jobs.values():
+        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
+            finish = progress.finishes_at(job)
+            if finish is not None:
+                candidates.append(finish)
+    sim_due = provider.next_event_at()
+    if sim_due is not None:
+        candidates.append(sim_due)
+    snap = report.snapshot
+    if snap is not None:
+        cooldowns = {g.id: g.scale_down_cooldown_s for g in snap.groups}
+        for node in snap.nodes:
+            if node.idle_since is not None and node.state is NodeState.READY:
+                candidates.append(node.idle_since + timedelta(seconds=cooldowns.get(node.group_id, 0.0)))
+    strategy_due = run.next_due(now)
+    if strategy_due is not None:
+        candidates.append(strategy_due)
+    later = [c for c in candidates if c > now]
+    return min(later) if later else None
+
+
+def _result(
+    run: StrategyRun,
+    meter: _Meter,
+    provider: SimProvider,
+    store: Store,
+    queue: MemoryQueue,
+    jobs: Sequence[Job],
+    policies: dict[str, Any],
+    start: datetime,
+    end: datetime,
+    ticks: int,
+    wall0: float,
+) -> StrategyResult:
+    groups = {g.id: g for g in run.setup.groups}
+    catalog = run.setup.catalog
+    by_tier = dict.fromkeys(TIERS, 0.0)
+    paid_gpu_s = 0.0
+    steady_gpu_s = 0.0
+    for group_id, (full_s, standby_s) in provider.usage_seconds().items():
+        group = groups[group_id]
+        by_tier[cost_line(group, warm=False)] += full_s / 3600.0 * catalog.group_price(group)
+        by_tier["hot_pool"] += standby_s / 3600.0 * catalog.standby_price(group)
+        paid_gpu_s += full_s * group.gpus_per_node
+        if group.tier is Tier.STEADY:
+            steady_gpu_s += (full_s + standby_s) * group.gpus_per_node
+    waits: list[float] = []
+    violations = 0
+    for job in jobs:
+        started = meter.first_start.get(job.id)
+        wait = ((started or end) - job.submitted_at).total_seconds()
+        waits.append(wait)
+        slo = policies[job.tenant].queue_wait_slo_s if job.tenant in policies else 600.0
+        if wait > slo:
+            violations += 1
+    return StrategyResult(
+        name=run.name,
+        cost_usd=sum(by_tier.values()),
+        cost_by_tier=by_tier,
+        cost_by_tenant=store.spend_by_tenant(since=start),
+        gpu_hours_used=meter.used_gpu_s / 3600.0,
+        gpu_hours_paid=paid_gpu_s / 3600.0,
+        onprem_utilization=meter.steady_used_gpu_s / steady_gpu_s if steady_gpu_s else 0.0,
+        wait_p50_s=percentile(waits, 0.50),
+        wait_p95_s=percentile(waits, 0.95),
+        wait_p99_s=percentile(waits, 0.99),
+        slo_violations=violations,
+        interruptions=meter.interruptions,
+        lost_gpu_hours=meter.lost_gpu_s / 3600.0,
+        time_to_capacity_p95_s=percentile(meter.ttc, 0.95),
+        scale_ups=meter.scale_ups,
+        jobs=len(jobs),
+        jobs_started=len(meter.first_start),
+        jobs_completed=meter.completed,
+        ticks=ticks,
+        simulated_hours=(end - start).total_seconds() / 3600.0,
+        wall_s=time.perf_counter() - wall0,
+        waits_s=waits,
+        timeline=meter.timeline,
+    )
+
+
+__all__ = ["StrategyResult", "TimelinePoint", "percentile", "simulate"]

@@ -1,0 +1,167 @@
+"""What a simulation runs on: node groups, prices, spot hazards, tenant policies, loop interval.
+
+`default_setup(trace)` is the documented hybrid set-up sized from the trace
+itself, so any trace replays with one command:
+
+- one on-prem steady group (`onprem`, 8 × A100 per node, priced by the catalog's
+  on-prem cost model) with ceil(P50 of the trace's concurrent GPU demand / 8)
+  nodes, paid for all the time;
+- one on-demand and one spot cloud group (`cloud-od`, `cloud-spot`:
+  p4d.24xlarge in us-east-1 at the shipped catalog's prices), each allowed up
+  to ceil(peak demand / 8) nodes, 5 min cold boot, 1 min wake from a stopped
+  warm pool, 10 min idle cooldown; spot nodes are interrupted at
+  `DEFAULT_SPOT_HAZARD_PER_HOUR` per node-hour (seeded);
+- every tenant of the trace gets the default policy with spot allowed, a queue
+  wait SLO of 10 min, and `DEFAULT_FAULT_TOLERANT_FRACTION` of its jobs (a seeded
+  draw per job) assumed fault-tolerant, checkpointing every
+  `DEFAULT_CHECKPOINT_INTERVAL_S`. The traces record neither fault tolerance
+  nor checkpoints: this is an assumption, and the report states it.
+
+`setup_from_config(config)` uses a `burst.yaml`'s groups and policies instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from burst.catalog import Catalog
+from burst.model import (
+    CapacityType,
+    GpuShape,
+    GroupId,
+    Job,
+    NodeGroup,
+    Policy,
+    SpotPolicy,
+    TenantName,
+    Tier,
+    WarmState,
+)
+from burst.sim.traces import TraceStats
+
+DEFAULT_SPOT_HAZARD_PER_HOUR = 0.01
+DEFAULT_FAULT_TOLERANT_FRACTION = 0.5
+DEFAULT_CHECKPOINT_INTERVAL_S = 1800.0
+DEFAULT_LOOP_INTERVAL_S = 60.0
+DEFAULT_SLO_S = 600.0
+GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class SimSetup:
+    """Everything a strategy is simulated on; strategies derive their own from it."""
+
+    cluster: str
+    groups: tuple[NodeGroup, ...]
+    initial: Mapping[GroupId, int]
+    spot_hazard_per_hour: Mapping[GroupId, float]
+    policies: Mapping[TenantName, Policy]
+    catalog: Catalog
+    loop_interval_s: float = DEFAULT_LOOP_INTERVAL_S
+    default_policy: Policy | None = None
+    assumptions: tuple[str, ...] = field(default=())
+
+    def policy(self, tenant: TenantName) -> Policy:
+        """The tenant's policy; tenants without one get `default_policy` (or burst's default)."""
+        found = self.policies.get(tenant)
+        if found is not None:
+            return found
+        base = self.default_policy or Policy(tenant=tenant)
+        return dataclasses.replace(base, tenant=tenant)
+
+    def policies_for(self, tenants: Iterable[TenantName]) -> dict[TenantName, Policy]:
+        """A policy for every tenant named (the planner needs one per tenant with jobs)."""
+        return {t: self.policy(t) for t in sorted(set(tenants) | set(self.policies))}
+
+    def steady_gpus(self) -> int:
+        """GPUs the steady tier starts with."""
+        return sum(self.initial.get(g.id, 0) * g.gpus_per_node for g in self.groups if g.tier is Tier.STEADY)
+
+
+def default_setup(stats: TraceStats, catalog: Catalog | None = None, *, cluster: str = "sim") -> SimSetup:
+    """The hybrid set-up sized from a trace's own demand (see the module docstring)."""
+    catalog = catalog or Catalog.load()
+    shape = GpuShape(gpu_model="A100", gpus_per_node=GPUS_PER_NODE, gpu_memory_gib=40.0)
+    onprem_nodes = math.ceil(stats.p50_gpus / GPUS_PER_NODE)
+    cloud_max = max(1, math.ceil(stats.peak_gpus / GPUS_PER_NODE))
+    onprem = NodeGroup(
+        id="onprem",
+        provider="sim",
+        region="dc1",
+        tier=Tier.STEADY,
+        capacity_type=CapacityType.ONPREM,
+        shape=shape,
+        instance_type="dgx-a100",
+        min_size=onprem_nodes,
+        max_size=onprem_nodes,
+        boot_latency_s=600.0,
+    )
+    cloud = {
+        "boot_latency_s": 300.0,
+        "warm_wake_latency_s": {WarmState.STOPPED: 60.0, WarmState.RUNNING: 5.0},
+        "scale_down_cooldown_s": 600.0,
+        "max_size": cloud_max,
+        "provider": "sim",
+        "region": "us-east-1",
+        "tier": Tier.ELASTIC,
+        "shape": shape,
+        "instance_type": "p4d.24xlarge",
+    }
+    od = NodeGroup(id="cloud-od", capacity_type=CapacityType.ON_DEMAND, **cloud)  # type: ignore[arg-type]
+    spot = NodeGroup(id="cloud-spot", capacity_type=CapacityType.SPOT, **cloud)  # type: ignore[arg-type]
+    default = Policy(
+        tenant="_default",
+        queue_wait_slo_s=DEFAULT_SLO_S,
+        spot=SpotPolicy(allowed=True, fault_tolerant_fraction=DEFAULT_FAULT_TOLERANT_FRACTION),
+    )
+    return SimSetup(
+        cluster=cluster,
+        groups=(onprem, od, spot),
+        initial={"onprem": onprem_nodes, "cloud-od": 0, "cloud-spot": 0},
+        spot_hazard_per_hour={"cloud-spot": DEFAULT_SPOT_HAZARD_PER_HOUR},
+        policies={},
+        catalog=catalog,
+        default_policy=default,
+        assumptions=(
+            f"on-prem: {onprem_nodes} x 8 A100 (P50 of the trace's concurrent demand, {stats.p50_gpus:g} GPUs)",
+            f"cloud: p4d.24xlarge us-east-1 on-demand and spot, up to {cloud_max} nodes each, 5 min cold boot",
+            f"spot interruptions: {DEFAULT_SPOT_HAZARD_PER_HOUR:g} per node-hour (seeded)",
+            f"fault tolerance is not in the trace: {DEFAULT_FAULT_TOLERANT_FRACTION:.0%} of each tenant's jobs "
+            f"(seeded) are assumed fault-tolerant, checkpointing every {DEFAULT_CHECKPOINT_INTERVAL_S / 60:g} min",
+            f"queue wait SLO: {DEFAULT_SLO_S / 60:g} min for tenants without a policy",
+        ),
+    )
+
+
+def with_fault_tolerance(jobs: Sequence[Job], setup: SimSetup, seed: int) -> list[Job]:
+    """Mark the seeded share of each tenant's jobs fault-tolerant that its policy's `fault_tolerant_fraction` says.
+
+    A job already marked keeps its own values. The draw is per job id, so a job
+    is marked the same way whatever window of the trace is replayed.
+    """
+    out: list[Job] = []
+    for job in jobs:
+        policy = setup.policy(job.tenant)
+        fraction = policy.spot.fault_tolerant_fraction
+        if job.fault_tolerant or fraction <= 0:
+            out.append(job)
+            continue
+        if random.Random(f"{seed}:ft:{job.id}").random() < fraction:
+            interval = policy.spot.required_checkpoint_interval_s or DEFAULT_CHECKPOINT_INTERVAL_S
+            job = dataclasses.replace(job, fault_tolerant=True, checkpoint_interval_s=interval)
+        out.append(job)
+    return out
+
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL_S",
+    "DEFAULT_FAULT_TOLERANT_FRACTION",
+    "DEFAULT_SPOT_HAZARD_PER_HOUR",
+    "SimSetup",
+    "default_setup",
+    "with_fault_tolerance",
+]

@@ -1,0 +1,218 @@
+"""The strategies the simulator compares: burst itself and the baselines it must beat.
+
+Every strategy runs through the same reconcile loop, sim provider and job
+queue; they differ only in their node groups, loop interval, warm pools and the
+planner pipeline. `oracle` is not simulated: it is a bound computed from the
+trace (`burst.sim.oracle`).
+
+- `burst`: the full planner (`burst.planner.PIPELINE`) on the set-up's groups at
+  the set-up's loop interval. It gains forecasting, hot pools and spot
+  placement as those land; today it places steady-first, bursts to the cheapest
+  feasible group and releases nodes idle past their cooldown.
+- `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
+- `static-p50`: the steady tier sized to the P50 of demand, no cloud: the
+  queueing you get without bursting.
+- `reactive`: Kubernetes Cluster Autoscaler semantics (its documented
+  defaults): scan every 10 s; scale up when pods are pending and nothing
+  upcoming can hold them, with a cold boot, to the cheapest feasible group (the
+  `price` expander; spot groups take only pods that tolerate them, as a taint
+  would); a node whose GPU requests are under 50% of its GPUs is *unneeded*,
+  and one unneeded for 10 min is removed if its pods fit on other nodes, which
+  evicts them (batch pods are evictable by default: they lose the work since
+  their last checkpoint and are rescheduled); no scale-down for 10 min after a
+  scale-up (`scale-down-delay-after-add`).
+- `reactive-hotpool`: `reactive` plus a fixed warm pool (an Auto Scaling warm
+  pool of stopped instances) of 10% of peak demand in the cheapest on-demand
+  group: a scale-up wakes a pooled node in about a minute, and the pool refills.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from burst.model import Action, ActionKind, CapacityType, GroupId, JobState, NodeGroup, NodeId, NodeState, Tier, WarmState
+from burst.planner import PIPELINE, Step
+from burst.planner.context import PlanContext
+from burst.sim.setup import SimSetup
+from burst.sim.traces import TraceStats
+
+STRATEGIES = ("burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
+"""Every strategy name `burst simulate --strategy` accepts, in report order."""
+
+CA_SCAN_INTERVAL_S = 10.0
+CA_UNNEEDED_TIME_S = 600.0
+CA_UTILIZATION_THRESHOLD = 0.5
+CA_DELAY_AFTER_ADD_S = 600.0
+HOTPOOL_SHARE_OF_PEAK = 0.10
+
+
+@dataclass(frozen=True)
+class StrategyRun:
+    """How one strategy is simulated: its set-up, pipeline, warm pools and the timers it waits on."""
+
+    name: str
+    setup: SimSetup
+    pipeline: Sequence[tuple[str, Step]]
+    warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)
+    next_due: Callable[[datetime], datetime | None] = lambda now: None  # noqa: E731
+
+
+def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
+    """Build the simulated form of strategy `name` on `setup` for a trace with `stats`."""
+    if name == "burst":
+        return StrategyRun(name, setup, PIPELINE)
+    if name == "static-peak":
+        return StrategyRun(name, _static(setup, stats.peak_gpus), PIPELINE)
+    if name == "static-p50":
+        return StrategyRun(name, _static(setup, stats.p50_gpus), PIPELINE)
+    if name in ("reactive", "reactive-hotpool"):
+        scale_down = ClusterAutoscalerScaleDown()
+        pipeline = (*[(n, s) for n, s in PIPELINE if n != "scale_down"], ("ca_scale_down", scale_down))
+        reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
+        pools: dict[GroupId, tuple[int, WarmState]] = {}
+        if name == "reactive-hotpool":
+            pool_group = _cheapest_on_demand(setup)
+            if pool_group is not None:
+                size = max(1, math.ceil(HOTPOOL_SHARE_OF_PEAK * stats.peak_gpus / pool_group.gpus_per_node))
+                pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
+        return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due)
+    raise ValueError(f"unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}")
+
+
+def _static(setup: SimSetup, gpus: float) -> SimSetup:
+    """The set-up with no elastic groups and the first steady group holding `gpus` (rounded up to nodes)."""
+    steady = [g for g in setup.groups if g.tier is Tier.STEADY]
+    if not steady:
+        raise ValueError("static strategies need a steady (on-prem) group in the set-up")
+    first, rest = steady[0], steady[1:]
+    others = sum(setup.initial.get(g.id, 0) * g.gpus_per_node for g in rest)
+    nodes = max(0, math.ceil(max(0.0, gpus - others) / first.gpus_per_node))
+    resized = dataclasses.replace(first, min_size=nodes, max_size=max(nodes, 0))
+    initial = {g.id: setup.initial.get(g.id, 0) for g in rest} | {first.id: nodes}
+    return dataclasses.replace(setup, groups=(resized, *rest), initial=initial)
+
+
+def _cheapest_on_demand(setup: SimSetup) -> NodeGroup | None:
+    groups = [g for g in setup.groups if g.tier is Tier.ELASTIC and g.capacity_type is CapacityType.ON_DEMAND]
+    return min(groups, key=lambda g: (setup.catalog.group_price(g) / g.gpus_per_node, g.id), default=None)
+
+
+class ClusterAutoscalerScaleDown:
+    """The Cluster Autoscaler's scale-down, as a planner step (see the module docstring for its rules).
+
+    It keeps the CA's own timers between ticks (when each node became
+    unneeded, when the last scale-up happened), as the CA does in memory.
+    """
+
+    STEP = "ca_scale_down"
+
+    def __init__(
+        self,
+        *,
+        unneeded_time_s: float = CA_UNNEEDED_TIME_S,
+        utilization_threshold: float = CA_UTILIZATION_THRESHOLD,
+        delay_after_add_s: float = CA_DELAY_AFTER_ADD_S,
+    ) -> None:
+        self.unneeded_time_s = unneeded_time_s
+        self.utilization_threshold = utilization_threshold
+        self.delay_after_add_s = delay_after_add_s
+        self.unneeded_since: dict[NodeId, datetime] = {}
+        self.last_scale_up: datetime | None = None
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """When a CA timer next expires after `now` (a node's unneeded time, the delay after a scale-up)."""
+        due = [t + timedelta(seconds=self.unneeded_time_s) for t in self.unneeded_since.values()]
+        if self.last_scale_up is not None:
+            due.append(self.last_scale_up + timedelta(seconds=self.delay_after_add_s))
+        later = [t for t in due if t > now]
+        return min(later) if later else None
+
+    def __call__(self, ctx: PlanContext) -> None:
+        now = ctx.now
+        if any(a.kind is ActionKind.SCALE_UP for a in ctx.actions):
+            self.last_scale_up = now
+        used = self._used_gpus(ctx)
+        unneeded: dict[GroupId, list[NodeId]] = {}
+        for node_id, node in ctx.nodes.items():
+            group = ctx.groups[node.group_id].group if node.group_id in ctx.groups else None
+            if group is None or group.tier is not Tier.ELASTIC or node.state is not NodeState.READY:
+                continue
+            if used.get(node_id, 0) < self.utilization_threshold * node.gpus:
+                unneeded.setdefault(group.id, []).append(node_id)
+        seen = {n for ids in unneeded.values() for n in ids}
+        self.unneeded_since = {n: self.unneeded_since.get(n, now) for n in seen}
+        if self.last_scale_up is not None and (now - self.last_scale_up).total_seconds() < self.delay_after_add_s:
+            return
+        free = {n: ctx.nodes[n].gpus - used.get(n, 0) for n in ctx.nodes if ctx.nodes[n].state is NodeState.READY}
+        removing: set[NodeId] = set()
+        for group_id in sorted(unneeded):
+            cap = ctx.groups[group_id]
+            due = sorted(
+                (n for n in unneeded[group_id] if (now - self.unneeded_since[n]).total_seconds() >= self.unneeded_time_s),
+                key=lambda n: (used.get(n, 0), n),
+            )
+            chosen: list[NodeId] = []
+            for node_id in due:
+                if cap.target - len(chosen) <= cap.group.min_size:
+                    break
+                if self._pods_fit_elsewhere(ctx, node_id, free, removing | {node_id}):
+                    chosen.append(node_id)
+                    removing.add(node_id)
+            if chosen:
+                evicting = sum(1 for n in chosen if used.get(n, 0))
+                ctx.actions.append(
+                    Action(
+                        kind=ActionKind.SCALE_DOWN,
+                        target=group_id,
+                        count=len(chosen),
+                        size=cap.target - len(chosen),
+                        node_ids=tuple(sorted(chosen)),
+                        step=self.STEP,
+                        reason=f"{len(chosen)} node(s) under {self.utilization_threshold:.0%} GPU requests for "
+                        f"{self.unneeded_time_s / 60:g} min (cluster-autoscaler rule); {evicting} drained with "
+                        f"their pods rescheduled ({cap.target} -> {cap.target - len(chosen)} nodes)",
+                    )
+                )
+                for n in chosen:
+                    self.unneeded_since.pop(n, None)
+
+    @staticmethod
+    def _used_gpus(ctx: PlanContext) -> dict[NodeId, int]:
+        used: dict[NodeId, int] = {}
+        for job in ctx.snapshot.jobs:
+            if job.state in (JobState.RUNNING, JobState.CHECKPOINTING) and job.node_ids:
+                per = -(-job.whole_gpus // len(job.node_ids))
+                for n in job.node_ids:
+                    used[n] = used.get(n, 0) + per
+        for action in ctx.actions:
+            if action.kind is ActionKind.PLACE_JOB and action.node_ids:
+                per = -(-(action.count or 0) // len(action.node_ids))
+                for n in action.node_ids:
+                    used[n] = used.get(n, 0) + per
+        return used
+
+    @staticmethod
+    def _pods_fit_elsewhere(ctx: PlanContext, node_id: NodeId, free: dict[NodeId, int], excluded: set[NodeId]) -> bool:
+        """Whether every job on `node_id` fits (first fit) on free GPUs of ready nodes not being removed."""
+        jobs = [j for j in ctx.snapshot.jobs if node_id in j.node_ids and j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
+        jobs += [
+            j for a in ctx.actions if a.kind is ActionKind.PLACE_JOB and node_id in a.node_ids
+            for j in ctx.snapshot.jobs if j.id == a.target
+        ]
+        room = {n: f for n, f in free.items() if n not in excluded}
+        for job in sorted(jobs, key=lambda j: -j.whole_gpus):
+            need = job.whole_gpus
+            host = next((n for n, f in sorted(room.items()) if f >= need), None)
+            if host is None:
+                return False
+            room[host] -= need
+        for n, f in room.items():
+            free[n] = f
+        return True
+
+
+__all__ = ["STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]
