@@ -335,6 +335,85 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
     Console().print(table)
 
 
+@main.command("simulate")
+@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Trace CSV to replay (Philly, ITP, Alibaba 2023 or the generic CSV).")
+@click.option("--format", "trace_format", default="auto", show_default=True,
+              type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Trace format.")
+@click.option("--epoch", default=None, help="ISO instant that relative trace times count from (ITP default 2021-03-04T00:00:00Z).")
+@click.option("--tenant-column", default=None, help="Trace column naming the tenant (default: the format's own).")
+@CONFIG_OPTION
+@click.option("--strategy", "strategies", multiple=True,
+              type=click.Choice(["burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"]),
+              help="Strategy to simulate (repeatable; default: all).")
+@click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Replay this many days of submissions (default: the whole trace).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of spot interruptions and fault-tolerance draws.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: trace, assumptions, strategies, wall_s.")
+def simulate_cmd(
+    trace_path: Path,
+    trace_format: str,
+    epoch: str | None,
+    tenant_column: str | None,
+    config_path: Path | None,
+    strategies: tuple[str, ...],
+    start: str | None,
+    days: float | None,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Replay a GPU job trace through the real controller under each strategy and compare cost and waits.
+
+    Without --config the set-up is sized from the trace (on-prem at the P50 of
+    its demand, one on-demand and one spot cloud group at catalog prices); the
+    assumptions are printed with the results. Progress goes to stderr.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from burst.sim.compare import compare
+    from burst.sim.setup import setup_from_config
+    from burst.sim.strategies import STRATEGIES
+    from burst.sim.traces import TraceError, load_trace
+
+    names = list(strategies) or list(STRATEGIES)
+    try:
+        trace = load_trace(trace_path, format=trace_format, epoch=_parse_at(epoch) if epoch else None, tenant_column=tenant_column)
+        trace = trace.window(_parse_at(start) if start else None, days)
+        setup = None
+        if config_path is not None:
+            from burst.runtime import load_run_config
+
+            setup = setup_from_config(load_run_config(config_path))
+        with Progress(TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                      TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json and not sys.stderr.isatty()) as bar:
+            tasks = {n: bar.add_task(n, total=1.0) for n in names}
+            result = compare(trace, names, setup=setup, seed=seed, days=days,
+                             on_progress=lambda name, done: bar.update(tasks[name], completed=done))
+    except (TraceError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    data = result.to_json()
+    t = data["trace"]
+    click.echo(f"trace {t['path']} ({t['format']}): {t['jobs']} jobs, {t['gpu_hours']:,.0f} GPU-h, "
+               f"peak {t['peak_gpus']:g} GPUs, P50 {t['p50_gpus']:g} GPUs; {t['start']} .. {t['end']}")
+    for line in data["assumptions"]:
+        click.echo(f"  assumption: {line}")
+    table = Table()
+    for col in ("strategy", "cost $", "vs oracle", "wait p50", "wait p95", "SLO miss", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):
+        table.add_column(col, justify="right" if col != "strategy" else "left")
+    oracle_cost = data["strategies"].get("oracle", {}).get("cost_usd")
+    for name, r in data["strategies"].items():
+        vs = f"{r['cost_usd'] / oracle_cost:.2f}x" if oracle_cost else "n/a"
+        table.add_row(name, f"{r['cost_usd']:,.0f}", vs, f"{r['wait_p50_s']:,.0f}s", f"{r['wait_p95_s']:,.0f}s",
+                      str(r["slo_violations"]), f"{r['onprem_utilization']:.1%}", str(r["interruptions"]),
+                      f"{r['lost_gpu_hours']:,.1f}", f"{r['time_to_capacity_p95_s']:,.0f}s")
+    Console().print(table)
+    click.echo(f"wall {data['wall_s']:.1f}s")
+
+
 def print_plan(result: Plan) -> None:
     """Print a plan as a diff-style table: + adds capacity or work, - removes it, = holds."""
     console = Console()

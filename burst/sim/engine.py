@@ -27,10 +27,11 @@ Metric definitions (the `burst simulate --json` contract):
   jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
   `lost_gpu_hours`: the work they lost since their last checkpoint × GPUs.
-- `time_to_capacity`: for each scale-up, from the first moment pending demand
-  could not be placed (the earliest submission among the jobs then unplaced,
-  in an unbroken spell of unplaced demand) until the group has as many ready
-  nodes as the scale-up asked for. `time_to_capacity_p95_s` is 0 when the
+- `time_to_capacity`: for each scale-up, from the first moment the pending
+  demand it answers could not be placed (the earliest submission among the
+  jobs first found unplaced at that tick; the tick itself when it answers
+  older demand) until the group has as many ready nodes as the scale-up asked
+  for; a scale-up overtaken by a scale-down is dropped. `time_to_capacity_p95_s` is 0 when the
   strategy made no scale-up.
 """
 
@@ -162,7 +163,7 @@ class _Meter:
         self.lost_gpu_s = 0.0
         self.used_gpu_s = 0.0
         self.steady_used_gpu_s = 0.0
-        self.shortfall_since: datetime | None = None
+        self.seen_unplaced: set[str] = set()
         self.open_ups: list[tuple[GroupId, int, datetime]] = []
         self.ttc: list[float] = []
         self.scale_ups = 0
@@ -192,7 +193,7 @@ class _Meter:
         nodes = {n.id: n for n in snap.nodes}
         running = 0.0
         steady_running = 0.0
-        unplaced_since: datetime | None = None
+        unplaced_since: datetime | None = None  # earliest submission among newly unplaced jobs
         for job in snap.jobs:
             self.submitted.setdefault(job.id, job)
             node_ids: Sequence[str] = ()
@@ -201,17 +202,15 @@ class _Meter:
             elif job.id in placed:
                 node_ids = placed[job.id].node_ids
             elif job.state is JobState.PENDING:
-                if unplaced_since is None or job.submitted_at < unplaced_since:
-                    unplaced_since = job.submitted_at
+                if job.id not in self.seen_unplaced:
+                    self.seen_unplaced.add(job.id)
+                    if unplaced_since is None or job.submitted_at < unplaced_since:
+                        unplaced_since = job.submitted_at
                 continue
             running += job.gpu_demand
             if node_ids and all(n in nodes and self.groups[nodes[n].group_id].tier is Tier.STEADY for n in node_ids):
                 steady_running += job.gpu_demand
         self._running_gpus, self._steady_running_gpus = running, steady_running
-        if unplaced_since is None:
-            self.shortfall_since = None
-        elif self.shortfall_since is None:
-            self.shortfall_since = unplaced_since
         ready: dict[GroupId, int] = defaultdict(int)
         for node in snap.nodes:
             if node.state is NodeState.READY:
@@ -226,7 +225,7 @@ class _Meter:
         for action in report.plan.actions:
             if action.kind is ActionKind.SCALE_UP and action.size is not None:
                 self.scale_ups += 1
-                self.open_ups.append((action.target, action.size, self.shortfall_since or now))
+                self.open_ups.append((action.target, action.size, unplaced_since or now))
         if self.keep_timeline:
             capacity: dict[str, float] = defaultdict(float)
             for node in snap.nodes:

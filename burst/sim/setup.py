@@ -42,6 +42,7 @@ from burst.model import (
     WarmState,
 )
 from burst.sim.traces import TraceStats
+from policies import BurstConfig
 
 DEFAULT_SPOT_HAZARD_PER_HOUR = 0.01
 DEFAULT_FAULT_TOLERANT_FRACTION = 0.5
@@ -137,6 +138,31 @@ def default_setup(stats: TraceStats, catalog: Catalog | None = None, *, cluster:
     )
 
 
+def setup_from_config(config: BurstConfig) -> SimSetup:
+    """The set-up a `burst.yaml` describes: its groups, initial sizes, spot hazards, policies and prices.
+
+    Trace tenants without a policy file get burst's default policy (no spot).
+    """
+    from burst.runtime import catalog_from_config
+    from policies import load_policy_dir
+
+    groups = config.node_groups_model()
+    docs = {d.id: d for d in config.node_groups}
+    policies_dir = config.policies_path()
+    policies = load_policy_dir(policies_dir) if policies_dir.is_dir() else {}
+    return SimSetup(
+        cluster=config.cluster,
+        groups=tuple(groups),
+        initial={g.id: docs[g.id].effective_initial_size for g in groups},
+        spot_hazard_per_hour={g.id: docs[g.id].spot_hazard_per_hour for g in groups},
+        policies=policies,
+        catalog=catalog_from_config(config),
+        loop_interval_s=config.loop_interval,
+        default_policy=Policy(tenant="_default", queue_wait_slo_s=DEFAULT_SLO_S),
+        assumptions=(f"set-up from the config of cluster {config.cluster!r}",),
+    )
+
+
 def with_fault_tolerance(jobs: Sequence[Job], setup: SimSetup, seed: int) -> list[Job]:
     """Mark the seeded share of each tenant's jobs fault-tolerant that its policy's `fault_tolerant_fraction` says.
 
@@ -163,5 +189,6 @@ __all__ = [
     "DEFAULT_SPOT_HAZARD_PER_HOUR",
     "SimSetup",
     "default_setup",
+    "setup_from_config",
     "with_fault_tolerance",
 ]

@@ -34,7 +34,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from burst.model import Action, ActionKind, CapacityType, GroupId, JobState, NodeGroup, NodeId, NodeState, Tier, WarmState
+from burst.model import (
+    Action,
+    ActionKind,
+    CapacityType,
+    GroupId,
+    JobState,
+    NodeGroup,
+    NodeId,
+    NodeState,
+    Tier,
+    WarmState,
+)
 from burst.planner import PIPELINE, Step
 from burst.planner.context import PlanContext
 from burst.sim.setup import SimSetup

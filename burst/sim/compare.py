@@ -1,0 +1,100 @@
+"""One replay of a trace under several strategies: what `burst simulate` and the benchmarks run."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from burst.sim.engine import StrategyResult, simulate
+from burst.sim.oracle import oracle, run_end
+from burst.sim.setup import SimSetup, default_setup, with_fault_tolerance
+from burst.sim.strategies import STRATEGIES, strategy_run
+from burst.sim.traces import Trace, TraceError
+
+Progress = Callable[[str, float], None]
+"""Called with (strategy, fraction of its simulated span done)."""
+
+
+@dataclass
+class Comparison:
+    """The trace's demand figures and every strategy's result."""
+
+    trace: Trace
+    setup: SimSetup
+    start: datetime
+    end: datetime
+    results: dict[str, StrategyResult]
+    wall_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The `burst simulate --json` object (keys in `burst.sim.engine`'s docstring)."""
+        stats = self.trace.stats()
+        return {
+            "trace": {
+                "path": str(self.trace.path),
+                "format": self.trace.format,
+                "jobs": stats.jobs,
+                "gpu_hours": round(stats.gpu_hours, 4),
+                "peak_gpus": stats.peak_gpus,
+                "p50_gpus": stats.p50_gpus,
+                "tenants": list(self.trace.tenants),
+                "bad_rows": len(self.trace.bad_rows),
+                "start": self.start.isoformat(),
+                "end": self.end.isoformat(),
+            },
+            "assumptions": list(self.setup.assumptions),
+            "strategies": {name: r.to_json() for name, r in self.results.items()},
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+def compare(
+    trace: Trace,
+    strategies: Sequence[str],
+    *,
+    setup: SimSetup | None = None,
+    seed: int = 0,
+    days: float | None = None,
+    on_progress: Progress | None = None,
+    keep_timeline: bool = False,
+) -> Comparison:
+    """Replay `trace` (already windowed) under each strategy on `setup` (default: sized from the trace)."""
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown strategy {unknown[0]!r}: expected one of {', '.join(STRATEGIES)}")
+    if not trace.jobs:
+        raise TraceError(f"{trace.path}: no jobs in the chosen window")
+    wall0 = time.perf_counter()
+    stats = trace.stats()
+    setup = setup or default_setup(stats)
+    start = trace.jobs[0].submitted_at
+    end = run_end(trace.jobs, start, days)
+    jobs = with_fault_tolerance(trace.jobs, setup, seed)
+    span = max(1.0, (end - start).total_seconds())
+    results: dict[str, StrategyResult] = {}
+    for name in strategies:
+        if name == "oracle":
+            results[name] = oracle(setup, jobs, start=start, end=end)
+            if on_progress:
+                on_progress(name, 1.0)
+            continue
+
+        def tick(now: datetime, name: str = name) -> None:
+            if on_progress:
+                on_progress(name, min(1.0, (now - start).total_seconds() / span))
+
+        run = strategy_run(name, setup, stats)
+        results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick, keep_timeline=keep_timeline)
+    return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b, or NaN when b is 0 (printed as n/a)."""
+    return a / b if b else math.nan
+
+
+__all__ = ["Comparison", "compare", "ratio"]
