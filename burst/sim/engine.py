@@ -57,6 +57,7 @@ from burst.workloads.queue import MemoryQueue
 from providers.sim import ManualClock, SimProvider
 
 ProgressFn = Callable[[datetime], None]
+_EPS = timedelta(microseconds=1)
 
 
 @dataclass
@@ -273,7 +274,11 @@ def simulate(
     def save_cursor(at: datetime) -> None:
         cursor[0] = at
 
-    feed = ArrivalFeed(queue, arrivals, start=start, load_cursor=lambda: cursor[0], save_cursor=save_cursor)
+    # The feed takes [cursor, now); shifted by a microsecond, a job submitted exactly at a tick is seen by it.
+    def arrived(a: datetime, b: datetime) -> list[Job]:
+        return arrivals(a + _EPS, b + _EPS)
+
+    feed = ArrivalFeed(queue, arrived, start=start - _EPS, load_cursor=lambda: cursor[0], save_cursor=save_cursor)
     policies = setup.policies_for({j.tenant for j in arrivals.jobs})
     store = Store.open(":memory:")
     controller = Controller(

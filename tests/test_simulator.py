@@ -1,0 +1,171 @@
+"""The simulator: exact results on a hand-computed trace, the oracle bound, determinism, CA timing, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from builders import T0, TablePrices, group, job, ready_node
+
+from burst.model import ActionKind, JobState, Policy, Snapshot
+from burst.planner import PIPELINE, PlanIds, plan
+from burst.settings import data_dir
+from burst.sim.compare import compare
+from burst.sim.setup import default_setup
+from burst.sim.strategies import ClusterAutoscalerScaleDown
+from burst.sim.traces import TraceError, load_trace
+
+ROOT = Path(__file__).parent.parent
+
+
+def tiny_trace(tmp_path: Path) -> Path:
+    """Two 8-GPU jobs at t=0: A runs 1 h (fits on-prem), B runs 30 min (needs a cloud node)."""
+    path = tmp_path / "tiny.csv"
+    path.write_text(
+        "job_id,submit_time,duration_s,gpus,tenant\n"
+        "a,2026-03-02T12:00:00Z,3600,8,t\n"
+        "b,2026-03-02T12:00:00Z,1800,8,t\n"
+    )
+    return path
+
+
+def test_tiny_trace_costs_waits_and_oracle_are_exact(tmp_path: Path) -> None:
+    trace = load_trace(tiny_trace(tmp_path))
+    stats = trace.stats()
+    assert (stats.peak_gpus, stats.p50_gpus, stats.gpu_hours) == (16.0, 8.0, 12.0)
+    setup = dataclasses.replace(default_setup(stats), default_policy=Policy(tenant="_default"))  # no spot
+    onprem, od, _ = setup.groups
+    p_on, p_od = setup.catalog.group_price(onprem), setup.catalog.group_price(od)
+    result = compare(trace, ["burst", "oracle"], setup=setup)
+    day_h = 24.0  # the run drains one day past the last submission
+    burst, oracle = result.results["burst"], result.results["oracle"]
+    # A starts at once on-prem; B waits for a cloud node: launched at t=0, ready after the 5 min boot.
+    assert sorted(burst.waits_s) == [0.0, 300.0]
+    assert burst.wait_p50_s == 150.0 and burst.wait_p95_s == pytest.approx(285.0)
+    assert burst.time_to_capacity_p95_s == 300.0 and burst.scale_ups == 1
+    # B runs 300..2100 s; the node idles the 10 min cooldown, is released at 2700 s and gone 30 s later.
+    assert burst.cost_by_tier["elastic_on_demand"] == pytest.approx(2730 / 3600 * p_od)
+    assert burst.cost_by_tier["steady"] == pytest.approx(day_h * p_on)
+    assert burst.cost_by_tier["elastic_spot"] == 0.0 and burst.cost_by_tier["hot_pool"] == 0.0
+    assert burst.jobs_completed == 2 and burst.interruptions == 0 and burst.slo_violations == 0
+    assert burst.gpu_hours_used == pytest.approx(12.0)
+    # the oracle: on-prem all day, B's 8 GPUs x 30 min at the on-demand GPU-hour price, no waits
+    assert oracle.cost_by_tier["steady"] == pytest.approx(day_h * p_on)
+    assert oracle.cost_by_tier["elastic_on_demand"] == pytest.approx(0.5 * p_od)
+    assert oracle.wait_p95_s == 0.0
+    assert oracle.cost_usd <= burst.cost_usd
+
+
+def test_oracle_puts_spot_eligible_overflow_on_spot(tmp_path: Path) -> None:
+    path = tmp_path / "ft.csv"
+    path.write_text(
+        "job_id,submit_time,duration_s,gpus,tenant,fault_tolerant,checkpoint_interval_s\n"
+        "a,2026-03-02T12:00:00Z,7200,8,t,false,\n"
+        "b,2026-03-02T12:00:00Z,3600,8,t,true,600\n"
+    )
+    trace = load_trace(path)
+    setup = default_setup(trace.stats())
+    _, _, spot = setup.groups
+    result = compare(trace, ["oracle"], setup=setup).results["oracle"]
+    assert result.cost_by_tier["elastic_spot"] == pytest.approx(setup.catalog.group_price(spot))
+    assert result.cost_by_tier["elastic_on_demand"] == 0.0
+
+
+def test_same_seed_same_result_other_seed_other_interruptions() -> None:
+    trace = load_trace(data_dir() / "traces" / "itp-cluster02.csv").window(days=2)
+    one = compare(trace, ["burst", "reactive"], seed=3).to_json()
+    two = compare(trace, ["burst", "reactive"], seed=3).to_json()
+    for doc in (one, two):
+        doc.pop("wall_s")
+        for r in doc["strategies"].values():
+            r.pop("wall_s")
+    assert one == two
+    assert one["strategies"]["burst"]["jobs_started"] == one["trace"]["jobs"]
+
+
+def _ca_snapshot(at_minutes: float, *, used: int = 2) -> tuple[Snapshot, list[str]]:
+    od = group("od")
+    nodes = (ready_node("n1", od), ready_node("n2", od))
+    jobs = (
+        job("small", gpus=used, state=JobState.RUNNING, nodes=("n1",), started=T0 - timedelta(hours=1), duration_s=1e6),
+        job("big", gpus=4, state=JobState.RUNNING, nodes=("n2",), started=T0 - timedelta(hours=1), duration_s=1e6),
+    )
+    return Snapshot(groups=(od,), nodes=nodes, jobs=jobs, targets={"od": 2}), ["n1", "n2"]
+
+
+def _ca_plan(step: ClusterAutoscalerScaleDown, minutes: float, used: int = 2) -> list[tuple[str, tuple[str, ...]]]:
+    snap, _ = _ca_snapshot(minutes, used=used)
+    pipeline = (*[(n, s) for n, s in PIPELINE if n != "scale_down"], ("ca_scale_down", step))
+    now = T0 + timedelta(minutes=minutes)
+    result = plan(snap, [], {}, TablePrices({"od": 32.0}), now=now, ids=PlanIds("p"), pipeline=pipeline)
+    return [(a.target, a.node_ids) for a in result.actions if a.kind is ActionKind.SCALE_DOWN]
+
+
+def test_reactive_follows_cluster_autoscaler_timing() -> None:
+    step = ClusterAutoscalerScaleDown()
+    step.last_scale_up = T0 - timedelta(minutes=5)  # a scale-up 5 min before the scenario starts
+    # n1 carries 2 of 8 GPUs (25% < 50%): unneeded from t=0; n2 carries 4 of 8 (50%): needed.
+    assert _ca_plan(step, 0) == []
+    assert step.unneeded_since == {"n1": T0}
+    assert step.next_due(T0) == T0 + timedelta(minutes=5)  # scale-down-delay-after-add ends first
+    assert _ca_plan(step, 9.9) == []  # unneeded for 9.9 min: not yet
+    assert step.next_due(T0 + timedelta(minutes=9.9)) == T0 + timedelta(minutes=10)
+    # at 10 min unneeded, n1 is removed: its 2-GPU job fits in n2's 4 free GPUs and is rescheduled
+    assert _ca_plan(step, 10) == [("od", ("n1",))]
+
+
+def test_reactive_waits_out_the_delay_after_a_scale_up() -> None:
+    step = ClusterAutoscalerScaleDown()
+    _ca_plan(step, 0)
+    step.last_scale_up = T0 + timedelta(minutes=8)
+    assert _ca_plan(step, 12) == []  # unneeded 12 min, but only 4 min since the scale-up
+    assert _ca_plan(step, 18) == [("od", ("n1",))]
+
+
+def test_reactive_keeps_a_node_whose_pods_fit_nowhere_else() -> None:
+    step = ClusterAutoscalerScaleDown()
+    _ca_plan(step, 0, used=3)
+    # 3 GPUs on n1 (37.5%, unneeded) but n2 has 4 free: fits; with 5 on n1 it is needed (62.5%)
+    assert _ca_plan(step, 10, used=3) == [("od", ("n1",))]
+    other = ClusterAutoscalerScaleDown()
+    _ca_plan(other, 0, used=5)
+    assert _ca_plan(other, 20, used=5) == []
+
+
+def test_a_trace_with_no_usable_rows_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,submit_time,duration_s,gpus\nx,not-a-time,10,1\ny,2026-03-02T00:00:00Z,-5,1\n")
+    with pytest.raises(TraceError, match="bad.csv"):
+        load_trace(bad)
+    out = subprocess.run(
+        [sys.executable, "-m", "burst.cli", "simulate", "--trace", str(bad)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 1 and "bad.csv" in out.stderr and "Traceback" not in out.stderr
+    assert "line 2" in out.stderr or "no usable rows" in out.stderr
+
+
+def test_simulate_json_contract(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "burst.cli", "simulate", "--trace", str(tiny_trace(tmp_path)), "--json"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) >= {"trace", "strategies", "wall_s"}
+    assert {"jobs", "gpu_hours", "peak_gpus", "p50_gpus"} <= set(data["trace"])
+    assert set(data["strategies"]) == {"burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"}
+    keys = {"cost_usd", "cost_by_tier", "cost_by_tenant", "gpu_hours_used", "gpu_hours_paid", "onprem_utilization",
+            "wait_p50_s", "wait_p95_s", "wait_p99_s", "slo_violations", "interruptions", "lost_gpu_hours",
+            "time_to_capacity_p95_s"}
+    for name, r in data["strategies"].items():
+        assert keys <= set(r), name
+        assert set(r["cost_by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
+    s = data["strategies"]
+    assert s["static-peak"]["cost_by_tier"]["elastic_on_demand"] == 0.0
+    assert s["static-p50"]["wait_p95_s"] > s["burst"]["wait_p95_s"]
+    assert s["reactive-hotpool"]["cost_by_tier"]["hot_pool"] > 0.0
