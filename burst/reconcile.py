@@ -130,6 +130,7 @@ class Controller:
                 self.group_provider[group.id] = provider
         self.started = False
         self._last_demand_at: datetime | None = None
+        self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
 
     def start(self) -> list[Outcome]:
         """Settle the intent journal against the providers; run once before the first plan."""
@@ -192,8 +193,15 @@ class Controller:
             nodes=tuple(n for n in nodes if n.live),
             jobs=tuple(jobs),
             targets=targets,
-            spend_month_usd=self.store.spend_by_tenant(since=month_start(now)),
+            spend_month_usd=dict(self._spend_this_month(now)),
         )
+
+    def _spend_this_month(self, now: datetime) -> dict[TenantName, float]:
+        """Month-to-date spend per tenant: read from the ledger once a month, then kept up as costs are recorded."""
+        month = month_start(now)
+        if self._month_spend is None or self._month_spend[0] != month:
+            self._month_spend = (month, self.store.spend_by_tenant(since=month))
+        return self._month_spend[1]
 
     def _plan(self, snapshot: Snapshot, jobs: Sequence[Job], now: datetime, plan_id: str) -> Plan:
         forecasts = self.forecaster(now, jobs) if self.forecaster else ()
@@ -227,7 +235,8 @@ class Controller:
             before = stored.get(node_id)
             if before is None:
                 continue
-            known.append(replace(node, idle_since=before.idle_since if before.state is node.state else node.idle_since))
+            idle_since = before.idle_since if before.state is node.state else node.idle_since
+            known.append(node if node.idle_since == idle_since else replace(node, idle_since=idle_since))
         gone = [
             replace(n, state=NodeState.TERMINATED)
             for n in stored.values()
@@ -265,6 +274,10 @@ class Controller:
                     self.groups, snapshot.nodes, snapshot.jobs, self.prices, seconds=seconds, at=now
                 )
                 self.store.record_costs(entries)
+                spend = self._spend_this_month(now)
+                for entry in entries:
+                    if entry.tenant is not None:
+                        spend[entry.tenant] = spend.get(entry.tenant, 0.0) + entry.usd
         if self.record_demand and (
             self._last_demand_at is None or (now - self._last_demand_at).total_seconds() >= DEMAND_INTERVAL_S
         ):
@@ -290,7 +303,7 @@ def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -
     out = []
     for node in nodes:
         if node.id in busy:
-            out.append(replace(node, idle_since=None))
+            out.append(node if node.idle_since is None else replace(node, idle_since=None))
         elif node.state is NodeState.READY and node.idle_since is None:
             out.append(replace(node, idle_since=now))
         else:
