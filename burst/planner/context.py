@@ -7,6 +7,7 @@ capacity) without touching the caller's snapshot.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class GroupCapacity:
     inflight_owner: list[TenantName | None] = field(default_factory=list)
     launched: int = 0
     launched_for: dict[TenantName, int] = field(default_factory=lambda: defaultdict(int))
+    _inflight_by_free: dict[int, list[int]] = field(default_factory=dict)  # lazy min-heaps of indexes
 
     @property
     def gpn(self) -> int:
@@ -116,24 +118,42 @@ class GroupCapacity:
         if len(bucket) > 1 and bucket[-2] < node_id:
             bucket.sort(reverse=True)
 
+    def add_inflight(self, free: int, owner: TenantName | None) -> None:
+        """Record a booting node (or one launched by this plan) with `free` GPUs still unclaimed."""
+        self.inflight_free.append(free)
+        self.inflight_owner.append(owner)
+        heapq.heappush(self._inflight_by_free.setdefault(free, []), len(self.inflight_free) - 1)
+
+    def _lowest_inflight(self, free: int) -> int | None:
+        """The lowest booting-node index with exactly `free` unclaimed GPUs (stale heap entries dropped)."""
+        heap = self._inflight_by_free.get(free)
+        while heap and self.inflight_free[heap[0]] != free:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
     def find_inflight(self, gpus: int) -> list[int] | None:
-        """Booting nodes (indexes) that could hold `gpus`: one with room, or enough wholly free ones."""
+        """Booting nodes (indexes) that could hold `gpus`: the first with room, or enough wholly free ones."""
         if gpus <= self.gpn:
-            for i, free in enumerate(self.inflight_free):
-                if free >= gpus:
-                    return [i]
-            return None
+            found = [i for free in range(gpus, self.gpn + 1) if (i := self._lowest_inflight(free)) is not None]
+            return [min(found)] if found else None
         need = -(-gpus // self.gpn)
-        whole = [i for i, free in enumerate(self.inflight_free) if free == self.gpn][:need]
+        if self._lowest_inflight(self.gpn) is None:
+            return None
+        heap = self._inflight_by_free[self.gpn]
+        whole = sorted(i for i in set(heap) if self.inflight_free[i] == self.gpn)[:need]
         return whole if len(whole) == need else None
 
     def commit_inflight(self, slots: list[int], gpus: int) -> None:
         """Reserve `gpus` on the booting nodes `find_inflight` returned."""
         if len(slots) == 1:
-            self.inflight_free[slots[0]] -= min(gpus, self.gpn)
+            self._set_inflight(slots[0], self.inflight_free[slots[0]] - min(gpus, self.gpn))
         else:
             for i in slots:
-                self.inflight_free[i] = 0
+                self._set_inflight(i, 0)
+
+    def _set_inflight(self, index: int, free: int) -> None:
+        self.inflight_free[index] = free
+        heapq.heappush(self._inflight_by_free.setdefault(free, []), index)
 
     def idle_ready(self) -> list[NodeId]:
         return sorted(n for n, free in self.free_of.items() if free == self.gpn)
@@ -231,8 +251,8 @@ def build_context(
     for cap in groups.values():
         cap.seal()
         booting = max(0, cap.target - cap.ready_nodes)
-        cap.inflight_free = [cap.gpn] * booting
-        cap.inflight_owner = [None] * booting
+        for _ in range(booting):
+            cap.add_inflight(cap.gpn, None)
     usage: dict[TenantName, TenantUsage] = {}
     for job in running:
         first = nodes.get(job.node_ids[0]) if job.node_ids else None

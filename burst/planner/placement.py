@@ -277,8 +277,7 @@ def _try_launch(
         cap.launched += need
         leftover = need * cap.gpn - job.whole_gpus
         if need == 1 and leftover > 0:
-            cap.inflight_free.append(leftover)
-            cap.inflight_owner.append(job.tenant)
+            cap.add_inflight(leftover, job.tenant)
         ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
         summary = launches[cap.group.id]
         summary.nodes += need
