@@ -82,7 +82,10 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
         return StrategyRun(name, _static(setup, stats.p50_gpus), PIPELINE)
     if name in ("reactive", "reactive-hotpool"):
         scale_down = ClusterAutoscalerScaleDown()
-        pipeline = (*[(n, s) for n, s in PIPELINE if n != "scale_down"], ("ca_scale_down", scale_down))
+        pipeline: tuple[tuple[str, Step], ...] = (
+            *[(n, s) for n, s in PIPELINE if n != "scale_down"],
+            (ClusterAutoscalerScaleDown.STEP, scale_down),
+        )
         reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
         pools: dict[GroupId, tuple[int, WarmState]] = {}
         if name == "reactive-hotpool":
