@@ -351,6 +351,8 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
               help="Replay this many days of submissions (default: the whole trace).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of spot interruptions and fault-tolerance draws.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: trace, assumptions, strategies, wall_s.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write an HTML report with PNG plots (capacity by tier, cost, wait CDF) into this directory.")
 def simulate_cmd(
     trace_path: Path,
     trace_format: str,
@@ -362,6 +364,7 @@ def simulate_cmd(
     days: float | None,
     seed: int,
     as_json: bool,
+    report_dir: Path | None,
 ) -> None:
     """Replay a GPU job trace through the real controller under each strategy and compare cost and waits.
 
@@ -388,10 +391,14 @@ def simulate_cmd(
         with Progress(TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json and not sys.stderr.isatty()) as bar:
             tasks = {n: bar.add_task(n, total=1.0) for n in names}
-            result = compare(trace, names, setup=setup, seed=seed, days=days,
+            result = compare(trace, names, setup=setup, seed=seed, days=days, keep_timeline=report_dir is not None,
                              on_progress=lambda name, done: bar.update(tasks[name], completed=done))
     except (TraceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    if report_dir is not None:
+        from burst.sim.report import write_report
+
+        click.echo(f"report: {write_report(result, report_dir)}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

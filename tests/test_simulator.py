@@ -169,3 +169,18 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     assert s["static-peak"]["cost_by_tier"]["elastic_on_demand"] == 0.0
     assert s["static-p50"]["wait_p95_s"] > s["burst"]["wait_p95_s"]
     assert s["reactive-hotpool"]["cost_by_tier"]["hot_pool"] > 0.0
+
+
+def test_simulate_report_writes_html_with_its_plots(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    out = subprocess.run(
+        [sys.executable, "-m", "burst.cli", "simulate", "--trace", str(tiny_trace(tmp_path)), "--strategy", "burst",
+         "--strategy", "oracle", "--report", str(report)],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    page = (report / "index.html").read_text()
+    for png in ("capacity.png", "cost.png", "wait_cdf.png"):
+        assert f'src="{png}"' in page
+        assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "burst" in page and "oracle" in page and "assumption" in page.lower()
