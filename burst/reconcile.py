@@ -235,6 +235,9 @@ class Controller:
             before = stored.get(node_id)
             if before is None:
                 continue
+            if before.history is node.history and before.state is node.state and before.tags is node.tags:
+                known.append(before)  # the same listing as last tick (a provider that reuses its objects)
+                continue
             idle_since = before.idle_since if before.state is node.state else node.idle_since
             known.append(node if node.idle_since == idle_since else replace(node, idle_since=idle_since))
         gone = [
