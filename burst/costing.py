@@ -48,6 +48,7 @@ def attribute_costs(
                 held[node_id][job.tenant] += share
     hours = seconds / 3600.0
     rows: dict[tuple[str, str | None, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    node_price: dict[str, tuple[float, str]] = {}  # per group: (USD/node-hour, cost line), looked up once
     for node in nodes:
         group = groups.get(node.group_id)
         if group is None:
@@ -59,8 +60,10 @@ def attribute_costs(
             continue
         if node.state not in PAID_STATES:
             continue
-        per_gpu = prices.group_price(group) / max(1, node.gpus)
-        line = cost_line(group, warm=False)
+        if group.id not in node_price:
+            node_price[group.id] = (prices.group_price(group), cost_line(group, warm=False))
+        price, line = node_price[group.id]
+        per_gpu = price / max(1, node.gpus)
         used = 0.0
         for tenant, gpus in held.get(node.id, {}).items():
             gpus = min(gpus, node.gpus - used)
