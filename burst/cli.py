@@ -417,7 +417,7 @@ def simulate_cmd(
         table.add_row(name, f"{r['cost_usd']:,.0f}", vs, f"{r['wait_p50_s']:,.0f}s", f"{r['wait_p95_s']:,.0f}s",
                       str(r["slo_violations"]), f"{r['onprem_utilization']:.1%}", str(r["interruptions"]),
                       f"{r['lost_gpu_hours']:,.1f}", f"{r['time_to_capacity_p95_s']:,.0f}s")
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped output keeps whole columns
     click.echo(f"wall {data['wall_s']:.1f}s")
 
 
