@@ -184,3 +184,13 @@ def test_simulate_report_writes_html_with_its_plots(tmp_path: Path) -> None:
         assert f'src="{png}"' in page
         assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "burst" in page and "oracle" in page and "assumption" in page.lower()
+
+
+def test_worker_processes_give_the_same_results(tmp_path: Path) -> None:
+    trace = load_trace(tiny_trace(tmp_path))
+
+    def figures(workers: int) -> dict[str, object]:
+        doc = compare(trace, ["burst", "reactive", "static-p50", "oracle"], seed=1, workers=workers).to_json()
+        return {n: {k: v for k, v in r.items() if k != "wall_s"} for n, r in doc["strategies"].items()}
+
+    assert figures(2) == figures(1)

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from burst.model import Job
 from burst.sim.engine import StrategyResult, simulate
 from burst.sim.oracle import oracle, run_end
 from burst.sim.setup import SimSetup, default_setup, with_fault_tolerance
 from burst.sim.strategies import STRATEGIES, strategy_run
-from burst.sim.traces import Trace, TraceError
+from burst.sim.traces import Trace, TraceError, TraceStats
 
 Progress = Callable[[str, float], None]
 """Called with (strategy, fraction of its simulated span done)."""
@@ -61,8 +63,14 @@ def compare(
     days: float | None = None,
     on_progress: Progress | None = None,
     keep_timeline: bool = False,
+    workers: int = 1,
 ) -> Comparison:
-    """Replay `trace` (already windowed) under each strategy on `setup` (default: sized from the trace)."""
+    """Replay `trace` (already windowed) under each strategy on `setup` (default: sized from the trace).
+
+    With `workers` > 1 the strategies run in that many processes at once (each
+    is independent and seeded, so the results are the same); progress is then
+    reported per finished strategy.
+    """
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategy {unknown[0]!r}: expected one of {', '.join(STRATEGIES)}")
@@ -76,6 +84,17 @@ def compare(
     jobs = with_fault_tolerance(trace.jobs, setup, seed)
     span = max(1.0, (end - start).total_seconds())
     results: dict[str, StrategyResult] = {}
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {
+                name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline)
+                for name in strategies
+            }
+            for name in strategies:
+                results[name] = futures[name].result()
+                if on_progress:
+                    on_progress(name, 1.0)
+        return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
     for name in strategies:
         if name == "oracle":
             results[name] = oracle(setup, jobs, start=start, end=end)
@@ -90,6 +109,22 @@ def compare(
         run = strategy_run(name, setup, stats)
         results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick, keep_timeline=keep_timeline)
     return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
+
+
+def _simulate_named(
+    name: str,
+    setup: SimSetup,
+    stats: TraceStats,
+    jobs: Sequence[Job],
+    start: datetime,
+    end: datetime,
+    seed: int,
+    keep_timeline: bool,
+) -> StrategyResult:
+    """One strategy's result (run in a worker process)."""
+    if name == "oracle":
+        return oracle(setup, jobs, start=start, end=end)
+    return simulate(strategy_run(name, setup, stats), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline)
 
 
 def ratio(a: float, b: float) -> float:
