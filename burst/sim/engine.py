@@ -41,13 +41,13 @@ import bisect
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from burst.catalog import cost_line
-from burst.model import ActionKind, GroupId, Job, JobState, NodeState, Tier
+from burst.catalog import COST_LINES, cost_line
+from burst.model import ActionKind, GroupId, Job, JobState, NodeState, Policy, Tier
 from burst.reconcile import Controller, TickReport
 from burst.sim.strategies import StrategyRun
 from burst.state import Store
@@ -123,7 +123,7 @@ class StrategyResult:
         }
 
 
-TIERS = ("steady", "elastic_on_demand", "elastic_spot", "hot_pool")
+TIERS = COST_LINES
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -358,7 +358,7 @@ def _result(
     store: Store,
     queue: MemoryQueue,
     jobs: Sequence[Job],
-    policies: dict[str, Any],
+    policies: Mapping[str, Policy],
     start: datetime,
     end: datetime,
     ticks: int,
@@ -366,7 +366,7 @@ def _result(
 ) -> StrategyResult:
     groups = {g.id: g for g in run.setup.groups}
     catalog = run.setup.catalog
-    by_tier = dict.fromkeys(TIERS, 0.0)
+    by_tier: dict[str, float] = dict.fromkeys(TIERS, 0.0)
     paid_gpu_s = 0.0
     steady_gpu_s = 0.0
     for group_id, (full_s, standby_s) in provider.usage_seconds().items():
@@ -382,8 +382,7 @@ def _result(
         started = meter.first_start.get(job.id)
         wait = ((started or end) - job.submitted_at).total_seconds()
         waits.append(wait)
-        slo = policies[job.tenant].queue_wait_slo_s if job.tenant in policies else 600.0
-        if wait > slo:
+        if wait > policies[job.tenant].queue_wait_slo_s:
             violations += 1
     return StrategyResult(
         name=run.name,

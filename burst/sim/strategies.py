@@ -42,7 +42,6 @@ from burst.model import (
     JobState,
     NodeGroup,
     NodeId,
-    NodeState,
     Tier,
     WarmState,
 )
@@ -149,19 +148,18 @@ class ClusterAutoscalerScaleDown:
         now = ctx.now
         if any(a.kind is ActionKind.SCALE_UP for a in ctx.actions):
             self.last_scale_up = now
-        used = self._used_gpus(ctx)
+        # free GPUs of every ready node after this plan's placements (the planner keeps them per group)
+        free = {n: f for cap in ctx.groups.values() for n, f in cap.free_of.items()}
+        used = {n: ctx.nodes[n].gpus - f for n, f in free.items()}
         unneeded: dict[GroupId, list[NodeId]] = {}
-        for node_id, node in ctx.nodes.items():
-            group = ctx.groups[node.group_id].group if node.group_id in ctx.groups else None
-            if group is None or group.tier is not Tier.ELASTIC or node.state is not NodeState.READY:
-                continue
-            if used.get(node_id, 0) < self.utilization_threshold * node.gpus:
+        for node_id in free:
+            group = ctx.groups[ctx.nodes[node_id].group_id].group
+            if group.tier is Tier.ELASTIC and used[node_id] < self.utilization_threshold * ctx.nodes[node_id].gpus:
                 unneeded.setdefault(group.id, []).append(node_id)
         seen = {n for ids in unneeded.values() for n in ids}
         self.unneeded_since = {n: self.unneeded_since.get(n, now) for n in seen}
         if self.last_scale_up is not None and (now - self.last_scale_up).total_seconds() < self.delay_after_add_s:
             return
-        free = {n: ctx.nodes[n].gpus - used.get(n, 0) for n in ctx.nodes if ctx.nodes[n].state is NodeState.READY}
         removing: set[NodeId] = set()
         for group_id in sorted(unneeded):
             cap = ctx.groups[group_id]
@@ -193,21 +191,6 @@ class ClusterAutoscalerScaleDown:
                 )
                 for n in chosen:
                     self.unneeded_since.pop(n, None)
-
-    @staticmethod
-    def _used_gpus(ctx: PlanContext) -> dict[NodeId, int]:
-        used: dict[NodeId, int] = {}
-        for job in ctx.snapshot.jobs:
-            if job.state in (JobState.RUNNING, JobState.CHECKPOINTING) and job.node_ids:
-                per = -(-job.whole_gpus // len(job.node_ids))
-                for n in job.node_ids:
-                    used[n] = used.get(n, 0) + per
-        for action in ctx.actions:
-            if action.kind is ActionKind.PLACE_JOB and action.node_ids:
-                per = -(-(action.count or 0) // len(action.node_ids))
-                for n in action.node_ids:
-                    used[n] = used.get(n, 0) + per
-        return used
 
     @staticmethod
     def _pods_fit_elsewhere(ctx: PlanContext, node_id: NodeId, free: dict[NodeId, int], excluded: set[NodeId]) -> bool:
