@@ -121,14 +121,25 @@ def test_jobs_without_a_state_file_says_so(tmp_path: Path) -> None:
     assert quick.returncode == 2 and "--state" in quick.stderr
 
 
-def test_run_with_a_broken_config_is_one_clear_error(tmp_path: Path) -> None:
+GROUP = "node_groups:\n  - id: g\n    provider: aws\n    tier: elastic\n    capacity_type: on_demand\n" \
+    "    instance_type: p4d.24xlarge\n    region: us-east-1\n"
+
+
+def test_run_with_missing_group_keys_names_each_with_its_line(tmp_path: Path) -> None:
     config = tmp_path / "burst.yaml"
-    config.write_text("cluster: x\nnode_groups:\n  - id: g\n    provider: aws\n    tier: elastic\n"
-                      "    capacity_type: on_demand\n    instance_type: p4d.24xlarge\n    region: us-east-1\n")
+    config.write_text("cluster: x\n" + GROUP)
     out = burst("run", "--config", str(config), "--duration", "1h")
-    assert out.returncode == 1
-    assert "Traceback" not in out.stderr
-    assert "not available in this build" in out.stderr or "node_groups" in out.stderr, out.stderr
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    for key in ("gpu_model", "gpus_per_node", "max_size"):
+        assert f"burst.yaml:3: node_groups.0.{key}: required key is missing" in out.stderr, out.stderr
+
+
+def test_run_with_an_unavailable_provider_is_one_clear_error(tmp_path: Path) -> None:
+    config = tmp_path / "burst.yaml"
+    config.write_text("cluster: x\n" + GROUP + "    gpu_model: A100\n    gpus_per_node: 8\n    max_size: 2\n")
+    out = burst("run", "--config", str(config), "--duration", "1h")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "provider(s) aws are not available in this build" in out.stderr, out.stderr
 
 
 def test_run_with_a_bad_synthetic_section_names_the_key(tmp_path: Path) -> None:
