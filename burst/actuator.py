@@ -188,8 +188,9 @@ class Actuator:
         """Terminate orphans (tagged, unknown, unexplained, past the grace) and nodes stuck booting."""
         now = self.clock()
         report = GcReport()
-        known = {n.id for n in self.store.nodes(include_terminated=True)}
+        known = self.store.node_ids()
         first_seen = self._first_seen()
+        seen_before = dict(first_seen)
         adopted, unexplained = sort_unknown(observed, known, targets, cluster=self.cluster, managed=self.by_group)
         for node in adopted:
             first_seen.pop(node.id, None)
@@ -223,7 +224,8 @@ class Actuator:
                     self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), str(exc))
                 first_seen.pop(node_id, None)
                 log.info("garbage collected node", extra={"node": node_id, "why": reason})
-        self._save_first_seen(first_seen)
+        if first_seen != seen_before:
+            self._save_first_seen(first_seen)
         return report
 
     def _first_seen(self) -> dict[str, str]:

@@ -25,6 +25,8 @@ class CostPrices(Protocol):
     def standby_price(self, group: NodeGroup) -> float: ...
 
 
+HOLDING_STATES = frozenset({JobState.RUNNING, JobState.CHECKPOINTING})
+
 PAID_STATES = frozenset(
     {NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING, NodeState.READY, NodeState.DRAINING, NodeState.INTERRUPTED}
 )
@@ -40,12 +42,13 @@ def attribute_costs(
     at: datetime,
 ) -> list[CostEntry]:
     """Ledger rows for `seconds` of the given state: tenants pay for held GPUs, the rest is overhead."""
-    held: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    held: dict[str, dict[str, float]] = {}
     for job in jobs:
-        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING) and job.node_ids:
+        if job.node_ids and job.state in HOLDING_STATES:
             share = job.gpu_demand / len(job.node_ids)
             for node_id in job.node_ids:
-                held[node_id][job.tenant] += share
+                on_node = held.setdefault(node_id, {})
+                on_node[job.tenant] = on_node.get(job.tenant, 0.0) + share
     hours = seconds / 3600.0
     rows: dict[tuple[str, str | None, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     node_price: dict[str, tuple[float, str]] = {}  # per group: (USD/node-hour, cost line), looked up once
@@ -60,21 +63,23 @@ def attribute_costs(
             continue
         if node.state not in PAID_STATES:
             continue
-        if group.id not in node_price:
-            node_price[group.id] = (prices.group_price(group), cost_line(group, warm=False))
-        price, line = node_price[group.id]
-        per_gpu = price / max(1, node.gpus)
+        priced = node_price.get(group.id)
+        if priced is None:
+            priced = node_price[group.id] = (prices.group_price(group), cost_line(group, warm=False))
+        price, line = priced
+        per_gpu_hour = price / max(1, node.gpus) * hours
         used = 0.0
-        for tenant, gpus in held.get(node.id, {}).items():
-            gpus = min(gpus, node.gpus - used)
-            used += gpus
-            entry = rows[(line, tenant, group.id)]
-            entry[0] += gpus * per_gpu * hours
-            entry[1] += gpus * hours
+        on_node = held.get(node.id)
+        if on_node:
+            for tenant, gpus in on_node.items():
+                gpus = min(gpus, node.gpus - used)
+                used += gpus
+                entry = rows[(line, tenant, group.id)]
+                entry[0] += gpus * per_gpu_hour
+                entry[1] += gpus * hours
         idle = node.gpus - used
         if idle > 0:
-            entry = rows[(line, None, group.id)]
-            entry[0] += idle * per_gpu * hours
+            rows[(line, None, group.id)][0] += idle * per_gpu_hour
     return [
         CostEntry(at=at, line=line, usd=usd, gpu_hours=gh, tenant=tenant, group_id=gid)
         for (line, tenant, gid), (usd, gh) in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))

@@ -8,9 +8,10 @@ Times are timezone-aware UTC datetimes, durations are seconds, money is USD.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -270,10 +271,19 @@ class Job:
         if self.gpu_share is not None and not 0 < self.gpu_share <= 1:
             raise ValueError(f"job {self.id}: gpu_share must be in (0, 1], got {self.gpu_share}")
 
-    @property
+    # Jobs are immutable, so derived values are computed once per object (the reconcile loop
+    # and the simulator read them for every job on every tick).
+    @functools.cached_property
     def gpu_demand(self) -> float:
         """GPUs this job occupies: whole GPUs, or its fractional share of one."""
         return float(self.gpus) if self.gpus else float(self.gpu_share or 0.0)
+
+    @functools.cached_property
+    def finishes_at(self) -> datetime | None:
+        """When this run completes if nothing interrupts it: started, with a known duration, less work done."""
+        if self.duration_s is None or self.started_at is None:
+            return None
+        return self.started_at + timedelta(seconds=max(0.0, self.duration_s - self.work_done_s))
 
     @property
     def whole_gpus(self) -> int:

@@ -174,7 +174,7 @@ class Controller:
         now = self.clock()
         observed, _ = self._observe(drain_events=False)
         targets = self._targets()
-        stored = {n.id for n in self.store.nodes(include_terminated=True)}
+        stored = self.store.node_ids()
         adoptable, _ = sort_unknown(observed, stored, targets, cluster=self.cluster, managed=self.groups)
         known = self._known_nodes(observed, now, record=False, also=adoptable)
         jobs = self.source.peek(now, {n.id: n for n in known})
@@ -228,7 +228,7 @@ class Controller:
         Unknown nodes (orphans inside their grace period) are left out of the
         snapshot, so no job lands on a node about to be collected.
         """
-        stored = {n.id: n for n in self.store.nodes()}
+        stored = self.store.live_nodes_by_id()
         stored.update((n.id, n) for n in also)
         known: list[Node] = []
         for node_id, node in observed.items():

@@ -33,7 +33,7 @@ import math
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -342,6 +342,7 @@ class Store:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._node_cache: dict[str, Node] | None = None  # this process is the nodes table's only writer
+        self._live_node_cache: dict[str, Node] = {}  # the cached nodes not terminated
         self._depth = 0
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -540,7 +541,8 @@ class Store:
             for node in nodes:
                 if not isinstance(node, Node):
                     raise TypeError(f"expected a Node, got {type(node).__name__}")
-                if cache.get(node.id) != node:
+                cached = cache.get(node.id)
+                if cached is not node and cached != node:
                     changed.append(node)
             if not changed:
                 return
@@ -553,14 +555,36 @@ class Store:
                         (node.id, node.group_id, node.state.value, codec.dumps(node), stamp),
                     )
             if self._node_cache is not None:
-                self._node_cache.update((n.id, n) for n in changed)
+                self._cache_nodes(changed)
 
     def _nodes_by_id(self) -> dict[str, Node]:
         """Every stored node by id, read once and then kept in step with this store's writes."""
         if self._node_cache is None:
             rows = self._query("SELECT json FROM nodes ORDER BY id")
-            self._node_cache = {n.id: n for n in (codec.loads(Node, r[0]) for r in rows)}
+            self._node_cache = {}
+            self._live_node_cache = {}
+            self._cache_nodes(codec.loads(Node, r[0]) for r in rows)
         return self._node_cache
+
+    def _cache_nodes(self, nodes: Iterable[Node]) -> None:
+        assert self._node_cache is not None
+        for node in nodes:
+            self._node_cache[node.id] = node
+            if node.state is NodeState.TERMINATED:
+                self._live_node_cache.pop(node.id, None)
+            else:
+                self._live_node_cache[node.id] = node
+
+    def node_ids(self) -> Collection[str]:
+        """The ids of every stored node, terminated ones included (a read-only view)."""
+        with self._lock:
+            return self._nodes_by_id().keys()
+
+    def live_nodes_by_id(self) -> dict[str, Node]:
+        """The stored nodes not terminated, by id (a copy the caller may change)."""
+        with self._lock:
+            self._nodes_by_id()
+            return dict(self._live_node_cache)
 
     def get_node(self, node_id: str) -> Node | None:
         with self._lock:
@@ -569,13 +593,9 @@ class Store:
     def nodes(self, include_terminated: bool = False, *, group_id: str | None = None) -> list[Node]:
         """Stored nodes by id; terminated ones only when asked."""
         with self._lock:
-            found = self._nodes_by_id()
-            return [
-                found[i]
-                for i in sorted(found)
-                if (include_terminated or found[i].state is not NodeState.TERMINATED)
-                and (group_id is None or found[i].group_id == group_id)
-            ]
+            every = self._nodes_by_id()
+            found = every if include_terminated else self._live_node_cache
+            return [found[i] for i in sorted(found) if group_id is None or found[i].group_id == group_id]
 
     def forget_node(self, node_id: str) -> bool:
         """Delete a node's row; whether there was one."""
@@ -583,6 +603,7 @@ class Store:
             gone = conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount > 0
         if self._node_cache is not None:
             self._node_cache.pop(node_id, None)
+            self._live_node_cache.pop(node_id, None)
         return gone
 
     # ---------------------------------------------------------------- intents

@@ -62,14 +62,12 @@ class GroupCapacity:
     launched: int = 0
     launched_for: dict[TenantName, int] = field(default_factory=lambda: defaultdict(int))
     _inflight_by_free: dict[int, list[int]] = field(default_factory=dict)  # lazy min-heaps of indexes
+    gpn: int = field(init=False)  # GPUs per node
+    gpu_price: float = field(init=False)  # USD per GPU-hour
 
-    @property
-    def gpn(self) -> int:
-        return self.group.gpus_per_node
-
-    @property
-    def gpu_price(self) -> float:
-        return self.price_per_node / self.gpn
+    def __post_init__(self) -> None:
+        self.gpn = self.group.gpus_per_node
+        self.gpu_price = self.price_per_node / self.gpn
 
     @property
     def planned_size(self) -> int:
@@ -196,9 +194,13 @@ class PlanContext:
     actions: list[Action] = field(default_factory=list)
     holds: list[Hold] = field(default_factory=list)
     busy_nodes: set[NodeId] = field(default_factory=set)
+    _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
 
     def policy(self, tenant: TenantName) -> Policy:
-        return self.policies.get(tenant) or default_policy(tenant)
+        found = self._policy_of.get(tenant)
+        if found is None:
+            found = self._policy_of[tenant] = self.policies.get(tenant) or default_policy(tenant)
+        return found
 
     def usage_of(self, tenant: TenantName) -> TenantUsage:
         if tenant not in self.usage:

@@ -27,8 +27,9 @@ def fair_order(ctx: PlanContext) -> Iterator[Job]:
     queues: dict[TenantName, list[Job]] = defaultdict(list)
     for job in ctx.pending_jobs():
         queues[job.tenant].append(job)
-    for jobs in queues.values():
-        jobs.sort(key=lambda j: (-job_priority(j, ctx), j.submitted_at, j.id))
+    for tenant, jobs in queues.items():
+        default = ctx.policy(tenant).priority
+        jobs.sort(key=lambda j: (-(j.priority if j.priority is not None else default), j.submitted_at, j.id))
         jobs.reverse()  # pop() from the end gives the head
 
     def entry(tenant: TenantName) -> tuple[int, float, TenantName]:
@@ -38,9 +39,11 @@ def fair_order(ctx: PlanContext) -> Iterator[Job]:
 
     heap = [entry(t) for t in queues]
     heapq.heapify(heap)
-    while heap:
+    while len(heap) > 1:
         _, _, tenant = heapq.heappop(heap)
         job = queues[tenant].pop()
         yield job
         if queues[tenant]:
             heapq.heappush(heap, entry(tenant))
+    if heap:  # one tenant left: the rest of its queue in its own order
+        yield from reversed(queues[heap[0][2]])

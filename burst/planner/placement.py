@@ -90,26 +90,37 @@ def place_and_scale_up(ctx: PlanContext) -> None:
     waiting: dict[str, int] = defaultdict(int)
     refused: dict[tuple[TenantName, str, str], list[int]] = {}
     candidates_cache: dict[tuple[TenantName, str | None, bool], list[GroupCapacity]] = {}
+    # A refusal depends only on the job's shape and the plan's state, and the state changes only when
+    # a job is served: while none has been, a job shaped like one refused before is refused alike.
+    served = 0
+    refused_shapes: dict[tuple[TenantName, str | None, bool, int, float], tuple[int, str, str]] = {}
 
     for job in fair_order(ctx):
         policy = ctx.policy(job.tenant)
         key = (job.tenant, job.gpu_model, spot_eligible(job, policy))
-        if key not in candidates_cache:
-            candidates_cache[key] = candidate_groups(ctx, job, policy)
-        candidates = candidates_cache[key]
-        refusals = _Refusals()
-        if not candidates:
-            refusals.add("no_group", _no_group_reason(job, policy))
-        outcome = (
-            _try_ready(ctx, job, policy, candidates, refusals)
-            or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
-            or _try_launch(ctx, job, policy, candidates, refusals, launches)
-        )
-        if not outcome:
+        shape = (*key, job.whole_gpus, job.gpu_demand)
+        before = refused_shapes.get(shape)
+        if before is not None and before[0] == served:
+            kind, reason = before[1], before[2]
+        else:
+            if key not in candidates_cache:
+                candidates_cache[key] = candidate_groups(ctx, job, policy)
+            candidates = candidates_cache[key]
+            refusals = _Refusals()
+            if not candidates:
+                refusals.add("no_group", _no_group_reason(job, policy))
+            if (
+                _try_ready(ctx, job, policy, candidates, refusals)
+                or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
+                or _try_launch(ctx, job, policy, candidates, refusals, launches)
+            ):
+                served += 1
+                continue
             kind, reason = refusals.best()
-            entry = refused.setdefault((job.tenant, kind, reason), [0, 0])
-            entry[0] += 1
-            entry[1] += job.whole_gpus
+            refused_shapes[shape] = (served, kind, reason)
+        entry = refused.setdefault((job.tenant, kind, reason), [0, 0])
+        entry[0] += 1
+        entry[1] += job.whole_gpus
 
     for group_id in sorted(launches):
         summary = launches[group_id]

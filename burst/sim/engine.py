@@ -53,7 +53,7 @@ from burst.sim.strategies import StrategyRun
 from burst.state import Store
 from burst.workloads import progress
 from burst.workloads.feed import ArrivalFeed
-from burst.workloads.queue import MemoryQueue
+from burst.workloads.queue import RUNNING_STATES, MemoryQueue
 from providers.sim import ManualClock, SimProvider
 
 ProgressFn = Callable[[datetime], None]
@@ -159,7 +159,6 @@ class _Meter:
         self.run = run
         self.groups = {g.id: g for g in run.setup.groups}
         self.first_start: dict[str, datetime] = {}
-        self.submitted: dict[str, Job] = {}
         self.interruptions = 0
         self.lost_gpu_s = 0.0
         self.used_gpu_s = 0.0
@@ -191,25 +190,25 @@ class _Meter:
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
         for job_id in placed:
             self.first_start.setdefault(job_id, now)
-        nodes = {n.id: n for n in snap.nodes}
+        steady_nodes = {n.id for n in snap.nodes if self.groups[n.group_id].tier is Tier.STEADY}
         running = 0.0
         steady_running = 0.0
         unplaced_since: datetime | None = None  # earliest submission among newly unplaced jobs
+        seen_unplaced = self.seen_unplaced
         for job in snap.jobs:
-            self.submitted.setdefault(job.id, job)
             node_ids: Sequence[str] = ()
-            if job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
+            if job.state in RUNNING_STATES:
                 node_ids = job.node_ids
             elif job.id in placed:
                 node_ids = placed[job.id].node_ids
             elif job.state is JobState.PENDING:
-                if job.id not in self.seen_unplaced:
-                    self.seen_unplaced.add(job.id)
+                if job.id not in seen_unplaced:
+                    seen_unplaced.add(job.id)
                     if unplaced_since is None or job.submitted_at < unplaced_since:
                         unplaced_since = job.submitted_at
                 continue
             running += job.gpu_demand
-            if node_ids and all(n in nodes and self.groups[nodes[n].group_id].tier is Tier.STEADY for n in node_ids):
+            if node_ids and all(n in steady_nodes for n in node_ids):
                 steady_running += job.gpu_demand
         self._running_gpus, self._steady_running_gpus = running, steady_running
         ready: dict[GroupId, int] = defaultdict(int)

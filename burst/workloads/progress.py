@@ -72,9 +72,7 @@ def last_checkpoint_at(job: Job, now: datetime) -> datetime | None:
 
 def finishes_at(job: Job) -> datetime | None:
     """When a running job with a known duration completes, if nothing interrupts it."""
-    if job.duration_s is None or job.started_at is None:
-        return None
-    return job.started_at + timedelta(seconds=max(0.0, job.duration_s - job.work_done_s))
+    return job.finishes_at
 
 
 def start(job: Job, node_ids: tuple[str, ...], now: datetime) -> Job:
