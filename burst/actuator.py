@@ -251,6 +251,8 @@ def sort_unknown(
     nodes (a launch whose listing arrived after a restart); the oldest are
     adopted first. The rest are orphan candidates.
     """
+    if not observed.keys() - known:
+        return [], []
     by_group: dict[str, list[Node]] = {}
     for node in observed.values():
         if node.tags.get(CLUSTER_TAG) != cluster or not node.live:

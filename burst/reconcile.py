@@ -257,6 +257,10 @@ class Controller:
     # ------------------------------------------------------------ record
 
     def _record(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime) -> None:
+        with self.store.transaction():
+            self._record_tick(result, outcomes, snapshot, now)
+
+    def _record_tick(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime) -> None:
         failed = {o.action.id: o.detail for o in outcomes if not o.ok}
         rows: list[tuple[str, str, str, Mapping[str, object]]] = []
         for action in result.actions:

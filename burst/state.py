@@ -396,6 +396,12 @@ class Store:
         return self._conn
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several writes into one transaction: all of them land, or (on an exception) none."""
+        with self._tx():
+            yield
+
+    @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE); nested use joins the outer one."""
         with self._lock:
@@ -783,28 +789,26 @@ class Store:
         self.record_costs((CostEntry(at, line, usd, gpu_hours, tenant, group_id),))
 
     def record_costs(self, rows: Iterable[CostEntry]) -> int:
-        """Append ledger rows in one transaction; how many were written."""
-        n = 0
-        with self._tx() as conn:
-            for row in rows:
-                if row.line not in COST_LINES:
-                    raise ValueError(f"cost line must be one of {', '.join(COST_LINES)}, got {row.line!r}")
-                gpu_hours = _finite(row.gpu_hours, "gpu_hours")
-                if gpu_hours < 0:
-                    raise ValueError(f"gpu_hours must be >= 0, got {row.gpu_hours!r}")
-                conn.execute(
+        """Append ledger rows in one transaction; how many were written (none if any row is invalid)."""
+        values = []
+        stamps: dict[datetime, str] = {}
+        for row in rows:
+            if row.line not in COST_LINES:
+                raise ValueError(f"cost line must be one of {', '.join(COST_LINES)}, got {row.line!r}")
+            gpu_hours = _finite(row.gpu_hours, "gpu_hours")
+            if gpu_hours < 0:
+                raise ValueError(f"gpu_hours must be >= 0, got {row.gpu_hours!r}")
+            stamp = stamps.get(row.at)
+            if stamp is None:
+                stamp = stamps[row.at] = _ts(row.at, "at")
+            values.append((stamp, row.tenant, str(row.line), row.group_id, _finite(row.usd, "usd"), gpu_hours))
+        if values:
+            with self._tx() as conn:
+                conn.executemany(
                     "INSERT INTO cost_ledger (at, tenant, line, group_id, usd, gpu_hours) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        _ts(row.at, "at"),
-                        row.tenant,
-                        str(row.line),
-                        row.group_id,
-                        _finite(row.usd, "usd"),
-                        gpu_hours,
-                    ),
+                    values,
                 )
-                n += 1
-        return n
+        return len(values)
 
     def costs(
         self, since: datetime | None = None, until: datetime | None = None, tenant: str | None = None

@@ -73,10 +73,6 @@ class GroupCapacity:
     def planned_size(self) -> int:
         return self.target + self.launched
 
-    def add_ready(self, node_id: NodeId, free: int) -> None:
-        self.free_of[node_id] = free
-        self.buckets.setdefault(free, []).append(node_id)
-
     def seal(self) -> None:
         """Order buckets so that popping gives the lowest node id first (determinism)."""
         for ids in self.buckets.values():
@@ -244,8 +240,14 @@ def build_context(
             continue
         if node.state is NodeState.READY:
             cap.ready_nodes += 1
-            free = max(0, node.gpus - used.get(node.id, 0))
-            cap.add_ready(node.id, free)
+            held = used.get(node.id, 0)
+            free = node.gpus - held if held < node.gpus else 0
+            cap.free_of[node.id] = free
+            bucket = cap.buckets.get(free)
+            if bucket is None:
+                cap.buckets[free] = [node.id]
+            else:
+                bucket.append(node.id)
             if free < node.gpus:
                 busy.add(node.id)
         elif node.state is NodeState.DRAINING:

@@ -314,6 +314,9 @@ def simulate(
         store.close()
 
 
+ZERO = timedelta(0)
+
+
 def _next_event(
     run: StrategyRun,
     report: TickReport,
@@ -339,10 +342,14 @@ def _next_event(
         candidates.append(sim_due)
     snap = report.snapshot
     if snap is not None:
-        cooldowns = {g.id: g.scale_down_cooldown_s for g in snap.groups}
+        cooldowns = {g.id: timedelta(seconds=g.scale_down_cooldown_s) for g in snap.groups}
+        ends: dict[GroupId, datetime] = {}  # per group, the first idle cooldown still to end
         for node in snap.nodes:
             if node.idle_since is not None and node.state is NodeState.READY:
-                candidates.append(node.idle_since + timedelta(seconds=cooldowns.get(node.group_id, 0.0)))
+                end = node.idle_since + cooldowns.get(node.group_id, ZERO)
+                if end > now and (node.group_id not in ends or end < ends[node.group_id]):
+                    ends[node.group_id] = end
+        candidates.extend(ends.values())
     strategy_due = run.next_due(now)
     if strategy_due is not None:
         candidates.append(strategy_due)
