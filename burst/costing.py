@@ -69,9 +69,9 @@ def attribute_costs(
         price, line = priced
         per_gpu_hour = price / max(1, node.gpus) * hours
         used = 0.0
-        on_node = held.get(node.id)
-        if on_node:
-            for tenant, gpus in on_node.items():
+        holders = held.get(node.id)
+        if holders:
+            for tenant, gpus in holders.items():
                 gpus = min(gpus, node.gpus - used)
                 used += gpus
                 entry = rows[(line, tenant, group.id)]
