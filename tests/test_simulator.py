@@ -17,7 +17,7 @@ from burst.planner import PIPELINE, PlanIds, plan
 from burst.settings import data_dir
 from burst.sim.compare import compare
 from burst.sim.setup import default_setup
-from burst.sim.strategies import ClusterAutoscalerScaleDown
+from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, ClusterAutoscalerScaleDown
 from burst.sim.traces import TraceError, load_trace
 
 ROOT = Path(__file__).parent.parent
@@ -194,3 +194,8 @@ def test_worker_processes_give_the_same_results(tmp_path: Path) -> None:
         return {n: {k: v for k, v in r.items() if k != "wall_s"} for n, r in doc["strategies"].items()}
 
     assert figures(2) == figures(1)
+    assert list(figures(2)) == ["burst", "reactive", "static-p50", "oracle"]  # report order, not start order
+
+
+def test_every_strategy_has_a_start_order_for_parallel_runs() -> None:
+    assert sorted(LONGEST_FIRST) == sorted(STRATEGIES)

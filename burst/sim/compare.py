@@ -14,7 +14,7 @@ from burst.model import Job
 from burst.sim.engine import StrategyResult, simulate
 from burst.sim.oracle import oracle, run_end
 from burst.sim.setup import SimSetup, default_setup, with_fault_tolerance
-from burst.sim.strategies import STRATEGIES, strategy_run
+from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, strategy_run
 from burst.sim.traces import Trace, TraceError, TraceStats
 
 Progress = Callable[[str, float], None]
@@ -88,7 +88,7 @@ def compare(
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = {
                 name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline)
-                for name in strategies
+                for name in sorted(strategies, key=LONGEST_FIRST.index)
             }
             for name in strategies:
                 results[name] = futures[name].result()

@@ -53,6 +53,10 @@ from burst.sim.traces import TraceStats
 STRATEGIES = ("burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
 """Every strategy name `burst simulate --strategy` accepts, in report order."""
 
+LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "static-peak", "burst", "oracle")
+"""The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
+queues) first, so a pool of workers finishes together instead of waiting on one late start."""
+
 CA_SCAN_INTERVAL_S = 10.0
 CA_UNNEEDED_TIME_S = 600.0
 CA_UTILIZATION_THRESHOLD = 0.5
@@ -212,4 +216,4 @@ class ClusterAutoscalerScaleDown:
         return True
 
 
-__all__ = ["STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]
+__all__ = ["LONGEST_FIRST", "STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]
