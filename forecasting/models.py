@@ -1,0 +1,196 @@
+"""Quantile demand forecasts for one series: Prophet, with a seasonal-naive fallback and guardrails.
+
+`forecast_series` decides which model serves a series and returns a
+`burst.model.Forecast` naming it:
+
+- fewer than `min_history_s` (default 24 h) of history, or a series too flat
+  to fit: the seasonal-naive fallback;
+- otherwise Prophet (daily seasonality, weekly once a week of history
+  exists). Its P50/P90/P99 are quantiles of Prophet's own predictive samples
+  (`Prophet.predictive_samples`, trend and observation noise included), not of
+  its symmetric `interval_width` band, so the upper quantiles keep the skew of
+  the samples;
+- if Prophet raises, or returns a value that is NaN, infinite or below zero
+  beyond rounding, the fallback serves and the reason is kept in the model
+  name (``seasonal_naive (prophet failed: ...)``).
+
+Every forecast is then made monotone across quantiles (P50 <= P90 <= P99)
+and clipped to [0, quota].
+
+Seasonal naive: P50 at a future step is the value one season earlier (a week
+once two weeks of history exist, else a day; with less than a day, the last
+value). P90 and P99 add the 90th and 99th percentiles of the series' own
+seasonal differences (never less than zero), and P99 is floored at the largest
+value of the last season (the recent-max floor), so a burst seen yesterday is
+never forecast away.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from burst.model import QUANTILES, Forecast
+
+DAY_S = 86400.0
+WEEK_S = 7 * DAY_S
+MIN_HISTORY_S = DAY_S
+
+
+class SeriesError(ValueError):
+    """A demand series cannot be used (empty, unordered, irregular or not finite)."""
+
+
+@dataclass(frozen=True)
+class DemandSeries:
+    """GPUs demanded (running + pending) for one tenant and GPU model at a regular step."""
+
+    tenant: str
+    gpu_model: str
+    timestamps: tuple[datetime, ...]
+    values: tuple[float, ...]
+    step_s: float
+
+    def __post_init__(self) -> None:
+        if len(self.timestamps) != len(self.values):
+            raise SeriesError(f"{self.name}: {len(self.timestamps)} timestamps but {len(self.values)} values")
+        if not self.timestamps:
+            raise SeriesError(f"{self.name}: no points")
+        if self.step_s <= 0:
+            raise SeriesError(f"{self.name}: step must be positive, got {self.step_s}")
+        for i, (a, b) in enumerate(zip(self.timestamps, self.timestamps[1:], strict=False), start=1):
+            if abs((b - a).total_seconds() - self.step_s) > 1e-6:
+                raise SeriesError(f"{self.name}: point {i} is {(b - a).total_seconds():g} s after the one before, not {self.step_s:g} s")
+        for i, v in enumerate(self.values):
+            if not math.isfinite(v) or v < 0:
+                raise SeriesError(f"{self.name}: value {i} is {v!r}, not a finite number >= 0")
+
+    @property
+    def name(self) -> str:
+        return f"{self.tenant}/{self.gpu_model}"
+
+    @property
+    def history_s(self) -> float:
+        return len(self.values) * self.step_s
+
+
+QuantilePaths = dict[float, list[float]]
+Fitter = Callable[[DemandSeries, int], QuantilePaths]
+"""Fits a series and gives each quantile of QUANTILES at `steps` future steps."""
+
+
+def seasonal_naive(series: DemandSeries, steps: int) -> QuantilePaths:
+    """The fallback forecast (see the module doc) for `steps` steps after the series' last point."""
+    values = list(series.values)
+    season_s = WEEK_S if series.history_s >= 2 * WEEK_S else DAY_S
+    season = int(round(season_s / series.step_s))
+    recent_max = max(values[-season:])
+    if len(values) <= season:
+        season = 1  # less than a season: hold the last value, spread by step-to-step changes
+    diffs = sorted(values[i] - values[i - season] for i in range(season, len(values)))
+    up90 = max(0.0, _percentile(diffs, 0.9)) if diffs else 0.0
+    up99 = max(0.0, _percentile(diffs, 0.99)) if diffs else 0.0
+    p50 = [values[len(values) - season + (k % season)] for k in range(steps)]
+    return {
+        0.5: p50,
+        0.9: [v + up90 for v in p50],
+        0.99: [max(v + up99, recent_max) for v in p50],
+    }
+
+
+def prophet_fit(series: DemandSeries, steps: int, *, samples: int = 300, seed: int = 0) -> QuantilePaths:
+    """Prophet's forecast: quantiles of its predictive samples (seeded, so the same series gives the same forecast)."""
+    import numpy as np
+
+    Prophet = _import_prophet()
+    import pandas as pd
+
+    ds = pd.to_datetime([t.replace(tzinfo=None) for t in series.timestamps])
+    model = Prophet(
+        daily_seasonality=True,
+        weekly_seasonality=series.history_s >= WEEK_S,
+        yearly_seasonality=False,
+        uncertainty_samples=samples,
+    )
+    future = pd.DataFrame({"ds": [ds[-1] + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
+    with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
+        warnings.simplefilter("ignore")
+        model.fit(pd.DataFrame({"ds": ds, "y": list(series.values)}))
+        np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
+        draws = model.predictive_samples(future)["yhat"]
+    qs = np.quantile(draws, list(QUANTILES), axis=1)
+    return {q: [float(v) for v in qs[i]] for i, q in enumerate(QUANTILES)}
+
+
+def forecast_series(
+    series: DemandSeries,
+    *,
+    horizon_s: float,
+    quota: float | None = None,
+    min_history_s: float = MIN_HISTORY_S,
+    fit: Fitter = prophet_fit,
+) -> Forecast:
+    """Forecast `series` over `horizon_s` after its last point: which model serves is in `Forecast.model`."""
+    steps = max(1, int(math.ceil(horizon_s / series.step_s - 1e-9)))
+    model = "prophet"
+    paths: QuantilePaths | None = None
+    if series.history_s < min_history_s:
+        model = f"seasonal_naive (history {series.history_s / 3600:g} h < {min_history_s / 3600:g} h)"
+    elif max(series.values) == min(series.values):
+        model = "seasonal_naive (constant history)"
+    else:
+        try:
+            paths = fit(series, steps)
+            problem = _nonsense(paths, steps)
+        except Exception as exc:  # noqa: BLE001 - any fit failure is served by the fallback
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            model = f"seasonal_naive (prophet failed: {problem})"
+            paths = None
+    if paths is None:
+        paths = seasonal_naive(series, steps)
+    upper = math.inf if quota is None else float(quota)
+    guarded: dict[float, tuple[float, ...]] = {}
+    floor = [0.0] * steps
+    for q in QUANTILES:  # ascending: each quantile is at least the one below it
+        row = [min(upper, max(lo, v)) for lo, v in zip(floor, paths[q], strict=True)]
+        guarded[q] = tuple(row)
+        floor = row
+    last = series.timestamps[-1]
+    stamps = tuple(last + timedelta(seconds=series.step_s * (k + 1)) for k in range(steps))
+    return Forecast(tenant=series.tenant, gpu_model=series.gpu_model, timestamps=stamps, quantiles=guarded, model=model)
+
+
+def _nonsense(paths: QuantilePaths, steps: int) -> str:
+    """Why a fitted forecast cannot be used, or '' if it can (slightly negative values are rounding)."""
+    for q in QUANTILES:
+        row = paths.get(q)
+        if row is None or len(row) != steps:
+            return f"no P{q * 100:g} path of {steps} steps"
+        for v in row:
+            if not math.isfinite(v):
+                return f"P{q * 100:g} has a non-finite value"
+            if v < -0.5:
+                return f"P{q * 100:g} goes negative ({v:.2f})"
+    return ""
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-th quantile of already sorted values (linear interpolation)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _import_prophet() -> type:
+    """Prophet's class, imported with its and cmdstanpy's chatter silenced (setLevel does not stick)."""
+    for name in ("cmdstanpy", "prophet", "prophet.plot"):
+        logging.getLogger(name).disabled = True
+    from prophet import Prophet
+
+    return Prophet
