@@ -335,6 +335,68 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
     Console().print(table)
 
 
+@main.command("forecast")
+@click.option("--series", "series_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="CSV of demand: a time column and a value column (or columns summed with --value-expr).")
+@click.option("--time-column", default="time", show_default=True, help="Column holding each point's time (UTC if no offset).")
+@click.option("--value-column", default=None, help="Column holding GPUs demanded (default: the only other column).")
+@click.option("--value-expr", default=None, help="Columns summed into the value, e.g. 'running_gpu_num+pending_gpu_num'.")
+@click.option("--step", default="1h", show_default=True, help="Forecast step (5m to 1d); the series is averaged to it.")
+@click.option("--horizon", default="48h", show_default=True, help="How far ahead to forecast (up to 30d).")
+@click.option("--quota", type=float, default=None, help="Clip every quantile to this many GPUs.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the series, the model that served, each step's P50/P90/P99.")
+def forecast_cmd(
+    series_path: Path,
+    time_column: str,
+    value_column: str | None,
+    value_expr: str | None,
+    step: str,
+    horizon: str,
+    quota: float | None,
+    as_json: bool,
+) -> None:
+    """Fit a demand series and print its P50/P90/P99 forecast, saying which model served it."""
+    from forecasting.models import SeriesError, forecast_series
+    from forecasting.series import load_series
+
+    step_s = _parse_duration(step, "--step")
+    horizon_s = _parse_duration(horizon, "--horizon")
+    if not 300 <= step_s <= 86400:
+        raise click.BadParameter(f"{step} is outside 5m..1d", param_hint="--step")
+    if not step_s <= horizon_s <= 30 * 86400:
+        raise click.BadParameter(f"{horizon} is outside one step..30d", param_hint="--horizon")
+    if quota is not None and quota < 0:
+        raise click.BadParameter(f"{quota:g} is negative", param_hint="--quota")
+    try:
+        loaded = load_series(series_path, time_column=time_column, value_column=value_column, value_expr=value_expr, step_s=step_s)
+        result = forecast_series(loaded.series, horizon_s=horizon_s, quota=quota)
+    except SeriesError as exc:
+        raise click.ClickException(str(exc)) from None
+    series = loaded.series
+    rows = [
+        {"at": ts.isoformat(), **{f"p{round(q * 100)}": result.quantiles[q][i] for q in sorted(result.quantiles)}}
+        for i, ts in enumerate(result.timestamps)
+    ]
+    if as_json:
+        doc = {
+            "series": {"name": series.tenant, "path": str(series_path), "rows": loaded.rows, "points": len(series.values),
+                       "step_s": step_s, "first": series.timestamps[0].isoformat(), "last": series.timestamps[-1].isoformat(),
+                       "filled_buckets": loaded.filled_buckets},
+            "model": result.model,
+            "forecast": rows,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    table = Table(title=f"{series.tenant}: {len(rows)} step(s) after {series.timestamps[-1]:%Y-%m-%d %H:%M} UTC, served by {result.model}")
+    for col in ("at", "P50", "P90", "P99"):
+        table.add_column(col, justify="right" if col != "at" else "left")
+    for r in rows:
+        table.add_row(str(r["at"]), f"{r['p50']:.1f}", f"{r['p90']:.1f}", f"{r['p99']:.1f}")
+    Console().print(table)
+    if loaded.filled_buckets:
+        click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
+
+
 @main.command("simulate")
 @click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="Trace CSV to replay (Philly, ITP, Alibaba 2023 or the generic CSV).")
