@@ -17,6 +17,7 @@ from burst.model import Plan
 
 if TYPE_CHECKING:
     from burst.runtime import Runtime
+    from forecasting.models import DemandSeries
 
 
 @click.group()
@@ -344,7 +345,10 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
 @click.option("--step", default="1h", show_default=True, help="Forecast step (5m to 1d); the series is averaged to it.")
 @click.option("--horizon", default="48h", show_default=True, help="How far ahead to forecast (up to 30d).")
 @click.option("--quota", type=float, default=None, help="Clip every quantile to this many GPUs.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the series, the model that served, each step's P50/P90/P99.")
+@click.option("--backtest", is_flag=True, help="Instead of forecasting, backtest burst's forecaster and its peers (rolling origin).")
+@click.option("--folds", type=click.IntRange(min=1), default=3, show_default=True, help="Backtest folds of one horizon each.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: the series and the forecast (model, each step's P50/P90/P99), or the backtest scores.")
 def forecast_cmd(
     series_path: Path,
     time_column: str,
@@ -353,9 +357,16 @@ def forecast_cmd(
     step: str,
     horizon: str,
     quota: float | None,
+    backtest: bool,
+    folds: int,
     as_json: bool,
 ) -> None:
-    """Fit a demand series and print its P50/P90/P99 forecast, saying which model served it."""
+    """Fit a demand series and print its P50/P90/P99 forecast, saying which model served it.
+
+    With --backtest, score burst's forecaster (prophet), its seasonal-naive
+    fallback and AutoETS on the series' own last FOLDS horizons instead:
+    MASE, pinball loss at P50 and P90, P90 coverage and fit time.
+    """
     from forecasting.models import SeriesError, forecast_series
     from forecasting.series import load_series
 
@@ -369,6 +380,9 @@ def forecast_cmd(
         raise click.BadParameter(f"{quota:g} is negative", param_hint="--quota")
     try:
         loaded = load_series(series_path, time_column=time_column, value_column=value_column, value_expr=value_expr, step_s=step_s)
+        if backtest:
+            _print_backtest(loaded.series, series_path, horizon_s, folds, as_json)
+            return
         result = forecast_series(loaded.series, horizon_s=horizon_s, quota=quota)
     except SeriesError as exc:
         raise click.ClickException(str(exc)) from None
@@ -395,6 +409,30 @@ def forecast_cmd(
     Console().print(table)
     if loaded.filled_buckets:
         click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
+
+
+def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: int, as_json: bool) -> None:
+    from forecasting.backtest import Scores, backtest
+
+    steps = max(1, round(horizon_s / series.step_s))
+    scores = backtest(series, horizon_steps=steps, folds=folds,
+                      on_fold=None if as_json else lambda m, f: click.echo(f"{m}: fold {f + 1}/{folds} done", err=True))
+    models = {name: s.to_json() if isinstance(s, Scores) else {"error": s} for name, s in scores.items()}
+    if as_json:
+        click.echo(json.dumps({"series": {"name": series.tenant, "path": str(path), "points": len(series.values),
+                                          "step_s": series.step_s, "horizon_steps": steps, "folds": folds},
+                               "models": models}, indent=2))
+        return
+    table = Table(title=f"{series.tenant}: backtest, {folds} fold(s) of {steps} step(s)")
+    for col in ("model", "MASE", "pinball P50", "pinball P90", "P90 coverage", "fit s"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for name, m in models.items():
+        if "error" in m:
+            table.add_row(name, str(m["error"]), "", "", "", "")
+        else:
+            table.add_row(name, f"{m['mase']:.3f}", f"{m['pinball_p50']:.2f}", f"{m['pinball_p90']:.2f}",
+                          f"{m['coverage_p90']:.2f}", f"{m['fit_s']:.2f}")
+    Console().print(table)
 
 
 @main.command("simulate")
