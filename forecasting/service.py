@@ -1,0 +1,148 @@
+"""Forecasts kept fresh for the reconcile loop: refits on a schedule, never on the tick's time.
+
+`ForecastService.forecasts(now)` is what the loop calls each tick. It returns
+the latest cached forecasts at once and, when a refit is due (default every
+6 h), starts one: in a background thread for the daemon (the tick never waits
+on Prophet; a refit still running when the next falls due is not doubled), or
+synchronously for the simulator (`background=False`), where refits happen at
+fixed simulated times and are cached by (series, cutoff) so results are
+deterministic and fit time is kept apart from simulated time (`fit_s`).
+
+History comes in as plain samples (`DemandSample`: time, tenant, GPU model,
+GPUs demanded), read by the caller from wherever it keeps them (the state
+store's demand history); this module does not read the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from burst.model import Forecast
+from forecasting.models import DemandSeries, SeriesError, forecast_series
+
+REFIT_EVERY_S = 6 * 3600.0
+HORIZON_S = 48 * 3600.0
+
+
+@dataclass(frozen=True)
+class DemandSample:
+    """GPUs demanded (running + pending) by one tenant for one GPU model at one instant."""
+
+    at: datetime
+    tenant: str
+    gpu_model: str
+    gpus: float
+
+
+def series_from_samples(samples: Iterable[DemandSample], step_s: float) -> list[DemandSeries]:
+    """One regular series per (tenant, GPU model): samples averaged per step, empty steps carried forward."""
+    grouped: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
+    for s in samples:
+        k = int(s.at.timestamp() // step_s)
+        acc = grouped[(s.tenant, s.gpu_model)].setdefault(k, [0.0, 0.0])
+        acc[0] += s.gpus
+        acc[1] += 1
+    out = []
+    for (tenant, model), buckets in sorted(grouped.items()):
+        first, last = min(buckets), max(buckets)
+        values: list[float] = []
+        for k in range(first, last + 1):
+            values.append(buckets[k][0] / buckets[k][1] if k in buckets else values[-1])
+        stamps = tuple(datetime.fromtimestamp(k * step_s, tz=UTC) for k in range(first, last + 1))
+        out.append(DemandSeries(tenant, model, stamps, tuple(values), step_s))
+    return out
+
+
+class ForecastService:
+    """The loop's source of forecasts (see the module doc)."""
+
+    def __init__(
+        self,
+        history: Callable[[datetime], Iterable[DemandSample]],
+        *,
+        step_s: float = 3600.0,
+        horizon_s: float = HORIZON_S,
+        refit_every_s: float = REFIT_EVERY_S,
+        quotas: Mapping[str, float] | None = None,
+        background: bool = True,
+        fit: Callable[..., Forecast] = forecast_series,
+    ) -> None:
+        self.history = history
+        self.step_s = step_s
+        self.horizon_s = horizon_s
+        self.refit_every_s = refit_every_s
+        self.quotas = dict(quotas or {})
+        self.background = background
+        self.fit = fit
+        self.fit_s = 0.0
+        self.fits = 0
+        self.errors: dict[str, str] = {}
+        self._latest: tuple[Forecast, ...] = ()
+        self._cache: dict[tuple[str, str, datetime], Forecast] = {}
+        self._last_refit: datetime | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def forecasts(self, now: datetime) -> tuple[Forecast, ...]:
+        """The latest forecasts, starting a refit first when one is due (it does not wait on it in background)."""
+        due = self._last_refit is None or (now - self._last_refit).total_seconds() >= self.refit_every_s
+        if due and not self.refitting:
+            self._last_refit = now
+            if self.background:
+                self._thread = threading.Thread(target=self._refit, args=(now,), name="burst-forecast-refit", daemon=True)
+                self._thread.start()
+            else:
+                self._refit(now)
+        with self._lock:
+            return self._latest
+
+    @property
+    def refitting(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for a running background refit; whether none is running afterwards."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        return not self.refitting
+
+    def served_by(self) -> dict[str, str]:
+        """Which model served each series in the latest forecasts ('tenant/model' -> model name)."""
+        with self._lock:
+            return {f"{f.tenant}/{f.gpu_model}": f.model for f in self._latest}
+
+    def _refit(self, now: datetime) -> None:
+        t0 = time.perf_counter()
+        fresh: list[Forecast] = []
+        errors: dict[str, str] = {}
+        try:
+            all_series = series_from_samples(self.history(now), self.step_s)
+        except (SeriesError, ValueError) as exc:
+            with self._lock:
+                self.errors = {"history": str(exc)}
+            return
+        for series in all_series:
+            key = (series.tenant, series.gpu_model, series.timestamps[-1])
+            found = self._cache.get(key)
+            if found is None:
+                try:
+                    found = self.fit(series, horizon_s=self.horizon_s + (now - series.timestamps[-1]).total_seconds(),
+                                     quota=self.quotas.get(series.tenant))
+                except SeriesError as exc:
+                    errors[series.name] = str(exc)
+                    continue
+                self._cache[key] = found
+                self.fits += 1
+            fresh.append(found)
+        with self._lock:
+            self._latest = tuple(fresh)
+            self.errors = errors
+            self.fit_s += time.perf_counter() - t0
+
+
+__all__ = ["DemandSample", "ForecastService", "series_from_samples"]

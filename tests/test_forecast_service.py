@@ -1,0 +1,69 @@
+"""forecasting.service: the tick never waits on a refit; simulated refits are synchronous and cached."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+from burst.model import Forecast
+from forecasting.models import DemandSeries, forecast_series
+from forecasting.service import DemandSample, ForecastService, series_from_samples
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+def samples(hours: int) -> list[DemandSample]:
+    return [DemandSample(T0 + timedelta(hours=h), "ml", "A100", float(10 + h % 24)) for h in range(hours)]
+
+
+def test_samples_become_one_regular_series_per_tenant_and_model() -> None:
+    raw = samples(3) + [DemandSample(T0 + timedelta(minutes=30), "ml", "A100", 20.0),
+                        DemandSample(T0 + timedelta(hours=5), "ml", "A100", 4.0),
+                        DemandSample(T0, "cv", "any", 1.0)]
+    by_name = {s.name: s for s in series_from_samples(raw, 3600.0)}
+    assert set(by_name) == {"ml/A100", "cv/any"}
+    ml = by_name["ml/A100"]
+    assert ml.values == (15.0, 11.0, 12.0, 12.0, 12.0, 4.0)  # hour 0 averaged, hours 3-4 carried forward
+    assert ml.timestamps[0] == T0 and ml.step_s == 3600.0
+
+
+def test_a_tick_gets_the_cached_forecasts_at_once_while_a_refit_runs() -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow_fit(series: DemandSeries, **kw: object) -> Forecast:
+        started.set()
+        assert release.wait(30), "the test never released the fit"
+        return forecast_series(series, **kw)  # type: ignore[arg-type]
+
+    service = ForecastService(lambda now: samples(12), fit=slow_fit)
+    assert service.forecasts(T0 + timedelta(hours=12)) == ()  # first call starts the refit, returns what it has
+    assert started.wait(30)
+    assert service.refitting
+    assert service.forecasts(T0 + timedelta(hours=12, minutes=1)) == ()  # still not blocked, no second refit
+    release.set()
+    assert service.wait(30)
+    fresh = service.forecasts(T0 + timedelta(hours=12, minutes=2))
+    assert [f.tenant for f in fresh] == ["ml"]
+    assert service.served_by() == {"ml/A100": "seasonal_naive (history 12 h < 24 h)"}
+    assert service.fits == 1
+
+
+def test_simulated_refits_happen_in_the_call_on_schedule_and_are_cached_by_cutoff() -> None:
+    calls: list[datetime] = []
+
+    def history(now: datetime) -> list[DemandSample]:
+        calls.append(now)
+        return [s for s in samples(48) if s.at < now]
+
+    service = ForecastService(history, background=False, refit_every_s=6 * 3600)
+    first = service.forecasts(T0 + timedelta(hours=10))
+    assert first and first[0].timestamps[0] == T0 + timedelta(hours=10)
+    assert service.forecasts(T0 + timedelta(hours=15)) is first  # not due: the cached forecasts
+    assert len(calls) == 1
+    service.forecasts(T0 + timedelta(hours=16))
+    assert len(calls) == 2 and service.fits == 2
+    # history that ends where it did (no new samples) is not refitted: the forecast is cached by cutoff
+    service.forecasts(T0 + timedelta(hours=60))
+    service.forecasts(T0 + timedelta(hours=66))
+    assert len(calls) == 4 and service.fits == 3
