@@ -8,22 +8,25 @@ quickstart (`burst run` with no `--config`) is the config shipped at
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 
 from burst.catalog import Catalog, OnPremCost, PriceRow
-from burst.model import NodeGroup, Policy, TenantName
+from burst.model import DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
 from burst.state import Store
 from burst.workloads.base import JobSource
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import StoreQueue
 from burst.workloads.synthetic import SyntheticSettings, SyntheticWorkload
+from forecasting.models import forecast_series
+from forecasting.service import ForecastService
 from policies import BurstConfig, PolicyReloader, load_config
 from providers.base import Provider
 from providers.sim import ManualClock, SimProvider
@@ -90,6 +93,7 @@ class Runtime:
     sim_clock: ManualClock | None
     state_path: Path
     temp_dir: tempfile.TemporaryDirectory[str] | None = None
+    forecasts: ForecastService | None = None
     stop: threading.Event = field(default_factory=threading.Event)
 
     def now(self) -> datetime:
@@ -175,6 +179,7 @@ def build_runtime(
             raise ConfigError("\n".join(str(e) for e in reloader.last_errors))
         source = _job_source(config, store, clock, complete_by_duration=True)
         policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
+        forecasts = forecast_service(config, store, background=sim_clock is None)
         controller = Controller(
             providers=providers,
             source=source,
@@ -183,6 +188,7 @@ def build_runtime(
             prices=catalog,
             clock=clock,
             cluster=config.cluster,
+            forecaster=(lambda now, jobs: forecasts.forecasts(now)) if forecasts else None,
         )
     except BaseException:
         store.close()
@@ -199,6 +205,30 @@ def build_runtime(
         sim_clock=sim_clock,
         state_path=path,
         temp_dir=temp_dir,
+        forecasts=forecasts,
+    )
+
+
+HISTORY_WINDOW_S = 30 * 86400.0
+"""Demand history a refit reads: the last 30 days (Prophet needs weeks, not months, for daily and weekly shape)."""
+
+
+def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> ForecastService | None:
+    """The loop's forecast source from `forecasting:` in burst.yaml (None when disabled); history from the store."""
+    settings = config.forecasting
+    if not settings.enabled:
+        return None
+
+    def history(now: datetime) -> list[DemandPoint]:
+        return store.demand_history(since=now - timedelta(seconds=HISTORY_WINDOW_S), until=now)
+
+    return ForecastService(
+        history,
+        step_s=settings.step,
+        horizon_s=settings.horizon,
+        refit_every_s=settings.refit_interval,
+        background=background,
+        fit=functools.partial(forecast_series, min_history_s=settings.min_history),
     )
 
 

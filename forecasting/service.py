@@ -8,9 +8,9 @@ synchronously for the simulator (`background=False`), where refits happen at
 fixed simulated times and are cached by (series, cutoff) so results are
 deterministic and fit time is kept apart from simulated time (`fit_s`).
 
-History comes in as plain samples (`DemandSample`: time, tenant, GPU model,
-GPUs demanded), read by the caller from wherever it keeps them (the state
-store's demand history); this module does not read the store.
+History comes in as `burst.model.DemandPoint`s (running and pending GPUs per
+tenant and GPU model at an instant), read by the caller from wherever it keeps
+them (the state store's demand history); this module does not read the store.
 """
 
 from __future__ import annotations
@@ -19,33 +19,22 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from burst.model import Forecast
+from burst.model import DemandPoint, Forecast
 from forecasting.models import DemandSeries, SeriesError, forecast_series
 
 REFIT_EVERY_S = 6 * 3600.0
 HORIZON_S = 48 * 3600.0
 
 
-@dataclass(frozen=True)
-class DemandSample:
-    """GPUs demanded (running + pending) by one tenant for one GPU model at one instant."""
-
-    at: datetime
-    tenant: str
-    gpu_model: str
-    gpus: float
-
-
-def series_from_samples(samples: Iterable[DemandSample], step_s: float) -> list[DemandSeries]:
-    """One regular series per (tenant, GPU model): samples averaged per step, empty steps carried forward."""
+def series_from_samples(samples: Iterable[DemandPoint], step_s: float) -> list[DemandSeries]:
+    """One regular series per (tenant, GPU model) of running + pending GPUs: averaged per step, gaps carried forward."""
     grouped: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
     for s in samples:
         k = int(s.at.timestamp() // step_s)
         acc = grouped[(s.tenant, s.gpu_model)].setdefault(k, [0.0, 0.0])
-        acc[0] += s.gpus
+        acc[0] += s.demand_gpus
         acc[1] += 1
     out = []
     for (tenant, model), buckets in sorted(grouped.items()):
@@ -63,7 +52,7 @@ class ForecastService:
 
     def __init__(
         self,
-        history: Callable[[datetime], Iterable[DemandSample]],
+        history: Callable[[datetime], Iterable[DemandPoint]],
         *,
         step_s: float = 3600.0,
         horizon_s: float = HORIZON_S,
@@ -145,4 +134,4 @@ class ForecastService:
             self.fit_s += time.perf_counter() - t0
 
 
-__all__ = ["DemandSample", "ForecastService", "series_from_samples"]
+__all__ = ["ForecastService", "series_from_samples"]

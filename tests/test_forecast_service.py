@@ -5,21 +5,25 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from burst.model import Forecast
+from burst.model import DemandPoint, Forecast
 from forecasting.models import DemandSeries, forecast_series
-from forecasting.service import DemandSample, ForecastService, series_from_samples
+from forecasting.service import ForecastService, series_from_samples
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
-def samples(hours: int) -> list[DemandSample]:
-    return [DemandSample(T0 + timedelta(hours=h), "ml", "A100", float(10 + h % 24)) for h in range(hours)]
+def point(at: datetime, tenant: str, model: str, gpus: float) -> DemandPoint:
+    return DemandPoint(at=at, tenant=tenant, gpu_model=model, running_gpus=gpus / 2, pending_gpus=gpus / 2)
+
+
+def samples(hours: int) -> list[DemandPoint]:
+    return [point(T0 + timedelta(hours=h), "ml", "A100", float(10 + h % 24)) for h in range(hours)]
 
 
 def test_samples_become_one_regular_series_per_tenant_and_model() -> None:
-    raw = samples(3) + [DemandSample(T0 + timedelta(minutes=30), "ml", "A100", 20.0),
-                        DemandSample(T0 + timedelta(hours=5), "ml", "A100", 4.0),
-                        DemandSample(T0, "cv", "any", 1.0)]
+    raw = samples(3) + [point(T0 + timedelta(minutes=30), "ml", "A100", 20.0),
+                        point(T0 + timedelta(hours=5), "ml", "A100", 4.0),
+                        point(T0, "cv", "any", 1.0)]
     by_name = {s.name: s for s in series_from_samples(raw, 3600.0)}
     assert set(by_name) == {"ml/A100", "cv/any"}
     ml = by_name["ml/A100"]
@@ -52,7 +56,7 @@ def test_a_tick_gets_the_cached_forecasts_at_once_while_a_refit_runs() -> None:
 def test_simulated_refits_happen_in_the_call_on_schedule_and_are_cached_by_cutoff() -> None:
     calls: list[datetime] = []
 
-    def history(now: datetime) -> list[DemandSample]:
+    def history(now: datetime) -> list[DemandPoint]:
         calls.append(now)
         return [s for s in samples(48) if s.at < now]
 
@@ -67,3 +71,21 @@ def test_simulated_refits_happen_in_the_call_on_schedule_and_are_cached_by_cutof
     service.forecasts(T0 + timedelta(hours=60))
     service.forecasts(T0 + timedelta(hours=66))
     assert len(calls) == 4 and service.fits == 3
+
+
+def test_the_quickstart_daemon_forecasts_from_its_own_demand_history() -> None:
+    from burst.runtime import build_runtime, load_run_config
+
+    runtime = build_runtime(load_run_config(None), ephemeral=True)
+    try:
+        assert runtime.forecasts is not None and not runtime.forecasts.background  # sim clock: refits in the tick
+        start = runtime.now()
+        runtime.run(until=start + timedelta(hours=7), realtime=False)
+        served = runtime.forecasts.served_by()
+        tenants = {name.split("/")[0] for name in served}
+        assert tenants == set(runtime.reloader.current)  # every tenant with demand has a forecast
+        assert all(model.startswith("seasonal_naive (history") for model in served.values())  # < 24 h of history
+        # the refit at the first tick had no history yet; the one 6 h later fitted each series once
+        assert runtime.forecasts.fits == len(served) == 3
+    finally:
+        runtime.close()
