@@ -76,7 +76,7 @@ def load_series(
     if not points:
         raise SeriesError(f"{path}: no rows")
     points.sort(key=lambda p: p[0])
-    series, filled = _resample(points, step_s, tenant or path.stem, gpu_model)
+    series, filled = resample(points, step_s, tenant or path.stem, gpu_model)
     return LoadedSeries(series=series, filled_buckets=filled, rows=len(points))
 
 
@@ -89,8 +89,9 @@ def _parse_time(raw: str | None, path: Path, line: int, column: str) -> datetime
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
-def _resample(points: list[tuple[datetime, float]], step_s: float, tenant: str, gpu_model: str) -> tuple[DemandSeries, int]:
-    """Bucket means at `step_s`, gaps filled with the last value; (series, filled bucket count)."""
+def resample(points: list[tuple[datetime, float]], step_s: float, tenant: str, gpu_model: str) -> tuple[DemandSeries, int]:
+    """Time-sorted (instant, GPUs) points as bucket means at `step_s` (buckets aligned to the Unix epoch),
+    gaps filled with the last value; (series, filled bucket count)."""
     if step_s <= 0:
         raise SeriesError(f"step must be positive, got {step_s:g} s")
     epoch = datetime(1970, 1, 1, tzinfo=UTC)

@@ -19,10 +19,11 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
 from burst.model import DemandPoint, Forecast
 from forecasting.models import DemandSeries, SeriesError, forecast_series
+from forecasting.series import resample
 
 REFIT_EVERY_S = 6 * 3600.0
 HORIZON_S = 48 * 3600.0
@@ -30,21 +31,10 @@ HORIZON_S = 48 * 3600.0
 
 def series_from_samples(samples: Iterable[DemandPoint], step_s: float) -> list[DemandSeries]:
     """One regular series per (tenant, GPU model) of running + pending GPUs: averaged per step, gaps carried forward."""
-    grouped: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
+    grouped: dict[tuple[str, str], list[tuple[datetime, float]]] = defaultdict(list)
     for s in samples:
-        k = int(s.at.timestamp() // step_s)
-        acc = grouped[(s.tenant, s.gpu_model)].setdefault(k, [0.0, 0.0])
-        acc[0] += s.demand_gpus
-        acc[1] += 1
-    out = []
-    for (tenant, model), buckets in sorted(grouped.items()):
-        first, last = min(buckets), max(buckets)
-        values: list[float] = []
-        for k in range(first, last + 1):
-            values.append(buckets[k][0] / buckets[k][1] if k in buckets else values[-1])
-        stamps = tuple(datetime.fromtimestamp(k * step_s, tz=UTC) for k in range(first, last + 1))
-        out.append(DemandSeries(tenant, model, stamps, tuple(values), step_s))
-    return out
+        grouped[(s.tenant, s.gpu_model)].append((s.at, s.demand_gpus))
+    return [resample(sorted(points), step_s, tenant, model)[0] for (tenant, model), points in sorted(grouped.items())]
 
 
 class ForecastService:
@@ -111,7 +101,7 @@ class ForecastService:
         errors: dict[str, str] = {}
         try:
             all_series = series_from_samples(self.history(now), self.step_s)
-        except (SeriesError, ValueError) as exc:
+        except ValueError as exc:  # SeriesError included
             with self._lock:
                 self.errors = {"history": str(exc)}
             return
