@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 import burst
-from burst.model import Plan
+from burst.model import Forecast, Plan, SteadyAdvice
 
 if TYPE_CHECKING:
     from burst.runtime import Runtime
@@ -345,6 +346,9 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
 @click.option("--step", default="1h", show_default=True, help="Forecast step (5m to 1d); the series is averaged to it.")
 @click.option("--horizon", default="48h", show_default=True, help="How far ahead to forecast (up to 30d).")
 @click.option("--quota", type=float, default=None, help="Clip every quantile to this many GPUs.")
+@click.option("--steady-gpus", type=click.IntRange(min=0), default=None,
+              help="On-prem GPUs owned today: the steady-tier advice gives their forecast utilisation and status "
+                   "(default: judged at the recommended size).")
 @click.option("--backtest", is_flag=True, help="Instead of forecasting, backtest burst's forecaster and its peers (rolling origin).")
 @click.option("--folds", type=click.IntRange(min=1), default=3, show_default=True, help="Backtest folds of one horizon each.")
 @click.option("--json", "as_json", is_flag=True,
@@ -357,11 +361,17 @@ def forecast_cmd(
     step: str,
     horizon: str,
     quota: float | None,
+    steady_gpus: int | None,
     backtest: bool,
     folds: int,
     as_json: bool,
 ) -> None:
     """Fit a demand series and print its P50/P90/P99 forecast, saying which model served it.
+
+    It also prints the steady-tier advice over the horizon: on-prem GPUs to own
+    (the P50 of the forecast P50 demand), the utilisation that implies, and
+    green / yellow / red for the forecast utilisation of --steady-gpus (< 60% /
+    60-80% / > 80%: red means on-prem runs hot and demand above it bursts).
 
     With --backtest, score burst's forecaster (prophet), its seasonal-naive
     fallback and AutoETS on the series' own last FOLDS horizons instead:
@@ -387,6 +397,7 @@ def forecast_cmd(
     except SeriesError as exc:
         raise click.ClickException(str(exc)) from None
     series = loaded.series
+    advice = _series_advice(result, steady_gpus)
     rows = [
         {"at": ts.isoformat(), **{f"p{round(q * 100)}": result.quantiles[q][i] for q in sorted(result.quantiles)}}
         for i, ts in enumerate(result.timestamps)
@@ -398,6 +409,7 @@ def forecast_cmd(
                        "filled_buckets": loaded.filled_buckets},
             "model": result.model,
             "forecast": rows,
+            "steady_tier": advice.to_json(),
         }
         click.echo(json.dumps(doc, indent=2))
         return
@@ -407,8 +419,29 @@ def forecast_cmd(
     for r in rows:
         table.add_row(str(r["at"]), f"{r['p50']:.1f}", f"{r['p90']:.1f}", f"{r['p99']:.1f}")
     Console().print(table)
+    print_steady_advice([advice])
     if loaded.filled_buckets:
         click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
+
+
+def _series_advice(result: Forecast, steady_gpus: int | None) -> SteadyAdvice:
+    """The steady-tier advice for one forecast series (utilisation and status only with --steady-gpus)."""
+    from burst.planner.steady import steady_advice
+
+    owned = None if steady_gpus is None else {result.gpu_model: steady_gpus}
+    return steady_advice([result], owned, result.timestamps[0])[0]
+
+
+def print_steady_advice(advice: Sequence[SteadyAdvice]) -> None:
+    """Print the steady-tier advice, one line per GPU model."""
+    for a in advice:
+        click.echo(
+            f"steady tier ({a.gpu_model}): own {a.recommended_gpus} GPU(s) (P50 of forecast P50 demand, "
+            f"{a.window_start:%Y-%m-%d %H:%M} to {a.window_end:%Y-%m-%d %H:%M} UTC; "
+            f"{a.utilisation_at_recommended:.0%} utilised at that size)"
+            + ("" if a.utilisation is None else
+               f"; today's {a.steady_gpus} GPU(s) would be {a.utilisation:.0%} utilised: {a.status}")
+        )
 
 
 def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: int, as_json: bool) -> None:
@@ -533,6 +566,7 @@ def print_plan(result: Plan) -> None:
         table.add_row("=", "hold", h.subject, "", h.reason)
     console.print(table)
     console.print(f"{len(result.actions)} action(s), {len(result.holds)} hold(s)")
+    print_steady_advice(result.advice)
 
 
 SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes": "-", "reclaim_job": "-"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -326,6 +327,19 @@ class SpotPolicy:
 
 
 @dataclass(frozen=True)
+class PrescalePolicy:
+    """How far ahead of forecast demand the elastic tier is scaled for a tenant.
+
+    `quantile` is the forecast quantile provisioned for (one of `QUANTILES`;
+    None turns pre-scaling off for the tenant); the lead time is a group's boot
+    latency plus `buffer_s`.
+    """
+
+    quantile: float | None = 0.9
+    buffer_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class Policy:
     """One tenant's validated policy (built by `policies/` from its YAML file)."""
 
@@ -335,6 +349,7 @@ class Policy:
     burst_quota_gpus: int | None = None
     budget: Budget = field(default_factory=Budget)
     spot: SpotPolicy = field(default_factory=SpotPolicy)
+    prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
     allowed_providers: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] = ()
     queue_wait_slo_s: float = 600.0
@@ -359,6 +374,9 @@ def default_policy(tenant: TenantName) -> Policy:
 
 QUANTILES = (0.5, 0.9, 0.99)
 
+ALL_TENANTS: TenantName = "*"
+"""The tenant of a pooled forecast: one series per GPU model for every tenant together."""
+
 
 @dataclass(frozen=True)
 class Forecast:
@@ -369,6 +387,7 @@ class Forecast:
     timestamps: tuple[datetime, ...]
     quantiles: Mapping[float, tuple[float, ...]]  # 0.5/0.9/0.99 -> one value per timestamp
     model: str = "none"
+    history_s: float = math.inf  # how much history it was fitted on (forecasting sets it)
 
     def at(self, q: float, when: datetime) -> float:
         """The `q` quantile at the last step at or before `when` (0 before the first step)."""
@@ -469,14 +488,61 @@ class Hold:
         return out
 
 
+UTILISATION_YELLOW = 0.6
+UTILISATION_RED = 0.8
+"""Steady-tier status bands: green below 60% forecast utilisation, yellow to 80%, red above."""
+
+
+def utilisation_status(utilisation: float) -> str:
+    """Decide the steady tier's traffic light for a forecast utilisation (green / yellow / red)."""
+    if utilisation > UTILISATION_RED:
+        return "red"
+    return "yellow" if utilisation >= UTILISATION_YELLOW else "green"
+
+
+@dataclass(frozen=True)
+class SteadyAdvice:
+    """The steady (on-prem) tier's capacity recommendation for one GPU model over a planning window.
+
+    `recommended_gpus` is the P50 over the window of the forecast P50 demand
+    (summed over tenants): GPUs demanded at least half the time, which on-prem
+    serves at its lowest unit cost. `utilisation` is the mean forecast share of
+    today's `steady_gpus` that demand would keep busy (1.0 when there are none
+    and demand is positive); `status` is its traffic light. The three are None
+    when today's steady GPUs are not known (a series file forecast alone).
+    """
+
+    gpu_model: str
+    steady_gpus: int | None
+    recommended_gpus: int
+    utilisation: float | None
+    utilisation_at_recommended: float
+    status: str | None
+    window_start: datetime
+    window_end: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu_model": self.gpu_model,
+            "steady_gpus": self.steady_gpus,
+            "recommended_gpus": self.recommended_gpus,
+            "utilisation": None if self.utilisation is None else round(self.utilisation, 4),
+            "utilisation_at_recommended": round(self.utilisation_at_recommended, 4),
+            "status": self.status,
+            "window_start": self.window_start.isoformat(),
+            "window_end": self.window_end.isoformat(),
+        }
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What one tick decided: ordered actions plus the holds that explain inaction."""
+    """What one tick decided: ordered actions, the holds that explain inaction, and steady-tier advice."""
 
     id: str
     at: datetime
     actions: tuple[Action, ...]
     holds: tuple[Hold, ...] = ()
+    advice: tuple[SteadyAdvice, ...] = ()
 
     def of_kind(self, *kinds: ActionKind) -> list[Action]:
         return [a for a in self.actions if a.kind in kinds]
@@ -487,6 +553,7 @@ class Plan:
             "at": self.at.isoformat(),
             "actions": [a.to_json() for a in self.actions],
             "holds": [h.to_json() for h in self.holds],
+            "steady_tier": [a.to_json() for a in self.advice],
         }
 
 

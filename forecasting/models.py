@@ -162,7 +162,8 @@ def forecast_series(
         floor = row
     last = series.timestamps[-1]
     stamps = tuple(last + timedelta(seconds=series.step_s * (k + 1)) for k in range(steps))
-    return Forecast(tenant=series.tenant, gpu_model=series.gpu_model, timestamps=stamps, quantiles=guarded, model=model)
+    return Forecast(tenant=series.tenant, gpu_model=series.gpu_model, timestamps=stamps, quantiles=guarded, model=model,
+                    history_s=series.history_s)
 
 
 def _nonsense(paths: QuantilePaths, steps: int) -> str:

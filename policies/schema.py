@@ -22,7 +22,7 @@ from pydantic import (
     field_validator,
 )
 
-from burst.model import Budget, Policy, SpotPolicy
+from burst.model import QUANTILES, Budget, Policy, PrescalePolicy, SpotPolicy
 from policies.durations import Duration
 
 PLANNER = "read by the planner"
@@ -128,6 +128,28 @@ class SpotDoc(StrictModel):
     )
 
 
+class PrescaleDoc(StrictModel):
+    """Elastic pre-scaling ahead of forecast demand."""
+
+    quantile: Number | None = Field(
+        default=0.9,
+        description="Forecast quantile the elastic tier is scaled ahead for (0.5, 0.9 or 0.99); "
+        f"null = no pre-scaling for this tenant; {PLANNER}.",
+    )
+    buffer: Duration = Field(
+        default=300.0,
+        description="Duration added to a group's boot latency to give the pre-scaling lead time "
+        f"(default 300 s); {PLANNER}.",
+    )
+
+    @field_validator("quantile")
+    @classmethod
+    def _forecast_quantile(cls, value: float | None) -> float | None:
+        if value is not None and value not in QUANTILES:
+            raise ValueError(f"must be one of the forecast quantiles {', '.join(map(str, QUANTILES))}, got {value:g}")
+        return value
+
+
 class TenantPolicyDoc(StrictModel):
     """One tenant's policy file (`<tenant>.yaml`). Every key is optional."""
 
@@ -141,6 +163,9 @@ class TenantPolicyDoc(StrictModel):
     quota: QuotaDoc = Field(default=QuotaDoc(), description=f"GPU quotas per tier; {PLANNER}.")
     budget: BudgetDoc = Field(default=BudgetDoc(), description=f"Hard spending caps; {PLANNER}.")
     spot: SpotDoc = Field(default=SpotDoc(), description=f"Spot/Preemptible usage; {PLANNER}.")
+    prescale: PrescaleDoc = Field(
+        default=PrescaleDoc(), description=f"Elastic pre-scaling ahead of forecast demand; {PLANNER}."
+    )
     allowed_providers: Annotated[list[ProviderName], Strict()] = Field(
         default_factory=list, description=f"Providers the tenant may use; empty or missing = any; {PLANNER}."
     )
@@ -162,7 +187,7 @@ class TenantPolicyDoc(StrictModel):
         default=None, description=f"Duration after which a job is reclaimed; null = unlimited; {PLANNER}."
     )
 
-    @field_validator("quota", "budget", "spot", mode="before")
+    @field_validator("quota", "budget", "spot", "prescale", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return none_as_empty(value, {})
@@ -207,6 +232,7 @@ class TenantPolicyDoc(StrictModel):
                 required_checkpoint_interval_s=self.spot.required_checkpoint_interval,
                 fault_tolerant_fraction=self.spot.fault_tolerant_fraction,
             ),
+            prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer),
             allowed_providers=tuple(self.allowed_providers),
             allowed_regions=tuple(self.allowed_regions),
             queue_wait_slo_s=self.queue_wait_slo,

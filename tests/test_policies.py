@@ -698,3 +698,13 @@ def test_home_relative_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     errors = config_errors(write(tmp_path, "burst.yaml", "policies_dir: ~nosuchuser-xyz/p\n"))
     assert [(e.line, e.field) for e in errors] == [(1, "policies_dir")]
     assert "cannot expand '~nosuchuser-xyz'" in errors[0].message
+
+
+def test_prescale_section_sets_the_forecast_quantile_and_buffer(tmp_path: Path) -> None:
+    policy = load_policy_file(write(tmp_path, "ops.yaml", "prescale:\n  quantile: 0.99\n  buffer: 10m\n"))
+    assert (policy.prescale.quantile, policy.prescale.buffer_s) == (0.99, 600.0)
+    assert load_policy_file(write(tmp_path, "off.yaml", "prescale:\n  quantile: null\n")).prescale.quantile is None
+    assert default_policy("x").prescale.quantile == 0.9
+    (error,) = errors_of(write(tmp_path, "bad.yaml", "priority: 1\nprescale:\n  quantile: 0.8\n"))
+    assert (error.line, error.field) == (3, "prescale.quantile")
+    assert "one of the forecast quantiles 0.5, 0.9, 0.99" in error.message

@@ -15,15 +15,19 @@ from datetime import datetime
 from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
 from burst.planner.context import PlanContext, PriceSource, build_context
 from burst.planner.placement import place_and_scale_up
+from burst.planner.prescale import prescale_elastic
 from burst.planner.reclaim import reclaim_overdue
 from burst.planner.scale_down import scale_down_idle
+from burst.planner.steady import advise_steady_tier
 
 Step = Callable[[PlanContext], None]
 
 PIPELINE: tuple[tuple[str, Step], ...] = (
     ("reclaim", reclaim_overdue),
     ("place+scale_up", place_and_scale_up),
+    ("prescale", prescale_elastic),
     ("scale_down", scale_down_idle),
+    ("steady_advice", advise_steady_tier),
 )
 
 
@@ -55,7 +59,7 @@ def plan(
     for _name, step in pipeline:
         step(ctx)
     actions = tuple(replace(a, id=f"{ids.plan_id}.{i}") for i, a in enumerate(ctx.actions, start=1))
-    return Plan(id=ids.plan_id, at=now, actions=actions, holds=tuple(ctx.holds))
+    return Plan(id=ids.plan_id, at=now, actions=actions, holds=tuple(ctx.holds), advice=tuple(ctx.advice))
 
 
 __all__ = ["PIPELINE", "PlanIds", "PriceSource", "Step", "plan"]

@@ -28,6 +28,7 @@ from burst.model import (
     NodeState,
     Policy,
     Snapshot,
+    SteadyAdvice,
     TenantName,
     Tier,
     default_policy,
@@ -190,6 +191,8 @@ class PlanContext:
     actions: list[Action] = field(default_factory=list)
     holds: list[Hold] = field(default_factory=list)
     busy_nodes: set[NodeId] = field(default_factory=set)
+    advice: list[SteadyAdvice] = field(default_factory=list)
+    forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
     _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
 
     def policy(self, tenant: TenantName) -> Policy:
@@ -211,6 +214,23 @@ class PlanContext:
 
     def hold(self, subject: str, reason: str, step: str, tenant: TenantName | None = None) -> None:
         self.holds.append(Hold(subject=subject, reason=reason, step=step, tenant=tenant))
+
+
+def budget_refusal(ctx: PlanContext, tenant: TenantName, policy: Policy, extra_usd_per_hour: float, what: str) -> str | None:
+    """Why adding `extra_usd_per_hour` to `tenant`'s spend would break a hard budget, or None if it would not."""
+    after = ctx.usage_of(tenant).usd_per_hour + extra_usd_per_hour
+    cap_h = policy.budget.usd_per_hour
+    if cap_h is not None and after > cap_h + 1e-9:
+        return f"{what} refused: tenant {tenant} would spend ${after:.2f}/h > budget.usd_per_hour ${cap_h:.2f}"
+    cap_m = policy.budget.usd_per_month
+    if cap_m is not None:
+        spent = ctx.snapshot.spend_month_usd.get(tenant, 0.0)
+        if spent + after * BUDGET_HORIZON_S / 3600.0 > cap_m + 1e-9:
+            return (
+                f"{what} refused: tenant {tenant} has spent ${spent:.2f} this month; one more hour at "
+                f"${after:.2f}/h would pass budget.usd_per_month ${cap_m:.2f}"
+            )
+    return None
 
 
 def build_context(

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from burst.model import Action, ActionKind, CapacityType, Job, Policy, TenantName, Tier
-from burst.planner.context import BUDGET_HORIZON_S, GroupCapacity, PlanContext
+from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
 from burst.planner.fairshare import fair_order
 
 STEP_PLACE = "place"
@@ -177,26 +177,10 @@ def _quota_ok(ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, re
 
 
 def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: float, what: str, refusals: _Refusals) -> bool:
-    usage = ctx.usage_of(job.tenant)
-    after = usage.usd_per_hour + extra_usd_per_hour
-    cap_h = policy.budget.usd_per_hour
-    if cap_h is not None and after > cap_h + 1e-9:
-        refusals.add(
-            "budget",
-            f"{what} refused: tenant {job.tenant} would spend ${after:.2f}/h > budget.usd_per_hour ${cap_h:.2f}",
-        )
+    reason = budget_refusal(ctx, job.tenant, policy, extra_usd_per_hour, what)
+    if reason is not None:
+        refusals.add("budget", reason)
         return False
-    cap_m = policy.budget.usd_per_month
-    if cap_m is not None:
-        spent = ctx.snapshot.spend_month_usd.get(job.tenant, 0.0)
-        projected = spent + after * BUDGET_HORIZON_S / 3600.0
-        if projected > cap_m + 1e-9:
-            refusals.add(
-                "budget",
-                f"{what} refused: tenant {job.tenant} has spent ${spent:.2f} this month; one more hour at "
-                f"${after:.2f}/h would pass budget.usd_per_month ${cap_m:.2f}",
-            )
-            return False
     return True
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from burst.model import Action, ActionKind, Tier
 from burst.planner.context import PlanContext
+from burst.planner.prescale import serves
 
 STEP = "scale_down"
 
@@ -11,9 +14,10 @@ STEP = "scale_down"
 def scale_down_idle(ctx: PlanContext) -> None:
     """Terminate idle elastic nodes (no jobs, none placed this plan) idle for at least the cooldown.
 
-    Never below the group's min size, never in a group this plan scales up, and
-    the oldest-idle nodes go first. Idle nodes still inside the cooldown are
-    reported as a hold with the time left.
+    Never below the group's min size, never in a group this plan scales up,
+    never into capacity the forecast needs within its lead time (the spare the
+    prescale step left, `ctx.forecast_spare_gpus`), and the oldest-idle nodes
+    go first. Idle nodes kept are reported as a hold with the reason.
     """
     scaled_up = {a.target for a in ctx.actions if a.kind is ActionKind.SCALE_UP}
     for group_id in sorted(ctx.groups):
@@ -32,7 +36,13 @@ def scale_down_idle(ctx: PlanContext) -> None:
             continue
         idle.sort(key=lambda item: (-item[0], item[1]))
         removable = max(0, cap.target - group.min_size)
-        due = [node_id for seconds, node_id in idle if seconds >= group.scale_down_cooldown_s][:removable]
+        spares = {m: spare for m, spare in ctx.forecast_spare_gpus.items() if serves(group, m)}
+        forecast_bound = min((max(0, math.floor(spare / cap.gpn + 1e-9)) for spare in spares.values()), default=removable)
+        due = [node_id for seconds, node_id in idle if seconds >= group.scale_down_cooldown_s]
+        held_for_forecast = len(due) > forecast_bound and forecast_bound < removable
+        due = due[: min(removable, forecast_bound)]
+        for m in spares:
+            ctx.forecast_spare_gpus[m] -= len(due) * cap.gpn
         if due:
             ctx.actions.append(
                 Action(
@@ -48,7 +58,9 @@ def scale_down_idle(ctx: PlanContext) -> None:
             )
         kept = [(s, n) for s, n in idle if n not in due]
         if kept:
-            if all(s >= group.scale_down_cooldown_s for s, _ in kept):
+            if held_for_forecast:
+                why = "forecast demand within the pre-scaling lead time needs them"
+            elif all(s >= group.scale_down_cooldown_s for s, _ in kept):
                 why = f"group is at its min_size {group.min_size}"
             else:
                 left = min(group.scale_down_cooldown_s - s for s, _ in kept if s < group.scale_down_cooldown_s)

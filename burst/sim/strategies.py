@@ -86,7 +86,7 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
     if name in ("reactive", "reactive-hotpool"):
         scale_down = ClusterAutoscalerScaleDown()
         pipeline: tuple[tuple[str, Step], ...] = (
-            *[(n, s) for n, s in PIPELINE if n != "scale_down"],
+            *[(n, s) for n, s in PIPELINE if n not in ("prescale", "scale_down")],
             (ClusterAutoscalerScaleDown.STEP, scale_down),
         )
         reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)

@@ -1,0 +1,146 @@
+"""Step: scale elastic groups up ahead of forecast demand; never in on a forecast alone.
+
+Runs after placement, so this plan's reactive launches already count. Per
+GPU model, supply is every GPU of the groups that serve it (steady and
+elastic, ready, booting or launched by this plan); each tenant's need is its
+forecast at its policy's `prescale.quantile` (default P90), the largest over
+the lead time = the boot latency of the cheapest on-demand elastic group it
+may use + `prescale.buffer` (default 300 s), capped by its quotas. Tenants are
+served from supply in priority order; what is left short is launched in the
+cheapest on-demand elastic group with room (spot capacity is not pre-scaled:
+a forecast does not say which jobs will be fault-tolerant), within max size,
+the burst quota and hard budgets, or held with the reason.
+
+Scale-in stays reactive: this step adds capacity only. It records how many
+GPUs of supply exceed the forecast need per GPU model
+(`ctx.forecast_spare_gpus`), and the scale-down step releases idle nodes only
+out of that spare, so capacity launched for a forecast is not released and
+relaunched on the next tick. As with AWS predictive scaling, a forecast
+fitted on less than `MIN_HISTORY_S` (24 h) of history does not pre-scale:
+the short-history fallback only holds the last level, which after a burst
+would keep the burst's capacity up. Demand of `ANY_MODEL` counts every group as
+supply, so with mixed GPU models it is an approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import replace
+from datetime import timedelta
+
+from burst.model import Action, ActionKind, CapacityType, Forecast, NodeGroup, Policy, Tier
+from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
+from burst.planner.steady import ANY_MODEL
+
+STEP = "prescale"
+MIN_HISTORY_S = 24 * 3600.0
+
+
+def lead_time_s(group: NodeGroup, policy: Policy) -> float:
+    """How far ahead of forecast demand `group` is scaled for a tenant: its boot latency plus the buffer."""
+    return group.boot_latency_s + policy.prescale.buffer_s
+
+
+def serves(group: NodeGroup, gpu_model: str) -> bool:
+    """Whether `group`'s GPUs count as supply for demand of `gpu_model`."""
+    return gpu_model == ANY_MODEL or group.shape.gpu_model == gpu_model
+
+
+def prescale_options(ctx: PlanContext, policy: Policy, gpu_model: str) -> list[GroupCapacity]:
+    """On-demand elastic groups the tenant may pre-scale for `gpu_model`, cheapest per GPU-hour first."""
+    caps = [
+        c
+        for c in ctx.groups.values()
+        if c.group.tier is Tier.ELASTIC
+        and c.group.capacity_type is CapacityType.ON_DEMAND
+        and serves(c.group, gpu_model)
+        and policy.allows_group(c.group)
+    ]
+    return sorted(caps, key=lambda c: (c.gpu_price, c.group.id))
+
+
+def prescale_elastic(ctx: PlanContext) -> None:
+    """Launch elastic capacity for forecast demand within each tenant's lead time (see module doc)."""
+    if not ctx.forecasts:
+        return
+    by_model: dict[str, list[Forecast]] = defaultdict(list)
+    for f in ctx.forecasts:
+        by_model[f.gpu_model].append(f)
+    for model in sorted(by_model):
+        supply = sum(c.planned_size * c.gpn for c in ctx.groups.values() if serves(c.group, model))
+        free = float(supply)
+        for f in sorted(by_model[model], key=lambda f: (-ctx.policy(f.tenant).priority, f.tenant)):
+            policy = ctx.policy(f.tenant)
+            q = policy.prescale.quantile
+            if q is None or q not in f.quantiles or f.history_s < MIN_HISTORY_S:
+                continue
+            options = prescale_options(ctx, policy, model)
+            lead = lead_time_s(options[0].group, policy) if options else policy.prescale.buffer_s
+            want = _capped(f.max_over(q, ctx.now, ctx.now + timedelta(seconds=lead)), policy)
+            free -= want
+            if free >= 0:
+                continue
+            label = f"forecast P{q * 100:g} demand of {want:.1f} {model} GPU(s) for tenant {f.tenant} within {lead / 60:g} min"
+            if not options:
+                ctx.hold(f"tenant:{f.tenant}", f"{label} exceeds supply, but no on-demand elastic group is allowed "
+                         "to pre-scale", STEP, f.tenant)
+                continue
+            free += _launch(ctx, f.tenant, policy, options, -free, f"{label} exceeds the {supply} GPU(s) ready, "
+                            "booting and planned")
+        ctx.forecast_spare_gpus[model] = free
+
+
+def _capped(gpus: float, policy: Policy) -> float:
+    """A tenant's forecast need bounded by what its quotas let it hold."""
+    if policy.steady_quota_gpus is not None and policy.burst_quota_gpus is not None:
+        return min(gpus, float(policy.steady_quota_gpus + policy.burst_quota_gpus))
+    return gpus
+
+
+def _launch(ctx: PlanContext, tenant: str, policy: Policy, options: list[GroupCapacity], short: float, why: str) -> int:
+    """Launch nodes for `short` GPUs across `options` in order; the GPUs launched."""
+    usage = ctx.usage_of(tenant)
+    if policy.burst_quota_gpus is not None:
+        room = policy.burst_quota_gpus - usage.elastic_gpus
+        if room < short:
+            ctx.hold(f"tenant:{tenant}", f"{why}; pre-scaling limited by quota.burst_gpus {policy.burst_quota_gpus}",
+                     STEP, tenant)
+        short = min(short, max(0.0, room))
+    launched = 0
+    for cap in options:
+        if short <= 0:
+            break
+        nodes = min(math.ceil(short / cap.gpn - 1e-9), cap.group.max_size - cap.planned_size)
+        if nodes <= 0:
+            ctx.hold(f"group:{cap.group.id}", f"{why}; {cap.group.id} is at its max_size {cap.group.max_size}", STEP)
+            continue
+        cost = nodes * cap.price_per_node
+        refusal = budget_refusal(ctx, tenant, policy, cost, f"pre-scaling {nodes} x {cap.group.instance_type}")
+        if refusal is not None:
+            ctx.hold(f"tenant:{tenant}", f"{why}; {refusal}", STEP, tenant)
+            break
+        before = cap.planned_size
+        cap.launched += nodes
+        for _ in range(nodes):
+            cap.add_inflight(cap.gpn, None)
+        usage.add(cap.group, nodes * cap.gpn, cost)
+        _merge_scale_up(ctx, cap, nodes, tenant, f"{why}: +{nodes} node(s) ahead of it in {cap.group.id} "
+                        f"({before} -> {cap.planned_size} nodes)")
+        short -= nodes * cap.gpn
+        launched += nodes * cap.gpn
+    return launched
+
+
+def _merge_scale_up(ctx: PlanContext, cap: GroupCapacity, nodes: int, tenant: str, reason: str) -> None:
+    """Fold a pre-scale launch into this plan's scale-up of the group, or add one: one scale-up per group."""
+    for i, action in enumerate(ctx.actions):
+        if action.kind is ActionKind.SCALE_UP and action.target == cap.group.id:
+            ctx.actions[i] = replace(
+                action, count=(action.count or 0) + nodes, size=cap.planned_size, reason=f"{action.reason}; {reason}"
+            )
+            return
+    ctx.actions.append(
+        Action(kind=ActionKind.SCALE_UP, target=cap.group.id, count=nodes, size=cap.planned_size, step=STEP,
+               reason=reason, tenant=tenant)
+    )

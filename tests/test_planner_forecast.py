@@ -1,0 +1,137 @@
+"""Hand-worked cases for the planner steps that read forecasts: elastic pre-scaling and steady-tier advice."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from builders import T0, TablePrices, group, job, ready_node
+
+from burst.model import ActionKind, Budget, Forecast, Plan, Policy, PrescalePolicy, Snapshot, Tier
+from burst.planner import PlanIds, plan
+from burst.planner.steady import steady_advice
+
+ONPREM = group("onprem", tier=Tier.STEADY, gpus=8, min_size=1, max_size=1)
+OD_A = group("od-a", gpus=8)
+OD_B = group("od-b", gpus=8, max_size=4)
+PRICES = TablePrices({"onprem": 8.0, "od-a": 32.0, "od-b": 24.0})
+DAY = 86400.0
+
+
+def forecast(values: dict[int, float], *, tenant: str = "a", model: str = "any", history_s: float = 7 * DAY,
+             spread: float = 4.0) -> Forecast:
+    """A 5-minute-step forecast over the next hour: P50 given at each minute offset (else 0), P90/P99 above it."""
+    stamps = tuple(T0 + timedelta(minutes=m) for m in range(5, 65, 5))
+    p50 = tuple(values.get(m, 0.0) for m in range(5, 65, 5))
+    return Forecast(tenant=tenant, gpu_model=model, timestamps=stamps,
+                    quantiles={0.5: p50, 0.9: tuple(v + spread for v in p50), 0.99: tuple(v + 2 * spread for v in p50)},
+                    model="prophet", history_s=history_s)
+
+
+def run(snapshot: Snapshot, forecasts: list[Forecast], policies: dict[str, Policy] | None = None, now=T0) -> Plan:
+    return plan(snapshot, forecasts, policies or {}, PRICES, now=now, ids=PlanIds("p1"))
+
+
+def onprem_only(*extra_nodes, targets=None) -> Snapshot:
+    return Snapshot(
+        groups=(ONPREM, OD_A, OD_B),
+        nodes=(ready_node("onprem-0", ONPREM), *extra_nodes),
+        jobs=(),
+        targets=targets or {"onprem": 1, "od-a": 0, "od-b": 0},
+    )
+
+
+def test_forecast_demand_within_the_lead_time_is_launched_ahead_at_p90() -> None:
+    # lead = 300 s boot + 300 s buffer; P90 at +10 min is 26 + 4 = 30 GPUs against 8 on-prem: 22 short -> 3 nodes
+    p = run(onprem_only(), [forecast({10: 26.0})])
+    (up,) = p.actions
+    assert (up.kind, up.target, up.count, up.size, up.step) == (ActionKind.SCALE_UP, "od-b", 3, 3, "prescale")
+    assert "forecast P90 demand of 30.0 any GPU(s) for tenant a within 10 min" in up.reason
+    assert "exceeds the 8 GPU(s)" in up.reason
+
+
+def test_demand_beyond_the_lead_time_waits_and_a_longer_buffer_reaches_it() -> None:
+    later = [forecast({20: 26.0})]
+    assert run(onprem_only(), later).actions == ()
+    longer = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=0.9, buffer_s=900.0))}
+    (up,) = run(onprem_only(), later, longer).actions
+    assert up.count == 3
+
+
+def test_each_tenant_is_pre_scaled_at_its_own_quantile_or_not_at_all() -> None:
+    p50 = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=0.5))}
+    (up,) = run(onprem_only(), [forecast({10: 26.0})], p50).actions
+    assert up.count == 3 and "forecast P50 demand of 26.0" in up.reason  # 18 short -> 3 nodes
+    p99 = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=0.99))}
+    assert run(onprem_only(), [forecast({10: 26.0})], p99).actions[0].count == 4  # 34 -> 26 short
+    off = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=None))}
+    assert run(onprem_only(), [forecast({10: 26.0})], off).actions == ()
+
+
+def test_a_forecast_on_under_a_day_of_history_does_not_pre_scale() -> None:
+    assert run(onprem_only(), [forecast({10: 26.0}, history_s=DAY - 1)]).actions == ()
+
+
+def test_capacity_already_booting_counts_as_supply() -> None:
+    p = run(onprem_only(targets={"onprem": 1, "od-a": 0, "od-b": 2}), [forecast({10: 26.0})])
+    (up,) = p.actions
+    assert (up.target, up.count, up.size) == ("od-b", 1, 3)  # 8 + 16 booting = 24 < 30: one more node
+
+
+def test_pre_scaling_folds_into_the_reactive_scale_up_of_the_same_group() -> None:
+    snap = Snapshot(groups=(ONPREM, OD_B), nodes=(ready_node("onprem-0", ONPREM),),
+                    jobs=(job("j1", gpus=8), job("j0", gpus=8)),
+                    targets={"onprem": 1, "od-b": 0})
+    p = run(snap, [forecast({10: 36.0})])
+    ups = [a for a in p.actions if a.kind is ActionKind.SCALE_UP]
+    assert len(ups) == 1, "one scale-up per group"
+    (up,) = ups
+    # reactive: one job fits on-prem, one needs a node; forecast P90 40 vs 8 + 8 = 16 -> 3 more nodes
+    assert (up.count, up.size) == (4, 4)
+    assert "pending job(s)" in up.reason and "ahead of it" in up.reason
+
+
+def test_group_max_and_budget_bound_pre_scaling_and_say_so() -> None:
+    p = run(onprem_only(), [forecast({10: 60.0})])  # 56 short: od-b's 4 nodes, then od-a for the rest
+    assert [(a.target, a.count) for a in p.actions] == [("od-b", 4), ("od-a", 3)]
+    capped = {"a": Policy(tenant="a", budget=Budget(usd_per_hour=50.0))}
+    p = run(onprem_only(), [forecast({10: 26.0})], capped)
+    assert p.actions == ()
+    assert any(h.step == "prescale" and "budget.usd_per_hour $50.00" in h.reason for h in p.holds)
+
+
+def test_scale_in_stays_reactive_and_keeps_what_the_forecast_needs() -> None:
+    idle = [ready_node(f"od-b-{i}", OD_B, idle_since=T0 - timedelta(minutes=30)) for i in range(3)]
+    snap = onprem_only(*idle, targets={"onprem": 1, "od-a": 0, "od-b": 3})
+    # without a forecast all three idle nodes go after their cooldown
+    (down,) = run(snap, []).actions
+    assert (down.kind, down.count) == (ActionKind.SCALE_DOWN, 3)
+    # a forecast of 16 GPUs (P90 20) within the lead time keeps two of them (8 on-prem + 16 >= 20)
+    (down,) = run(snap, [forecast({10: 16.0})]).actions
+    assert (down.kind, down.count, down.size) == (ActionKind.SCALE_DOWN, 1, 2)
+    assert any("forecast demand within the pre-scaling lead time needs them" in h.reason for h in run(snap, [forecast({10: 16.0})]).holds)
+    # a forecast of zero never releases nodes still inside their cooldown
+    young = [ready_node(f"od-b-{i}", OD_B, idle_since=T0 - timedelta(minutes=5)) for i in range(3)]
+    assert run(onprem_only(*young, targets={"onprem": 1, "od-a": 0, "od-b": 3}), [forecast({})]).actions == ()
+
+
+def test_steady_advice_is_the_p50_of_forecast_p50_with_its_utilisation_and_status() -> None:
+    f = forecast({5: 10.0, 10: 20.0, 15: 30.0, 20: 40.0, 25: 50.0})
+    (advice,) = steady_advice([f], {"A100": 32}, T0, T0 + timedelta(minutes=25))
+    assert advice.recommended_gpus == 30
+    assert advice.utilisation == (10 + 20 + 30 + 32 + 32) / (5 * 32)  # 0.775
+    assert advice.status == "yellow"
+    assert advice.utilisation_at_recommended == (10 + 20 + 30 + 30 + 30) / (5 * 30)
+    (unknown,) = steady_advice([f], None, T0, T0 + timedelta(minutes=25))
+    assert (unknown.steady_gpus, unknown.utilisation, unknown.status) == (None, None, None)
+    two = steady_advice([f, forecast({5: 10.0, 10: 20.0, 15: 30.0, 20: 40.0, 25: 50.0}, tenant="b")], {"A100": 32}, T0,
+                        T0 + timedelta(minutes=25))
+    assert two[0].recommended_gpus == 60 and two[0].status == "red"  # tenants' demand adds up
+    assert steady_advice([f], {"A100": 200}, T0, T0 + timedelta(minutes=25))[0].status == "green"
+
+
+def test_plans_carry_steady_advice_for_todays_on_prem_gpus() -> None:
+    p = run(onprem_only(), [forecast({m: 4.0 for m in range(5, 65, 5)})])
+    (advice,) = p.advice
+    assert (advice.steady_gpus, advice.recommended_gpus, advice.status) == (8, 4, "green")
+    assert p.to_json()["steady_tier"][0]["recommended_gpus"] == 4
+    assert run(onprem_only(), []).advice == ()
