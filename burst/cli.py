@@ -477,7 +477,7 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
 @click.option("--tenant-column", default=None, help="Trace column naming the tenant (default: the format's own).")
 @CONFIG_OPTION
 @click.option("--strategy", "strategies", multiple=True,
-              type=click.Choice(["burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"]),
+              type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"]),
               help="Strategy to simulate (repeatable; default: all).")
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,

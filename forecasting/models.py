@@ -6,10 +6,13 @@
 - fewer than `min_history_s` (default 24 h) of history, or a series too flat
   to fit: the seasonal-naive fallback;
 - otherwise Prophet (daily seasonality, weekly once a week of history
-  exists). Its P50/P90/P99 are quantiles of Prophet's own predictive samples
-  (`Prophet.predictive_samples`, trend and observation noise included), not of
-  its symmetric `interval_width` band, so the upper quantiles keep the skew of
-  the samples;
+  exists). P50 is Prophet's point forecast (`yhat`: trend + seasonality, no
+  sampling noise, so a step-to-step rise is the model's and not the
+  sampler's). P90 and P99 add to it the 90th and 99th percentiles of Prophet's
+  own predictive samples (`Prophet.predictive_samples`, trend and observation
+  noise included) less the point forecast, smoothed over 9 steps: quantiles
+  of samples rather than its symmetric `interval_width` band, so the upper
+  quantiles keep the skew of the samples;
 - if Prophet raises, or returns a value that is NaN, infinite or below zero
   beyond rounding, the fallback serves and the reason is kept in the model
   name (``seasonal_naive (prophet failed: ...)``).
@@ -122,8 +125,26 @@ def prophet_fit(series: DemandSeries, steps: int, *, samples: int = 300, seed: i
         model.fit(pd.DataFrame({"ds": ds, "y": list(series.values)}))
         np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
         draws = model.predictive_samples(future)["yhat"]
-    qs = np.quantile(draws, list(QUANTILES), axis=1)
-    return {q: [float(v) for v in qs[i]] for i, q in enumerate(QUANTILES)}
+        model.uncertainty_samples = 0  # predict() then gives the point forecast alone, without sampling again
+        point = model.predict(future)["yhat"].to_numpy()
+    offsets = np.quantile(draws - point[:, None], [q for q in QUANTILES if q != 0.5], axis=1)
+    out = {0.5: [float(v) for v in point]}
+    for q, row in zip([q for q in QUANTILES if q != 0.5], offsets, strict=True):
+        out[q] = [float(v) for v in point + _moving_average(row, SPREAD_SMOOTHING_STEPS)]
+    return out
+
+
+SPREAD_SMOOTHING_STEPS = 4
+"""Half-width of the centred moving average over each upper quantile's spread above the point forecast."""
+
+
+def _moving_average(values: Sequence[float], half: int) -> list[float]:
+    """Centred moving average of `values` over 2 * half + 1 steps (fewer at the ends)."""
+    out = []
+    for i in range(len(values)):
+        window = values[max(0, i - half) : i + half + 1]
+        out.append(sum(window) / len(window))
+    return out
 
 
 def forecast_series(

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from burst.model import DemandPoint, Forecast
 from forecasting.models import DemandSeries, SeriesError, forecast_series
@@ -60,6 +60,7 @@ class ForecastService:
         self.fit = fit
         self.fit_s = 0.0
         self.fits = 0
+        self.models_fitted: dict[str, int] = {}  # fits served by each model (fallback reasons folded in)
         self.errors: dict[str, str] = {}
         self._latest: tuple[Forecast, ...] = ()
         self._cache: dict[tuple[str, str, datetime], Forecast] = {}
@@ -79,6 +80,17 @@ class ForecastService:
                 self._refit(now)
         with self._lock:
             return self._latest
+
+    def latest(self) -> tuple[Forecast, ...]:
+        """The latest forecasts, never starting a refit."""
+        with self._lock:
+            return self._latest
+
+    def next_refit_at(self) -> datetime | None:
+        """When the next refit falls due (None before the first)."""
+        if self._last_refit is None:
+            return None
+        return self._last_refit + timedelta(seconds=self.refit_every_s)
 
     @property
     def refitting(self) -> bool:
@@ -117,6 +129,8 @@ class ForecastService:
                     continue
                 self._cache[key] = found
                 self.fits += 1
+                base = found.model.split(" (")[0]
+                self.models_fitted[base] = self.models_fitted.get(base, 0) + 1
             fresh.append(found)
         with self._lock:
             self._latest = tuple(fresh)

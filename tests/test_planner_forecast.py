@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from builders import T0, TablePrices, group, job, ready_node
 
-from burst.model import ActionKind, Budget, Forecast, Plan, Policy, PrescalePolicy, Snapshot, Tier
+from burst.model import ActionKind, Budget, Forecast, JobState, Plan, Policy, PrescalePolicy, Snapshot, Tier
 from burst.planner import PlanIds, plan
 from burst.planner.steady import steady_advice
 
@@ -45,7 +45,8 @@ def test_forecast_demand_within_the_lead_time_is_launched_ahead_at_p90() -> None
     p = run(onprem_only(), [forecast({10: 26.0})])
     (up,) = p.actions
     assert (up.kind, up.target, up.count, up.size, up.step) == (ActionKind.SCALE_UP, "od-b", 3, 3, "prescale")
-    assert "forecast P90 demand of 30.0 any GPU(s) for tenant a within 10 min" in up.reason
+    # P50 rises by 26 GPUs over the lead time on the 0 demanded now, and P90 (30) does not bind
+    assert "forecast rise of 26 any GPU(s) within 10 min on tenant a's 0 demanded now (at most its P90 of 30.0)" in up.reason
     assert "exceeds the 8 GPU(s)" in up.reason
 
 
@@ -58,13 +59,33 @@ def test_demand_beyond_the_lead_time_waits_and_a_longer_buffer_reaches_it() -> N
 
 
 def test_each_tenant_is_pre_scaled_at_its_own_quantile_or_not_at_all() -> None:
-    p50 = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=0.5))}
-    (up,) = run(onprem_only(), [forecast({10: 26.0})], p50).actions
-    assert up.count == 3 and "forecast P50 demand of 26.0" in up.reason  # 18 short -> 3 nodes
-    p99 = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=0.99))}
-    assert run(onprem_only(), [forecast({10: 26.0})], p99).actions[0].count == 4  # 34 -> 26 short
-    off = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=None))}
-    assert run(onprem_only(), [forecast({10: 26.0})], off).actions == ()
+    running = job("r", gpus=8, state=JobState.RUNNING, nodes=("onprem-0",), started=T0 - timedelta(hours=1))
+    snap = Snapshot(groups=(ONPREM, OD_B), nodes=(ready_node("onprem-0", ONPREM),), jobs=(running,),
+                    targets={"onprem": 1, "od-b": 0})
+    stamps = (T0 + timedelta(minutes=5), T0 + timedelta(minutes=10))
+    rising = Forecast(tenant="a", gpu_model="any", timestamps=stamps,
+                      quantiles={0.5: (0.0, 16.0), 0.9: (0.0, 24.0), 0.99: (0.0, 40.0)}, model="prophet")
+
+    def ahead(quantile: float | None) -> list[int | None]:
+        policies = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=quantile))}
+        return [a.count for a in run(snap, [rising], policies).actions]
+
+    # need = min(8 demanded + P50 rise of 16, the quantile's level) against 8 GPUs of supply
+    assert ahead(0.5) == [1]  # min(24, 16) = 16: 8 short
+    assert ahead(0.9) == [2]  # min(24, 24) = 24: 16 short
+    assert ahead(0.99) == [2]  # min(24, 40) = 24: the rise binds
+    assert ahead(None) == []
+
+
+def test_need_is_todays_demand_plus_the_forecast_rise_not_the_forecast_level() -> None:
+    running = job("r", gpus=8, state=JobState.RUNNING, nodes=("onprem-0",), started=T0 - timedelta(hours=1))
+    snap = Snapshot(groups=(ONPREM, OD_B), nodes=(ready_node("onprem-0", ONPREM),), jobs=(running,),
+                    targets={"onprem": 1, "od-b": 0})
+    flat_high = forecast({m: 100.0 for m in range(5, 65, 5)})
+    assert run(snap, [flat_high]).actions == (), "a forecast level above today's demand, with no rise, waits"
+    ramp = forecast({5: 100.0, 10: 116.0})
+    (up,) = run(snap, [ramp]).actions
+    assert up.count == 2 and "rise of 16 " in up.reason and "a's 8 demanded now" in up.reason  # 8 + 16 - 8
 
 
 def test_a_forecast_on_under_a_day_of_history_does_not_pre_scale() -> None:
@@ -105,10 +126,11 @@ def test_scale_in_stays_reactive_and_keeps_what_the_forecast_needs() -> None:
     # without a forecast all three idle nodes go after their cooldown
     (down,) = run(snap, []).actions
     assert (down.kind, down.count) == (ActionKind.SCALE_DOWN, 3)
-    # a forecast of 16 GPUs (P90 20) within the lead time keeps two of them (8 on-prem + 16 >= 20)
-    (down,) = run(snap, [forecast({10: 16.0})]).actions
+    # a forecast rise of 20 GPUs within the lead time keeps two of them (8 on-prem + 16 >= 20)
+    ramp = [forecast({10: 20.0})]
+    (down,) = run(snap, ramp).actions
     assert (down.kind, down.count, down.size) == (ActionKind.SCALE_DOWN, 1, 2)
-    assert any("forecast demand within the pre-scaling lead time needs them" in h.reason for h in run(snap, [forecast({10: 16.0})]).holds)
+    assert any("forecast demand within the pre-scaling lead time needs them" in h.reason for h in run(snap, ramp).holds)
     # a forecast of zero never releases nodes still inside their cooldown
     young = [ready_node(f"od-b-{i}", OD_B, idle_since=T0 - timedelta(minutes=5)) for i in range(3)]
     assert run(onprem_only(*young, targets={"onprem": 1, "od-a": 0, "od-b": 3}), [forecast({})]).actions == ()

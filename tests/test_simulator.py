@@ -84,7 +84,9 @@ def test_same_seed_same_result_other_seed_other_interruptions() -> None:
         doc.pop("wall_s")
         for r in doc["strategies"].values():
             r.pop("wall_s")
+            r.pop("forecast_fit_s")
     assert one == two
+    assert one["strategies"]["burst"]["forecast_fits"] > 0 and one["strategies"]["reactive"]["forecast_fits"] == 0
     assert one["strategies"]["burst"]["jobs_started"] == one["trace"]["jobs"]
 
 
@@ -158,7 +160,7 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert set(data) >= {"trace", "strategies", "wall_s"}
     assert {"jobs", "gpu_hours", "peak_gpus", "p50_gpus"} <= set(data["trace"])
-    assert set(data["strategies"]) == {"burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"}
+    assert list(data["strategies"]) == list(STRATEGIES)
     keys = {"cost_usd", "cost_by_tier", "cost_by_tenant", "gpu_hours_used", "gpu_hours_paid", "onprem_utilization",
             "wait_p50_s", "wait_p95_s", "wait_p99_s", "slo_violations", "interruptions", "lost_gpu_hours",
             "time_to_capacity_p95_s"}
@@ -191,7 +193,7 @@ def test_worker_processes_give_the_same_results(tmp_path: Path) -> None:
 
     def figures(workers: int) -> dict[str, object]:
         doc = compare(trace, ["burst", "reactive", "static-p50", "oracle"], seed=1, workers=workers).to_json()
-        return {n: {k: v for k, v in r.items() if k != "wall_s"} for n, r in doc["strategies"].items()}
+        return {n: {k: v for k, v in r.items() if k not in ("wall_s", "forecast_fit_s")} for n, r in doc["strategies"].items()}
 
     assert figures(2) == figures(1)
     assert list(figures(2)) == ["burst", "reactive", "static-p50", "oracle"]  # report order, not start order
@@ -199,3 +201,10 @@ def test_worker_processes_give_the_same_results(tmp_path: Path) -> None:
 
 def test_every_strategy_has_a_start_order_for_parallel_runs() -> None:
     assert sorted(LONGEST_FIRST) == sorted(STRATEGIES)
+
+
+def test_the_simulate_command_offers_every_strategy() -> None:
+    from burst.cli import simulate_cmd
+
+    (option,) = [p for p in simulate_cmd.params if p.name == "strategies"]
+    assert list(option.type.choices) == list(STRATEGIES)  # type: ignore[attr-defined]

@@ -87,7 +87,7 @@ def compare(
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = {
-                name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline)
+                name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline, trace.prior)
                 for name in sorted(strategies, key=LONGEST_FIRST.index)
             }
             for name in strategies:
@@ -107,7 +107,8 @@ def compare(
                 on_progress(name, min(1.0, (now - start).total_seconds() / span))
 
         run = strategy_run(name, setup, stats)
-        results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick, keep_timeline=keep_timeline)
+        results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick,
+                                 keep_timeline=keep_timeline, prior=trace.prior)
     return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
 
 
@@ -120,11 +121,13 @@ def _simulate_named(
     end: datetime,
     seed: int,
     keep_timeline: bool,
+    prior: Sequence[Job],
 ) -> StrategyResult:
     """One strategy's result (run in a worker process)."""
     if name == "oracle":
         return oracle(setup, jobs, start=start, end=end)
-    return simulate(strategy_run(name, setup, stats), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline)
+    return simulate(strategy_run(name, setup, stats), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline,
+                    prior=prior)
 
 
 def ratio(a: float, b: float) -> float:

@@ -27,6 +27,10 @@ Metric definitions (the `burst simulate --json` contract):
   jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
   `lost_gpu_hours`: the work they lost since their last checkpoint × GPUs.
+- `forecast_fit_s`, `forecast_fits`, `forecast_models`: wall seconds spent
+  fitting forecasts (inside `wall_s`, kept apart from simulated time), how
+  many fits, and how many of them each model served (strategies with
+  forecasting only).
 - `time_to_capacity`: for each scale-up, from the first moment the pending
   demand it answers could not be placed (the earliest submission among the
   jobs first found unplaced at that tick; the tick itself when it answers
@@ -49,6 +53,7 @@ from typing import Any
 from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, GroupId, Job, JobState, NodeState, Policy, Tier
 from burst.reconcile import Controller, TickReport
+from burst.sim.forecasts import SimForecaster
 from burst.sim.strategies import StrategyRun
 from burst.state import Store
 from burst.workloads import progress
@@ -94,6 +99,9 @@ class StrategyResult:
     ticks: int = 0
     simulated_hours: float = 0.0
     wall_s: float = 0.0
+    forecast_fit_s: float = 0.0
+    forecast_fits: int = 0
+    forecast_models: dict[str, int] = field(default_factory=dict)
     waits_s: list[float] = field(default_factory=list, repr=False)
     timeline: list[TimelinePoint] = field(default_factory=list, repr=False)
 
@@ -120,6 +128,9 @@ class StrategyResult:
             "ticks": self.ticks,
             "simulated_hours": round(self.simulated_hours, 3),
             "wall_s": round(self.wall_s, 3),
+            "forecast_fit_s": round(self.forecast_fit_s, 3),
+            "forecast_fits": self.forecast_fits,
+            "forecast_models": dict(sorted(self.forecast_models.items())),
         }
 
 
@@ -244,8 +255,12 @@ def simulate(
     seed: int = 0,
     on_progress: ProgressFn | None = None,
     keep_timeline: bool = False,
+    prior: Sequence[Job] = (),
 ) -> StrategyResult:
     """Replay `jobs` (submitted in [start, end)) under `run` and measure it; the run stops at `end`.
+
+    `prior` are jobs from before `start`: the forecast history of a strategy
+    that forecasts (with `jobs` submitted before `start`, if any).
 
     Deterministic for a given (run, jobs, start, end, seed): the sim provider's
     spot interruptions are drawn from `seed`.
@@ -280,6 +295,7 @@ def simulate(
     feed = ArrivalFeed(queue, arrived, start=start - _EPS, load_cursor=lambda: cursor[0], save_cursor=save_cursor)
     policies = setup.policies_for({j.tenant for j in arrivals.jobs})
     store = Store.open(":memory:")
+    forecaster = SimForecaster(run.forecasting, store, [*prior, *jobs], setup.groups, start) if run.forecasting else None
     controller = Controller(
         providers={"sim": provider},
         source=feed,
@@ -288,9 +304,10 @@ def simulate(
         prices=catalog,
         clock=clock,
         cluster=setup.cluster,
-        record_demand=False,
+        record_demand=forecaster is not None,
         record_decisions=False,
         pipeline=run.pipeline,
+        forecaster=forecaster,
     )
     meter = _Meter(run, keep_timeline)
     interval = setup.loop_interval_s
@@ -305,11 +322,11 @@ def simulate(
                 on_progress(now)
             if now >= end:
                 break
-            due = _next_event(run, report, queue, provider, arrivals, now)
+            due = _next_event(run, report, queue, provider, arrivals, now, forecaster)
             step = max(interval, (due - now).total_seconds()) if due is not None else (end - now).total_seconds()
             step = math.ceil(step / interval - 1e-9) * interval
             clock.advance_to(min(end, now + timedelta(seconds=step)))
-        return _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0)
+        return _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
     finally:
         store.close()
 
@@ -324,6 +341,7 @@ def _next_event(
     provider: SimProvider,
     arrivals: _Arrivals,
     now: datetime,
+    forecaster: SimForecaster | None = None,
 ) -> datetime | None:
     """The next instant after `now` at which a tick could decide something new."""
     if any(not o.ok for o in report.outcomes):
@@ -350,9 +368,9 @@ def _next_event(
                 if end > now and (node.group_id not in ends or end < ends[node.group_id]):
                     ends[node.group_id] = end
         candidates.extend(ends.values())
-    strategy_due = run.next_due(now)
-    if strategy_due is not None:
-        candidates.append(strategy_due)
+    for due in (run.next_due(now), forecaster.next_due(now) if forecaster else None):
+        if due is not None:
+            candidates.append(due)
     later = [c for c in candidates if c > now]
     return min(later) if later else None
 
@@ -369,6 +387,7 @@ def _result(
     end: datetime,
     ticks: int,
     wall0: float,
+    forecaster: SimForecaster | None,
 ) -> StrategyResult:
     groups = {g.id: g for g in run.setup.groups}
     catalog = run.setup.catalog
@@ -412,6 +431,9 @@ def _result(
         ticks=ticks,
         simulated_hours=(end - start).total_seconds() / 3600.0,
         wall_s=time.perf_counter() - wall0,
+        forecast_fit_s=forecaster.service.fit_s if forecaster else 0.0,
+        forecast_fits=forecaster.service.fits if forecaster else 0,
+        forecast_models=dict(forecaster.service.models_fitted) if forecaster else {},
         waits_s=waits,
         timeline=meter.timeline,
     )

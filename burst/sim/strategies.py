@@ -6,9 +6,13 @@ planner pipeline. `oracle` is not simulated: it is a bound computed from the
 trace (`burst.sim.oracle`).
 
 - `burst`: the full planner (`burst.planner.PIPELINE`) on the set-up's groups at
-  the set-up's loop interval. It gains forecasting, hot pools and spot
-  placement as those land; today it places steady-first, bursts to the cheapest
-  feasible group and releases nodes idle past their cooldown.
+  the set-up's loop interval, with demand forecasts (`burst.sim.forecasts`):
+  it places steady-first, bursts to the cheapest feasible group, pre-scales
+  on-demand capacity ahead of forecast P90 demand and releases nodes idle past
+  their cooldown that the forecast does not need. It gains hot pools and spot
+  placement as those land.
+- `burst-no-forecast`: the same planner and policies without forecasts, so
+  the two side by side measure what forecasting buys.
 - `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
 - `static-p50`: the steady tier sized to the P50 of demand, no cloud: the
   queueing you get without bursting.
@@ -47,13 +51,14 @@ from burst.model import (
 )
 from burst.planner import PIPELINE, Step
 from burst.planner.context import PlanContext
+from burst.sim.forecasts import SimForecasting
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 
-STRATEGIES = ("burst", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
+STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
 """Every strategy name `burst simulate --strategy` accepts, in report order."""
 
-LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "static-peak", "burst", "oracle")
+LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "burst", "burst-no-forecast", "static-peak", "oracle")
 """The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
 queues) first, so a pool of workers finishes together instead of waiting on one late start."""
 
@@ -73,11 +78,14 @@ class StrategyRun:
     pipeline: Sequence[tuple[str, Step]]
     warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)
     next_due: Callable[[datetime], datetime | None] = lambda now: None  # noqa: E731
+    forecasting: SimForecasting | None = None
 
 
 def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
     """Build the simulated form of strategy `name` on `setup` for a trace with `stats`."""
     if name == "burst":
+        return StrategyRun(name, setup, PIPELINE, forecasting=SimForecasting())
+    if name == "burst-no-forecast":
         return StrategyRun(name, setup, PIPELINE)
     if name == "static-peak":
         return StrategyRun(name, _static(setup, stats.peak_gpus), PIPELINE)

@@ -138,6 +138,10 @@ class TraceStats:
     end: datetime | None
 
 
+PRIOR_DAYS = 30.0
+"""Days of jobs before a window that it keeps as forecast history."""
+
+
 @dataclass(frozen=True)
 class Trace:
     """A loaded trace: jobs sorted by (submitted_at, id), the rows skipped, the tenants seen."""
@@ -148,12 +152,14 @@ class Trace:
     bad_rows: tuple[BadRow, ...] = ()
     tenants: tuple[str, ...] = ()
     skipped_non_gpu: int = 0  # Alibaba CPU-only pods (num_gpu == 0): skipped, not bad
+    prior: tuple[Job, ...] = ()  # after `window`: jobs of the PRIOR_DAYS before it (forecast history)
 
     def window(self, start: datetime | None = None, days: float | None = None) -> Trace:
         """The jobs submitted in [start, start + days); start defaults to the first job, days to no end.
 
         A naive `start` is read as UTC. Bad rows and counters of the file are kept;
-        tenants are those of the jobs kept.
+        tenants are those of the jobs kept; `prior` holds the jobs submitted in
+        the `PRIOR_DAYS` before `start`, which forecasting reads as history.
         """
         if days is not None and not days > 0:
             raise ValueError(f"window: days must be > 0, got {days}")
@@ -167,7 +173,8 @@ class Trace:
         if days is not None:
             hi = bisect.bisect_left(self.jobs, start + timedelta(days=days), key=_submitted)
         jobs = self.jobs[lo:hi]
-        return dataclasses.replace(self, jobs=jobs, tenants=_tenants_of(jobs))
+        first = bisect.bisect_left(self.jobs, start - timedelta(days=PRIOR_DAYS), key=_submitted)
+        return dataclasses.replace(self, jobs=jobs, tenants=_tenants_of(jobs), prior=self.jobs[first:lo])
 
     def stats(self) -> TraceStats:
         """Job count, GPU-hours and concurrent-demand peak / time-weighted median (see `TraceStats`)."""
