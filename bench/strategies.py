@@ -55,21 +55,27 @@ def table(name: str, days: float, result: Comparison) -> list[str]:
         f"### {name}, {days:g} days from {result.start:%Y-%m-%d %H:%M} UTC ({result.to_json()['trace']['jobs']} jobs)",
         "",
         "| strategy | cost $ | vs oracle | vs reactive | wait p50 s | wait p95 s | P95 wait vs reactive | SLO misses "
-        "| on-prem util | interruptions | lost GPU-h | TTC p95 s | sim h / wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| on-prem util | interruptions | lost GPU-h | TTC p95 s | forecast fit s | sim h / wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     oracle = res.get("oracle")
     reactive = res.get("reactive")
     for strategy, r in res.items():
-        speed = r.simulated_hours / r.wall_s if r.wall_s else math.nan
+        sim_wall = r.wall_s - r.forecast_fit_s
+        speed = r.simulated_hours / sim_wall if sim_wall > 0 else math.nan
         lines.append(
             f"| {strategy} | {fmt(r.cost_usd)} | {fmt(ratio(r.cost_usd, oracle.cost_usd) if oracle else math.nan, '.2f')} "
             f"| {fmt(ratio(r.cost_usd, reactive.cost_usd) if reactive else math.nan, '.2f')} "
             f"| {fmt(r.wait_p50_s)} | {fmt(r.wait_p95_s)} "
             f"| {fmt(ratio(r.wait_p95_s, reactive.wait_p95_s) if reactive else math.nan, '.2f')} "
             f"| {r.slo_violations} | {r.onprem_utilization:.1%} | {r.interruptions} | {fmt(r.lost_gpu_hours, ',.1f')} "
-            f"| {fmt(r.time_to_capacity_p95_s)} | {fmt(speed, ',.0f')} |"
+            f"| {fmt(r.time_to_capacity_p95_s)} | {r.forecast_fit_s:.1f} | {fmt(speed, ',.0f')} |"
         )
+    with_f, without = res.get("burst"), res.get("burst-no-forecast")
+    if with_f and without:
+        lines += ["", f"Forecasting (burst over burst-no-forecast, same run): cost x{ratio(with_f.cost_usd, without.cost_usd):.3f}, "
+                  f"P95 wait x{ratio(with_f.wait_p95_s, without.wait_p95_s):.3f}, SLO misses {with_f.slo_violations} vs "
+                  f"{without.slo_violations}, {with_f.forecast_fits} fits ({', '.join(f'{m}: {n}' for m, n in sorted(with_f.forecast_models.items()))})."]
     lines += ["", "Assumptions: " + "; ".join(result.setup.assumptions) + ".", ""]
     return lines
 
@@ -108,7 +114,10 @@ def main() -> int:
             f"`{commit or 'unknown'}` on {datetime.now(UTC):%Y-%m-%d}. Every strategy replays the same trace window "
             "through the same controller and sim provider; `oracle` is the bound of `burst.sim.oracle`. "
             "Ratios are cost (or P95 wait) of the row's strategy over the oracle's or reactive's, measured in one run. "
-            "`TTC` is time to capacity. Waits of jobs never started by the end of the run are counted up to the end.",
+            "`TTC` is time to capacity. Waits of jobs never started by the end of the run are counted up to the end. "
+            "`burst` plans with demand forecasts (refit every 6 simulated hours from the trace's prior 30 days and "
+            "the run's own demand, see `burst/sim/forecasts.py`); `burst-no-forecast` is the same planner and "
+            "policies without them. Forecast fit time is its own column; `sim h / wall s` leaves it out.",
             "",
         ]
         DOC.write_text("\n".join(header + out + [summary, ""]))
