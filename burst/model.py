@@ -12,7 +12,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -373,6 +373,15 @@ def default_policy(tenant: TenantName) -> Policy:
 
 
 QUANTILES = (0.5, 0.9, 0.99)
+
+@dataclass(frozen=True)
+class SpecialEvent:
+    """A known day (or run of days) of unusual demand: a holiday, a conference deadline, a launch."""
+
+    name: str
+    start: date
+    days: int = 1
+
 
 ALL_TENANTS: TenantName = "*"
 """The tenant of a pooled forecast: one series per GPU model for every tenant together."""

@@ -228,7 +228,8 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
         horizon_s=settings.horizon,
         refit_every_s=settings.refit_interval,
         background=background,
-        fit=functools.partial(forecast_series, min_history_s=settings.min_history),
+        fit=functools.partial(forecast_series, min_history_s=settings.min_history,
+                              events=tuple(e.to_event() for e in settings.events)),
     )
 
 

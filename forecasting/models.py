@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from burst.model import QUANTILES, Forecast
+from burst.model import QUANTILES, Forecast, SpecialEvent
 
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
@@ -82,8 +82,9 @@ class DemandSeries:
 
 
 QuantilePaths = dict[float, list[float]]
-Fitter = Callable[[DemandSeries, int], QuantilePaths]
-"""Fits a series and gives each quantile of QUANTILES at `steps` future steps."""
+Fitter = Callable[..., QuantilePaths]
+"""Fits a series and gives each quantile of QUANTILES at `steps` future steps: `fit(series, steps)`, and
+`fit(series, steps, events=...)` when special events are configured."""
 
 
 def seasonal_naive(series: DemandSeries, steps: int) -> QuantilePaths:
@@ -105,19 +106,34 @@ def seasonal_naive(series: DemandSeries, steps: int) -> QuantilePaths:
     }
 
 
-def prophet_fit(series: DemandSeries, steps: int, *, samples: int = 300, seed: int = 0) -> QuantilePaths:
-    """Prophet's forecast: quantiles of its predictive samples (seeded, so the same series gives the same forecast)."""
+def prophet_fit(
+    series: DemandSeries, steps: int, *, samples: int = 300, seed: int = 0, events: Sequence[SpecialEvent] = ()
+) -> QuantilePaths:
+    """Prophet's forecast (see the module doc; seeded, so the same series gives the same forecast).
+
+    `events` become Prophet holidays: one effect per event name, on each day
+    from its start for its `days`, fitted from the history's past occurrences.
+    """
     import numpy as np
 
     Prophet = _import_prophet()
     import pandas as pd
 
     ds = pd.to_datetime([t.replace(tzinfo=None) for t in series.timestamps])
+    holidays = None
+    if events:
+        holidays = pd.DataFrame({
+            "holiday": [e.name for e in events],
+            "ds": pd.to_datetime([e.start.isoformat() for e in events]),
+            "lower_window": [0] * len(events),
+            "upper_window": [e.days - 1 for e in events],
+        })
     model = Prophet(
         daily_seasonality=True,
         weekly_seasonality=series.history_s >= WEEK_S,
         yearly_seasonality=False,
         uncertainty_samples=samples,
+        holidays=holidays,
     )
     future = pd.DataFrame({"ds": [ds[-1] + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
     with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
@@ -154,8 +170,13 @@ def forecast_series(
     quota: float | None = None,
     min_history_s: float = MIN_HISTORY_S,
     fit: Fitter = prophet_fit,
+    events: Sequence[SpecialEvent] = (),
 ) -> Forecast:
-    """Forecast `series` over `horizon_s` after its last point: which model serves is in `Forecast.model`."""
+    """Forecast `series` over `horizon_s` after its last point: which model serves is in `Forecast.model`.
+
+    `events` (holidays, special days) go to the fitter as its `events`
+    argument; the seasonal-naive fallback does not use them.
+    """
     steps = max(1, int(math.ceil(horizon_s / series.step_s - 1e-9)))
     model = "prophet"
     paths: QuantilePaths | None = None
@@ -165,7 +186,7 @@ def forecast_series(
         model = "seasonal_naive (constant history)"
     else:
         try:
-            paths = fit(series, steps)
+            paths = fit(series, steps, events=events) if events else fit(series, steps)
             problem = _nonsense(paths, steps)
         except Exception as exc:  # noqa: BLE001 - any fit failure is served by the fallback
             problem = f"{type(exc).__name__}: {exc}"

@@ -26,7 +26,7 @@ from pydantic import (
     field_validator,
 )
 
-from burst.model import CapacityType, GpuShape, NodeGroup, Tier, WarmPoolSettings, WarmState
+from burst.model import CapacityType, GpuShape, NodeGroup, SpecialEvent, Tier, WarmPoolSettings, WarmState
 from policies.durations import Duration
 from policies.loader import LocatedValueError, read_yaml, validate_document
 from policies.schema import (
@@ -315,6 +315,18 @@ class CatalogDoc(StrictModel):
         return value
 
 
+class SpecialEventDoc(StrictModel):
+    """A holiday or special event the forecaster models as its own effect."""
+
+    name: NonEmptyStr = Field(description="Event name; occurrences sharing a name share one fitted effect.")
+    start: date = Field(description="First day of the event (YYYY-MM-DD, UTC).")
+    days: Annotated[StrictInt, Field(ge=1)] = Field(default=1, description="Days it lasts (default 1).")
+
+    def to_event(self) -> SpecialEvent:
+        """The domain `SpecialEvent` this entry means."""
+        return SpecialEvent(name=self.name, start=self.start, days=self.days)
+
+
 class ForecastingDoc(StrictModel):
     """Demand forecasting settings. Read by forecasting and the reconcile loop."""
 
@@ -330,6 +342,11 @@ class ForecastingDoc(StrictModel):
     )
     min_history: Duration = Field(
         default=24 * 3600.0, description="Duration of history needed before fitting (default 24h)."
+    )
+    events: Annotated[list[SpecialEventDoc], Strict()] = Field(
+        default_factory=list,
+        description="Holidays and special events, past and coming: each name is fitted as a Prophet holiday "
+        "from its past occurrences and applied to its coming ones.",
     )
 
     @field_validator("step")

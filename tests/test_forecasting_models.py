@@ -99,3 +99,26 @@ def test_bad_series_are_rejected_with_the_offending_point() -> None:
         DemandSeries("ml", "A100", ts[:2], (1.0, math.nan), 900.0)
     with pytest.raises(SeriesError, match="no points"):
         DemandSeries("ml", "A100", (), (), 900.0)
+
+
+def test_configured_special_events_are_fitted_from_past_days_and_applied_to_coming_ones() -> None:
+    from burst.model import SpecialEvent
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    event_days = (4, 9, 17, 22)  # irregular, so no seasonality explains them; day 22 is after the history
+    rng = np.random.default_rng(3)
+    stamps, values = [], []
+    for h in range(21 * 24):
+        at = start + timedelta(hours=h)
+        stamps.append(at)
+        quiet = (at - start).days in event_days
+        values.append(float((4.0 if quiet else 40.0) + rng.normal(0, 1.0)))
+    series = DemandSeries("t", "any", tuple(stamps), tuple(values), 3600.0)
+    events = [SpecialEvent("maintenance", (start + timedelta(days=d)).date()) for d in event_days]
+    with_events = forecast_series(series, horizon_s=2 * 86400.0, events=events)
+    without = forecast_series(series, horizon_s=2 * 86400.0)
+    assert with_events.model == without.model == "prophet"
+    noon_22 = start + timedelta(days=22, hours=12)
+    noon_21 = start + timedelta(days=21, hours=12)
+    assert with_events.at(0.5, noon_22) < 15.0 < with_events.at(0.5, noon_21), "the coming event day is forecast low"
+    assert without.at(0.5, noon_22) > 25.0, "without the event the day looks like any other"

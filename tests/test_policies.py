@@ -708,3 +708,16 @@ def test_prescale_section_sets_the_forecast_quantile_and_buffer(tmp_path: Path) 
     (error,) = errors_of(write(tmp_path, "bad.yaml", "priority: 1\nprescale:\n  quantile: 0.8\n"))
     assert (error.line, error.field) == (3, "prescale.quantile")
     assert "one of the forecast quantiles 0.5, 0.9, 0.99" in error.message
+
+
+def test_forecasting_events_load_as_special_events_and_bad_dates_point_at_their_line(tmp_path: Path) -> None:
+    from datetime import date
+
+    from burst.model import SpecialEvent
+
+    good = write(tmp_path, "burst.yaml", "forecasting:\n  events:\n    - name: holiday\n      start: 2026-12-25\n      days: 2\n")
+    (event,) = load_config(good).forecasting.events
+    assert event.to_event() == SpecialEvent("holiday", date(2026, 12, 25), 2)
+    bad = write(tmp_path, "bad.yaml", "forecasting:\n  events:\n    - name: holiday\n      start: soon\n")
+    (error,) = config_errors(bad)
+    assert (error.line, error.field) == (4, "forecasting.events.0.start")
