@@ -81,6 +81,18 @@ def test_plan_at_the_burst_shows_a_scale_up_with_its_reason() -> None:
     assert "pending job(s)" in ups[0]["reason"] and "cheapest feasible group" in ups[0]["reason"]
 
 
+@pytest.mark.slow
+def test_plan_a_day_in_gives_steady_tier_advice_for_the_quickstart_rack() -> None:
+    out = burst("plan", "--at", "2026-03-03T10:00:00Z", "--json")
+    assert out.returncode == 0, out.stderr
+    (advice,) = json.loads(out.stdout)["steady_tier"]
+    assert advice["gpu_model"] == "any" and advice["steady_gpus"] == 32  # the rack's 4 x 8 A100
+    assert advice["recommended_gpus"] > 0 and advice["status"] in ("green", "yellow", "red")
+    assert advice["window_start"] >= "2026-03-03T10:00:00+00:00"
+    text = burst("plan", "--at", "2026-03-03T10:00:00Z").stdout
+    assert f"steady tier (any): own {advice['recommended_gpus']} GPU(s)" in text and f": {advice['status']}" in text
+
+
 def test_plan_at_before_the_start_is_refused() -> None:
     out = burst("plan", "--at", "2026-03-01T00:00:00Z")
     assert out.returncode == 2 and "before the simulation's start" in out.stderr

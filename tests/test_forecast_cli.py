@@ -76,3 +76,19 @@ def test_forecast_command_rejects_bad_options_and_files_without_a_traceback(tmp_
     short = runner.invoke(main, ["forecast", "--series", str(path), "--horizon", "2h", "--json"])
     assert short.exit_code == 0
     assert json.loads(short.output)["model"] == "seasonal_naive (history 1 h < 24 h)"
+
+
+def test_forecast_command_gives_steady_tier_advice_from_the_forecast_p50() -> None:
+    path = data_dir() / "demand" / "helios-earth" / "vc6YE.csv"
+    base = ["forecast", "--series", str(path), "--value-expr", "running_gpu_num+pending_gpu_num", "--horizon", "24h"]
+    alone = json.loads(CliRunner().invoke(main, [*base, "--json"]).output)
+    p50 = sorted(s["p50"] for s in alone["forecast"])
+    advice = alone["steady_tier"]
+    median = (p50[11] + p50[12]) / 2
+    assert advice["recommended_gpus"] == int(-(-median // 1))
+    assert (advice["steady_gpus"], advice["utilisation"], advice["status"]) == (None, None, None)
+    owned = json.loads(CliRunner().invoke(main, [*base, "--steady-gpus", "1000", "--json"]).output)["steady_tier"]
+    assert owned["steady_gpus"] == 1000 and owned["status"] == "green"
+    assert owned["utilisation"] == pytest.approx(sum(s["p50"] for s in alone["forecast"]) / (24 * 1000), abs=1e-4)
+    text = CliRunner().invoke(main, [*base, "--steady-gpus", "100"]).output
+    assert f"own {advice['recommended_gpus']} GPU(s)" in text and "today's 100 GPU(s) would be 100% utilised: red" in text
