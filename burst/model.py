@@ -128,6 +128,7 @@ class WarmPoolSettings:
     max_prepared: int = 0
     state: WarmState = WarmState.STOPPED
     reuse_on_scale_in: bool = True
+    max_age_s: float = 30 * 86400.0  # warm nodes older than this are replaced (image drift; GCP's 60-day limit)
 
 
 @dataclass(frozen=True)
@@ -327,6 +328,14 @@ class SpotPolicy:
 
 
 @dataclass(frozen=True)
+class HotPoolPolicy:
+    """Whether a tenant's forecast sizes the hot pools, and the warm GPUs it wants kept at least."""
+
+    enabled: bool = True
+    min_gpus: int = 0
+
+
+@dataclass(frozen=True)
 class PrescalePolicy:
     """How far ahead of forecast demand the elastic tier is scaled for a tenant.
 
@@ -350,6 +359,7 @@ class Policy:
     budget: Budget = field(default_factory=Budget)
     spot: SpotPolicy = field(default_factory=SpotPolicy)
     prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
+    hot_pool: HotPoolPolicy = field(default_factory=HotPoolPolicy)
     allowed_providers: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] = ()
     queue_wait_slo_s: float = 600.0
@@ -407,6 +417,12 @@ class Forecast:
                 break
             best = v
         return best
+
+    def now_value(self, q: float, now: datetime) -> float:
+        """The `q` quantile now: at the last step at or before `now`, else at the first step (0 with no steps)."""
+        if not self.timestamps:
+            return 0.0
+        return self.at(q, now) if self.timestamps[0] <= now else self.quantiles[q][0]
 
     def max_over(self, q: float, start: datetime, end: datetime) -> float:
         """The largest `q` quantile over [start, end]."""
@@ -573,6 +589,7 @@ class Snapshot:
     `targets` are the group sizes asked for (which may exceed the nodes listed:
     capacity still booting, or not yet visible, counts toward them).
     `spend_month_usd` is each tenant's month-to-date spend from the cost ledger.
+    `warm_pools` are the warm-pool sizes and states asked of the providers.
     """
 
     groups: tuple[NodeGroup, ...]
@@ -580,6 +597,7 @@ class Snapshot:
     jobs: tuple[Job, ...]
     targets: Mapping[GroupId, int] = field(default_factory=dict)
     spend_month_usd: Mapping[TenantName, float] = field(default_factory=dict)
+    warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)  # requested size, state
 
     def group(self, group_id: GroupId) -> NodeGroup:
         for g in self.groups:

@@ -194,6 +194,7 @@ class Controller:
             jobs=tuple(jobs),
             targets=targets,
             spend_month_usd=dict(self._spend_this_month(now)),
+            warm_pools={gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups},
         )
 
     def _spend_this_month(self, now: datetime) -> dict[TenantName, float]:

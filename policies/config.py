@@ -100,6 +100,11 @@ class WarmPoolDoc(StrictModel):
         default=True,
         description="Return scaled-in nodes to the pool instead of terminating them. Read by the pools step.",
     )
+    max_age: PositiveDuration = Field(
+        default=30 * 86400.0,
+        description="Duration after which a warm node is replaced by a fresh one (image drift; GCP recreates "
+        "standby VMs after 60 days). Read by the pools step.",
+    )
 
     def to_model(self) -> WarmPoolSettings:
         """Decide the domain `WarmPoolSettings` for this section."""
@@ -108,6 +113,7 @@ class WarmPoolDoc(StrictModel):
             max_prepared=self.max_prepared,
             state=self.state,
             reuse_on_scale_in=self.reuse_on_scale_in,
+            max_age_s=self.max_age,
         )
 
 

@@ -22,7 +22,7 @@ from pydantic import (
     field_validator,
 )
 
-from burst.model import QUANTILES, Budget, Policy, PrescalePolicy, SpotPolicy
+from burst.model import QUANTILES, Budget, HotPoolPolicy, Policy, PrescalePolicy, SpotPolicy
 from policies.durations import Duration
 
 PLANNER = "read by the planner"
@@ -150,6 +150,17 @@ class PrescaleDoc(StrictModel):
         return value
 
 
+class HotPoolDoc(StrictModel):
+    """The tenant's part in the hot pools of warm nodes."""
+
+    enabled: StrictBool = Field(
+        default=True, description=f"Whether the tenant's forecast demand sizes the hot pools; {PLANNER}."
+    )
+    min_gpus: NonNegativeInt = Field(
+        default=0, description=f"Warm GPUs kept for the tenant at least, forecast or not; {PLANNER}."
+    )
+
+
 class TenantPolicyDoc(StrictModel):
     """One tenant's policy file (`<tenant>.yaml`). Every key is optional."""
 
@@ -166,6 +177,7 @@ class TenantPolicyDoc(StrictModel):
     prescale: PrescaleDoc = Field(
         default=PrescaleDoc(), description=f"Elastic pre-scaling ahead of forecast demand; {PLANNER}."
     )
+    hot_pool: HotPoolDoc = Field(default=HotPoolDoc(), description=f"Hot pools of warm nodes; {PLANNER}.")
     allowed_providers: Annotated[list[ProviderName], Strict()] = Field(
         default_factory=list, description=f"Providers the tenant may use; empty or missing = any; {PLANNER}."
     )
@@ -187,7 +199,7 @@ class TenantPolicyDoc(StrictModel):
         default=None, description=f"Duration after which a job is reclaimed; null = unlimited; {PLANNER}."
     )
 
-    @field_validator("quota", "budget", "spot", "prescale", mode="before")
+    @field_validator("quota", "budget", "spot", "prescale", "hot_pool", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return none_as_empty(value, {})
@@ -233,6 +245,7 @@ class TenantPolicyDoc(StrictModel):
                 fault_tolerant_fraction=self.spot.fault_tolerant_fraction,
             ),
             prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer),
+            hot_pool=HotPoolPolicy(enabled=self.hot_pool.enabled, min_gpus=self.hot_pool.min_gpus),
             allowed_providers=tuple(self.allowed_providers),
             allowed_regions=tuple(self.allowed_regions),
             queue_wait_slo_s=self.queue_wait_slo,

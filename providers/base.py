@@ -150,6 +150,10 @@ class Provider(Protocol):
         """
         ...
 
+    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
+        """The warm-pool size and state last asked of `group_id` (0 and its configured state if never). Raises NotFound."""
+        ...
+
     def terminate(self, node_ids: Sequence[NodeId], *, key: str) -> None:
         """Terminate exactly these nodes (burst picks victims) and decrement their group's desired size.
 

@@ -9,7 +9,8 @@ injected clock and a seed, so every run is reproducible:
   group's wake latency), then launches new nodes (REQUESTED -> BOOTING at once,
   READY after `boot_latency_s`). Shrinking removes the newest nodes first, not
   yet ready ones before ready ones, or returns them to the warm pool when it
-  reuses nodes on scale-in and has room.
+  reuses nodes on scale-in and has room. `terminate` of a serving node also
+  returns it to the pool, while the pool holds fewer than its size.
 * **Warm pools.** `set_warm_pool` keeps `size` nodes in WARM beyond the target,
   prepared by booting them (BOOTING -> WARM). A warm pool retains up to
   max(size, group.warm_pool.max_prepared) nodes (nodes returned on scale-in
@@ -587,7 +588,9 @@ class SimProvider:
             g = self._groups[rec.group_id]
             if rec.purpose == _SERVE and rec.state in LIVE_NODE_STATES:
                 self._targets[g.id] = max(self._targets[g.id] - 1, g.min_size)
-            self._begin_termination(rec)
+                self._park_or_terminate(g, rec, self._warm_size[g.id])  # a pool below its size takes it back
+            else:
+                self._begin_termination(rec)
             touched[g.id] = g
         for g in touched.values():
             self._converge(g)
@@ -655,24 +658,23 @@ class SimProvider:
 
     def _scale_in(self, g: NodeGroup, serving: list[_SimNode], excess: int) -> None:
         keep_warm = max(self._warm_size[g.id], g.warm_pool.max_prepared)
-        reuse = g.warm_pool.reuse_on_scale_in and g.capacity_type is not CapacityType.SPOT
         for rec in self._victims(serving)[:excess]:
-            warm_now = len(self._of(g.id, {_WARM}, LIVE_NODE_STATES))
-            if (
-                reuse
-                and warm_now < keep_warm
-                and rec.state in (NodeState.BOOTING, NodeState.READY, NodeState.DRAINING)
-            ):
-                rec.purpose = _WARM
-                self._clear_interruption(rec)
-                if rec.state is not NodeState.BOOTING:
-                    if rec.state is NodeState.READY:
-                        self._set(rec, rec.node.transition(NodeState.DRAINING, self._now))
-                    self._set(
-                        rec, rec.node.transition(NodeState.WARM, self._now, warm_state=self._warm_state[g.id])
-                    )
-            else:
-                self._begin_termination(rec)
+            self._park_or_terminate(g, rec, keep_warm)
+
+    def _park_or_terminate(self, g: NodeGroup, rec: _SimNode, keep_warm: int) -> None:
+        """Return a node leaving service to the warm pool while it holds fewer than `keep_warm` (reuse on
+        scale-in), else terminate it."""
+        reuse = g.warm_pool.reuse_on_scale_in and g.capacity_type is not CapacityType.SPOT
+        warm_now = len(self._of(g.id, {_WARM}, LIVE_NODE_STATES))
+        if reuse and warm_now < keep_warm and rec.state in (NodeState.BOOTING, NodeState.READY, NodeState.DRAINING):
+            rec.purpose = _WARM
+            self._clear_interruption(rec)
+            if rec.state is not NodeState.BOOTING:
+                if rec.state is NodeState.READY:
+                    self._set(rec, rec.node.transition(NodeState.DRAINING, self._now))
+                self._set(rec, rec.node.transition(NodeState.WARM, self._now, warm_state=self._warm_state[g.id]))
+        else:
+            self._begin_termination(rec)
 
     def _claim_warm(self, g: NodeGroup, short: int) -> int:
         """Turn warm nodes into serving ones (WARM first, fastest to wake, oldest; then those still booting)."""

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from burst.model import ALL_TENANTS, Action, ActionKind, CapacityType, Forecast, NodeGroup, Policy, Tier
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
@@ -94,7 +94,7 @@ def prescale_elastic(ctx: PlanContext) -> None:
             lead = lead_time_s(options[0].group, policy) if options else policy.prescale.buffer_s
             now_gpus = demanded[(f.tenant, model)]
             until = ctx.now + timedelta(seconds=lead)
-            rise = math.floor(max(0.0, f.max_over(0.5, ctx.now, until) - _forecast_now(f, 0.5, ctx.now)) + 1e-9)
+            rise = math.floor(max(0.0, f.max_over(0.5, ctx.now, until) - f.now_value(0.5, ctx.now)) + 1e-9)
             want = _capped(min(now_gpus + rise, f.max_over(q, ctx.now, until)), policy)
             free -= want
             if free >= 0:
@@ -119,13 +119,6 @@ def _demand_now(ctx: PlanContext) -> dict[tuple[str, str], float]:
             out[(job.tenant, model)] += job.gpu_demand
             out[(ALL_TENANTS, model)] += job.gpu_demand
     return out
-
-
-def _forecast_now(f: Forecast, q: float, now: datetime) -> float:
-    """The forecast's `q` value now: at the last step at or before `now`, else its first step."""
-    if not f.timestamps:
-        return 0.0
-    return f.at(q, now) if f.timestamps[0] <= now else f.quantiles[q][0]
 
 
 def _capped(gpus: float, policy: Policy) -> float:

@@ -14,7 +14,7 @@ from burst.model import Job
 from burst.sim.engine import StrategyResult, simulate
 from burst.sim.oracle import oracle, run_end
 from burst.sim.setup import SimSetup, default_setup, with_fault_tolerance
-from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, strategy_run
+from burst.sim.strategies import LONGEST_FIRST, POOL_STRATEGIES, STRATEGIES, strategy_run
 from burst.sim.traces import Trace, TraceError, TraceStats
 
 Progress = Callable[[str, float], None]
@@ -64,6 +64,7 @@ def compare(
     on_progress: Progress | None = None,
     keep_timeline: bool = False,
     workers: int = 1,
+    fixed_pool_nodes: int = 0,
 ) -> Comparison:
     """Replay `trace` (already windowed) under each strategy on `setup` (default: sized from the trace).
 
@@ -71,9 +72,9 @@ def compare(
     is independent and seeded, so the results are the same); progress is then
     reported per finished strategy.
     """
-    unknown = [s for s in strategies if s not in STRATEGIES]
+    unknown = [s for s in strategies if s not in STRATEGIES + POOL_STRATEGIES]
     if unknown:
-        raise ValueError(f"unknown strategy {unknown[0]!r}: expected one of {', '.join(STRATEGIES)}")
+        raise ValueError(f"unknown strategy {unknown[0]!r}: expected one of {', '.join(STRATEGIES + POOL_STRATEGIES)}")
     if not trace.jobs:
         raise TraceError(f"{trace.path}: no jobs in the chosen window")
     wall0 = time.perf_counter()
@@ -87,8 +88,9 @@ def compare(
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = {
-                name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline, trace.prior)
-                for name in sorted(strategies, key=LONGEST_FIRST.index)
+                name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline, trace.prior,
+                                  fixed_pool_nodes)
+                for name in sorted(strategies, key=lambda n: LONGEST_FIRST.index(n) if n in LONGEST_FIRST else -1)
             }
             for name in strategies:
                 results[name] = futures[name].result()
@@ -106,7 +108,7 @@ def compare(
             if on_progress:
                 on_progress(name, min(1.0, (now - start).total_seconds() / span))
 
-        run = strategy_run(name, setup, stats)
+        run = strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes)
         results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick,
                                  keep_timeline=keep_timeline, prior=trace.prior)
     return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
@@ -122,11 +124,12 @@ def _simulate_named(
     seed: int,
     keep_timeline: bool,
     prior: Sequence[Job],
+    fixed_pool_nodes: int,
 ) -> StrategyResult:
     """One strategy's result (run in a worker process)."""
     if name == "oracle":
         return oracle(setup, jobs, start=start, end=end)
-    return simulate(strategy_run(name, setup, stats), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline,
+    return simulate(strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline,
                     prior=prior)
 
 

@@ -27,6 +27,7 @@ Metric definitions (the `burst simulate --json` contract):
   jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
   `lost_gpu_hours`: the work they lost since their last checkpoint × GPUs.
+- `warm_nodes_avg`: hot-pool (warm) nodes held on average over the run.
 - `forecast_fit_s`, `forecast_fits`, `forecast_models`: wall seconds spent
   fitting forecasts (inside `wall_s`, kept apart from simulated time), how
   many fits, and how many of them each model served (strategies with
@@ -102,6 +103,7 @@ class StrategyResult:
     forecast_fit_s: float = 0.0
     forecast_fits: int = 0
     forecast_models: dict[str, int] = field(default_factory=dict)
+    warm_nodes_avg: float = 0.0
     waits_s: list[float] = field(default_factory=list, repr=False)
     timeline: list[TimelinePoint] = field(default_factory=list, repr=False)
 
@@ -131,6 +133,7 @@ class StrategyResult:
             "forecast_fit_s": round(self.forecast_fit_s, 3),
             "forecast_fits": self.forecast_fits,
             "forecast_models": dict(sorted(self.forecast_models.items())),
+            "warm_nodes_avg": round(self.warm_nodes_avg, 3),
         }
 
 
@@ -184,6 +187,8 @@ class _Meter:
         self._last_at: datetime | None = None
         self._running_gpus = 0.0
         self._steady_running_gpus = 0.0
+        self.warm_node_s = 0.0
+        self._warm_nodes = 0
 
     def observe(self, report: TickReport) -> None:
         now = report.at
@@ -193,6 +198,7 @@ class _Meter:
             dt = (now - self._last_at).total_seconds()
             self.used_gpu_s += self._running_gpus * dt
             self.steady_used_gpu_s += self._steady_running_gpus * dt
+            self.warm_node_s += self._warm_nodes * dt
         self._last_at = now
         self.completed += len(report.job_events.completed)
         for job, lost in report.job_events.requeued:
@@ -223,9 +229,13 @@ class _Meter:
                 steady_running += job.gpu_demand
         self._running_gpus, self._steady_running_gpus = running, steady_running
         ready: dict[GroupId, int] = defaultdict(int)
+        warm = 0
         for node in snap.nodes:
             if node.state is NodeState.READY:
                 ready[node.group_id] += 1
+            elif node.state is NodeState.WARM:
+                warm += 1
+        self._warm_nodes = warm
         still_open = []
         for group_id, size, since in self.open_ups:
             if ready[group_id] >= size:
@@ -433,6 +443,7 @@ def _result(
         wall_s=time.perf_counter() - wall0,
         forecast_fit_s=forecaster.service.fit_s if forecaster else 0.0,
         forecast_fits=forecaster.service.fits if forecaster else 0,
+        warm_nodes_avg=meter.warm_node_s / max(1.0, (end - start).total_seconds()),
         forecast_models=dict(forecaster.service.models_fitted) if forecaster else {},
         waits_s=waits,
         timeline=meter.timeline,

@@ -39,6 +39,7 @@ from burst.model import (
     SpotPolicy,
     TenantName,
     Tier,
+    WarmPoolSettings,
     WarmState,
 )
 from burst.sim.traces import TraceStats
@@ -138,6 +139,23 @@ def default_setup(stats: TraceStats, catalog: Catalog | None = None, *, cluster:
     )
 
 
+def with_hot_pool(setup: SimSetup, state: WarmState = WarmState.STOPPED) -> SimSetup:
+    """The set-up with a hot pool on every on-demand elastic group, bounded only by the group's max size.
+
+    burst then sizes the pools from the forecast (`pools.sizing`); the
+    hot-pool benchmark compares that with no pool and a fixed one.
+    """
+    groups = tuple(
+        dataclasses.replace(g, warm_pool=WarmPoolSettings(max_prepared=g.max_size, state=state))
+        if g.tier is Tier.ELASTIC and g.capacity_type is CapacityType.ON_DEMAND
+        else g
+        for g in setup.groups
+    )
+    note = (f"hot pool: on-demand groups may keep {state.value} nodes warm "
+            f"({'storage price while stopped' if state is WarmState.STOPPED else 'full price'}), up to their max size")
+    return dataclasses.replace(setup, groups=groups, assumptions=(*setup.assumptions, note))
+
+
 def setup_from_config(config: BurstConfig) -> SimSetup:
     """The set-up a `burst.yaml` describes: its groups, initial sizes, spot hazards, policies and prices.
 
@@ -191,4 +209,5 @@ __all__ = [
     "default_setup",
     "setup_from_config",
     "with_fault_tolerance",
+    "with_hot_pool",
 ]

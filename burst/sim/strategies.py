@@ -11,8 +11,17 @@ trace (`burst.sim.oracle`).
   on-demand capacity ahead of forecast P90 demand and releases nodes idle past
   their cooldown that the forecast does not need. It gains hot pools and spot
   placement as those land.
+  Where the set-up gives groups a hot pool (`burst.sim.setup.with_hot_pool`),
+  burst sizes it from the forecast.
 - `burst-no-forecast`: the same planner and policies without forecasts, so
   the two side by side measure what forecasting buys.
+
+Run on request only (`POOL_STRATEGIES`, for the hot-pool benchmark):
+`burst-no-pool` is `burst` with no hot pool at all; `burst-fixed-pool` is
+`burst` with a fixed pool of `fixed_pool_nodes` stopped nodes in the cheapest
+on-demand group instead of the forecast-sized one.
+
+Every baseline other than `reactive-hotpool` runs without warm pools.
 - `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
 - `static-p50`: the steady tier sized to the P50 of demand, no cloud: the
   queueing you get without bursting.
@@ -47,6 +56,7 @@ from burst.model import (
     NodeGroup,
     NodeId,
     Tier,
+    WarmPoolSettings,
     WarmState,
 )
 from burst.planner import PIPELINE, Step
@@ -54,6 +64,9 @@ from burst.planner.context import PlanContext
 from burst.sim.forecasts import SimForecasting
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
+
+POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool")
+"""Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
 STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
 """Every strategy name `burst simulate --strategy` accepts, in report order."""
@@ -81,12 +94,23 @@ class StrategyRun:
     forecasting: SimForecasting | None = None
 
 
-def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
+def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_nodes: int = 0) -> StrategyRun:
     """Build the simulated form of strategy `name` on `setup` for a trace with `stats`."""
     if name == "burst":
         return StrategyRun(name, setup, PIPELINE, forecasting=SimForecasting())
     if name == "burst-no-forecast":
         return StrategyRun(name, setup, PIPELINE)
+    if name == "burst-no-pool":
+        return StrategyRun(name, _without_pools(setup), PIPELINE, forecasting=SimForecasting())
+    if name == "burst-fixed-pool":
+        bare = _without_pools(setup)
+        pools: dict[GroupId, tuple[int, WarmState]] = {}
+        pool_group = _cheapest_on_demand(bare)
+        if pool_group is not None and fixed_pool_nodes > 0:
+            pools[pool_group.id] = (min(fixed_pool_nodes, pool_group.max_size), WarmState.STOPPED)
+        fixed = tuple((n, s) for n, s in PIPELINE if n != "hot_pool")
+        return StrategyRun(name, bare, fixed, pools, forecasting=SimForecasting())
+    setup = _without_pools(setup)
     if name == "static-peak":
         return StrategyRun(name, _static(setup, stats.peak_gpus), PIPELINE)
     if name == "static-p50":
@@ -94,11 +118,11 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
     if name in ("reactive", "reactive-hotpool"):
         scale_down = ClusterAutoscalerScaleDown()
         pipeline: tuple[tuple[str, Step], ...] = (
-            *[(n, s) for n, s in PIPELINE if n not in ("prescale", "scale_down")],
+            *[(n, s) for n, s in PIPELINE if n not in ("prescale", "hot_pool", "scale_down")],
             (ClusterAutoscalerScaleDown.STEP, scale_down),
         )
         reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
-        pools: dict[GroupId, tuple[int, WarmState]] = {}
+        pools = {}
         if name == "reactive-hotpool":
             pool_group = _cheapest_on_demand(setup)
             if pool_group is not None:
@@ -106,6 +130,12 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats) -> StrategyRun:
                 pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
         return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due)
     raise ValueError(f"unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}")
+
+
+def _without_pools(setup: SimSetup) -> SimSetup:
+    """The set-up with every group's warm-pool settings cleared (no pool, nothing kept on scale-in)."""
+    groups = tuple(dataclasses.replace(g, warm_pool=WarmPoolSettings()) for g in setup.groups)
+    return dataclasses.replace(setup, groups=groups)
 
 
 def _static(setup: SimSetup, gpus: float) -> SimSetup:
@@ -224,4 +254,4 @@ class ClusterAutoscalerScaleDown:
         return True
 
 
-__all__ = ["LONGEST_FIRST", "STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]
+__all__ = ["LONGEST_FIRST", "POOL_STRATEGIES", "STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]

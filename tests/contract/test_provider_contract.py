@@ -103,6 +103,8 @@ def test_unknown_group_is_not_found(harness: Harness) -> None:
         p.offerings("no-such-group")
     with pytest.raises(NotFound):
         p.set_warm_pool("no-such-group", 1, WarmState.STOPPED, key="y")
+    with pytest.raises(NotFound):
+        p.warm_pool("no-such-group")
 
 
 def test_terminate_decrements_target_and_the_node_goes(harness: Harness) -> None:
@@ -156,7 +158,9 @@ def test_warm_pool_prepares_warm_nodes(harness: Harness) -> None:
         with pytest.raises(NotSupported):
             harness.provider.set_warm_pool(harness.group_id, 1, WarmState.STOPPED, key="warm-1")
         return
+    assert harness.provider.warm_pool(harness.group_id)[0] == 0
     harness.provider.set_warm_pool(harness.group_id, 1, WarmState.STOPPED, key="warm-1")
+    assert harness.provider.warm_pool(harness.group_id) == (1, WarmState.STOPPED)
     harness.eventually(
         lambda: len(group_nodes(harness, harness.group_id, NodeState.WARM)) == 1, within_s=settle_s(harness)
     )
