@@ -27,7 +27,7 @@ from policies.durations import Duration
 
 PLANNER = "read by the planner"
 SPOT_PLACEMENT = "read by spot placement"
-PREEMPTION = "read by priority preemption (spot + eviction capability)"
+PREEMPTION = "read by the planner's priority preemption step"
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 """Tenant names (and so policy file stems): letters, digits, '.', '_', '-', at most 63 characters."""

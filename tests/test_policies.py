@@ -366,7 +366,7 @@ def test_policy_json_schema_describes_every_field_and_who_reads_it() -> None:
     props = _properties(schema)
     assert props and all("read by" in p.get("description", "") for _, p in props)
     top = schema["properties"]
-    assert "read by priority preemption (spot + eviction capability)" in top["preemptible_by"]["description"]
+    assert "read by the planner's priority preemption step" in top["preemptible_by"]["description"]
     spot = schema["$defs"]["SpotDoc"]["properties"]
     assert "read by spot placement" in spot["required_checkpoint_interval"]["description"]
     assert "read by the planner" in top["priority"]["description"]

@@ -1,4 +1,4 @@
-"""How a job's work advances, is checkpointed and is lost (burst.workloads.progress), figures by hand."""
+"""How a job's work advances, is checkpointed and is lost (burst.progress), figures by hand."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from builders import T0, job
 
+from burst import progress
 from burst.model import Job, JobState
-from burst.workloads import progress
 
 
 def s(seconds: float) -> timedelta:

@@ -16,6 +16,7 @@ from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
 from burst.planner.context import PlanContext, PriceSource, build_context
 from burst.planner.hot_pool import size_hot_pools
 from burst.planner.placement import place_and_scale_up
+from burst.planner.preempt import preempt_for_priority
 from burst.planner.prescale import prescale_elastic
 from burst.planner.reclaim import reclaim_overdue
 from burst.planner.scale_down import scale_down_idle
@@ -26,6 +27,7 @@ Step = Callable[[PlanContext], None]
 PIPELINE: tuple[tuple[str, Step], ...] = (
     ("reclaim", reclaim_overdue),
     ("place+scale_up", place_and_scale_up),
+    ("preempt", preempt_for_priority),
     ("prescale", prescale_elastic),
     ("hot_pool", size_hot_pools),
     ("scale_down", scale_down_idle),

@@ -192,6 +192,7 @@ class PlanContext:
     holds: list[Hold] = field(default_factory=list)
     busy_nodes: set[NodeId] = field(default_factory=set)
     advice: list[SteadyAdvice] = field(default_factory=list)
+    unserved: list[tuple[Job, str]] = field(default_factory=list)  # pending jobs placement refused, and why (kind)
     forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
     _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
 

@@ -118,6 +118,7 @@ def place_and_scale_up(ctx: PlanContext) -> None:
                 continue
             kind, reason = refusals.best()
             refused_shapes[shape] = (served, kind, reason)
+        ctx.unserved.append((job, kind))
         entry = refused.setdefault((job.tenant, kind, reason), [0, 0])
         entry[0] += 1
         entry[1] += job.whole_gpus

@@ -51,13 +51,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from burst import progress
 from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, GroupId, Job, JobState, NodeState, Policy, Tier
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
 from burst.sim.strategies import StrategyRun
 from burst.state import Store
-from burst.workloads import progress
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import RUNNING_STATES, MemoryQueue
 from providers.sim import ManualClock, SimProvider

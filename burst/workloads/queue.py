@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from burst import progress
 from burst.model import Action, ActionKind, Job, JobState, Node, NodeId, NodeState
 from burst.state import Store
-from burst.workloads import progress
 from burst.workloads.base import JobEvents
 
 RUNNING_STATES = (JobState.RUNNING, JobState.CHECKPOINTING)

@@ -1,0 +1,88 @@
+"""Step: priority preemption, for pending jobs that no capacity can serve.
+
+A pending job placement refused for lack of capacity (every group it may
+use full, or at its max size) may evict running jobs of lower priority whose
+tenants list its tenant in `preemptible_by`. For each such job, highest
+priority first, the step looks at every ready node of the groups it may use
+and asks victim selection (`burst.planner.victims`) for the cheapest set of
+allowed jobs on that node that frees enough GPUs beside the node's free
+ones; the node whose victims lose the least work wins. Victims get an
+`evict_job` action with the reason (they are requeued and resume from their
+last checkpoint); the preemptor is placed on a later tick, once the GPUs are
+free, and waits with a hold saying so. A job needing more than one node is
+not served by preemption (the hold says so). Jobs refused for their own
+quota, budget or spot share never preempt: evicting others would not help.
+A job's priority is its own when it has one, else its tenant's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from burst.model import Action, ActionKind, Job, JobState
+from burst.planner.context import PlanContext
+from burst.planner.placement import candidate_groups
+from burst.planner.victims import Victim, select_victims
+
+STEP = "preempt"
+PREEMPTING_KINDS = frozenset({"group_max", "no_group"})
+
+
+def job_priority(ctx: PlanContext, job: Job) -> int:
+    """The priority preemption compares: the job's own, else its tenant's."""
+    return job.priority if job.priority is not None else ctx.policy(job.tenant).priority
+
+
+def preempt_for_priority(ctx: PlanContext) -> None:
+    """Evict the cheapest allowed lower-priority jobs for pending jobs that cannot be served (see module doc)."""
+    waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
+    if not waiting:
+        return
+    running = [j for j in ctx.snapshot.jobs if j.state is JobState.RUNNING]
+    on_node: dict[str, list[Job]] = defaultdict(list)
+    running_gpus: dict[str, float] = defaultdict(float)
+    for job in running:
+        running_gpus[job.tenant] += job.gpu_demand
+        for node_id in job.node_ids:
+            on_node[node_id].append(job)
+    evicting: set[str] = set()
+    disrupted: dict[str, float] = defaultdict(float)
+    for job in sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id)):
+        priority = job_priority(ctx, job)
+        best: tuple[float, str, list[Victim]] | None = None
+        for cap in candidate_groups(ctx, job, ctx.policy(job.tenant)):
+            if job.whole_gpus > cap.gpn:
+                continue
+            for node_id in sorted(cap.free_of):
+                need = job.whole_gpus - cap.free_of[node_id]
+                allowed = [
+                    r for r in on_node.get(node_id, ())
+                    if r.id not in evicting
+                    and job_priority(ctx, r) < priority
+                    and job.tenant in ctx.policy(r.tenant).preemptible_by
+                ]
+                if need <= 0 or not allowed:
+                    continue
+                victims = select_victims(allowed, need, ctx.now, running_gpus=running_gpus, disrupted_gpus=disrupted,
+                                         purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
+                cost = sum(v.cost_gpu_s for v in victims)
+                if victims and (best is None or cost < best[0]):
+                    best = (cost, node_id, victims)
+        if best is None:
+            if any(job.whole_gpus > c.gpn for c in candidate_groups(ctx, job, ctx.policy(job.tenant))):
+                ctx.hold(f"job:{job.id}", "needs more than one node: not served by preemption", STEP, job.tenant)
+            continue
+        _, node_id, victims = best
+        for victim in victims:
+            evicting.add(victim.job.id)
+            disrupted[victim.job.tenant] += victim.job.gpu_demand
+            ctx.actions.append(
+                Action(kind=ActionKind.EVICT_JOB, target=victim.job.id, tenant=victim.job.tenant,
+                       count=victim.job.whole_gpus, node_ids=victim.job.node_ids, step=STEP,
+                       reason=f"preempted by priority: {victim.reason}")
+            )
+        ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {', '.join(v.job.id for v in victims)}",
+                 STEP, job.tenant)
+
+
+__all__ = ["STEP", "job_priority", "preempt_for_priority"]

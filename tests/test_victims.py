@@ -1,0 +1,105 @@
+"""Victim selection (exact victims for scripted cases) and the priority preemption step that uses it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from builders import T0, TablePrices, group, job, ready_node
+
+from burst.model import ActionKind, JobState, Plan, Policy, Snapshot, Tier
+from burst.planner import PlanIds, plan
+from burst.planner.victims import MOST_RECENT, RANDOM, eviction_cost_gpu_s, select_victims
+
+
+def running(jid: str, gpus: int, minutes_ago: float, *, tenant: str = "t", nodes=("n1",), **kw):
+    return job(jid, tenant=tenant, gpus=gpus, state=JobState.RUNNING, nodes=nodes,
+               started=T0 - timedelta(minutes=minutes_ago), **kw)
+
+
+A = running("a", 4, 120)  # cannot resume: evicting it loses its two hours on 4 GPUs
+B = running("b", 2, 45, fault_tolerant=True, checkpoint_interval_s=1800.0)  # checkpointed at 30 min: loses 15
+C = running("c", 2, 50, fault_tolerant=True, checkpoint_interval_s=1800.0)  # loses 20 min
+LOTS = {"t": 1000.0}
+
+
+def ids(victims) -> list[str]:
+    return [v.job.id for v in victims]
+
+
+def test_least_lost_work_first_prefers_two_fresh_checkpoints_to_one_long_run() -> None:
+    assert eviction_cost_gpu_s(A, T0) == 4 * 7200
+    assert eviction_cost_gpu_s(B, T0) == 2 * 900
+    assert eviction_cost_gpu_s(C, T0) == 2 * 1200
+    victims = select_victims([A, B, C], 4, T0, running_gpus=LOTS, purpose="a 4-GPU job")
+    assert ids(victims) == ["b", "c"]
+    assert victims[0].reason == "frees 2 GPU(s) for a 4-GPU job; costs 0.50 GPU-h of work (least lost work first)"
+
+
+def test_a_short_measured_checkpoint_is_what_evicting_a_fault_tolerant_job_costs() -> None:
+    quick = running("c", 2, 50, fault_tolerant=True, checkpoint_interval_s=1800.0, checkpoint_duration_s=60.0)
+    assert eviction_cost_gpu_s(quick, T0) == 2 * 60
+    assert ids(select_victims([A, B, quick], 2, T0, running_gpus=LOTS)) == ["c"]
+
+
+def test_the_minimisation_pass_drops_victims_the_others_make_unnecessary() -> None:
+    small = running("d", 2, 10)  # 2 x 600 GPU-s
+    big = running("e", 4, 6)  # 4 x 360 GPU-s: dearer than d, but enough alone
+    assert ids(select_victims([small, big], 4, T0, running_gpus=LOTS)) == ["e"]
+
+
+def test_a_multi_node_job_is_evicted_whole_or_not_at_all() -> None:
+    gang = running("g", 16, 10, nodes=("n1", "n2"))
+    (victim,) = select_victims([gang], 4, T0, running_gpus=LOTS)
+    assert victim.job.node_ids == ("n1", "n2") and victim.cost_gpu_s == 16 * 600
+    assert select_victims([running("h", 2, 1)], 4, T0, running_gpus=LOTS) == [], "not enough: nothing chosen"
+
+
+def test_the_disruption_budget_caps_each_tenant_and_nothing_is_half_chosen() -> None:
+    one, two = running("x1", 4, 5), running("x2", 4, 6)
+    assert select_victims([one, two], 8, T0, running_gpus={"t": 40.0}) == []  # 10% of 40 = 4 GPUs: one job only
+    assert ids(select_victims([one, two], 4, T0, running_gpus={"t": 40.0})) == ["x1"]
+    assert ids(select_victims([one, two], 8, T0, running_gpus={"t": 40.0}, max_disrupted_share=0.25)) == ["x1", "x2"]
+    assert ids(select_victims([one], 4, T0, running_gpus={"t": 4.0})) == ["x1"], "a budget below one job allows one"
+    assert select_victims([one], 4, T0, running_gpus={"t": 40.0}, disrupted_gpus={"t": 4.0}) == []
+
+
+def test_other_orders_for_comparison() -> None:
+    assert ids(select_victims([A, B, C], 2, T0, running_gpus=LOTS, order=MOST_RECENT)) == ["b"]
+    first = ids(select_victims([A, B, C], 2, T0, running_gpus=LOTS, order=RANDOM, seed=1))
+    assert first == ids(select_victims([A, B, C], 2, T0, running_gpus=LOTS, order=RANDOM, seed=1))
+    with pytest.raises(ValueError, match="unknown victim order"):
+        select_victims([A], 1, T0, running_gpus=LOTS, order="oldest")
+
+
+ONPREM = group("onprem", tier=Tier.STEADY, gpus=8, min_size=1, max_size=1)
+PRICES = TablePrices({"onprem": 8.0})
+PROD = Policy(tenant="prod", priority=100)
+BATCH = Policy(tenant="batch", priority=0, preemptible_by=("prod",))
+
+
+def preempt_plan(jobs, policies) -> Plan:
+    snap = Snapshot(groups=(ONPREM,), nodes=(ready_node("onprem-0", ONPREM),), jobs=tuple(jobs), targets={"onprem": 1})
+    return plan(snap, [], policies, PRICES, now=T0, ids=PlanIds("p"))
+
+
+def test_a_higher_priority_job_preempts_the_cheapest_allowed_victims() -> None:
+    old = running("old", 4, 120, tenant="batch", nodes=("onprem-0",))
+    fresh = running("fresh", 4, 10, tenant="batch", nodes=("onprem-0",))
+    p = preempt_plan([old, fresh, job("urgent", tenant="prod", gpus=4)], {"prod": PROD, "batch": BATCH})
+    (evict,) = p.actions
+    assert (evict.kind, evict.target, evict.step) == (ActionKind.EVICT_JOB, "fresh", "preempt")
+    assert "preempted by priority: frees 4 GPU(s) for tenant prod's job urgent (priority 100)" in evict.reason
+    assert any(h.subject == "job:urgent" and "freed by preempting fresh" in h.reason for h in p.holds)
+
+
+def test_preemption_needs_preemptible_by_and_a_lower_priority() -> None:
+    victim = running("v", 8, 10, tenant="batch", nodes=("onprem-0",))
+    pending = job("urgent", tenant="prod", gpus=4)
+    closed = Policy(tenant="batch", priority=0)
+    assert preempt_plan([victim, pending], {"prod": PROD, "batch": closed}).actions == ()
+    peer = Policy(tenant="batch", priority=100, preemptible_by=("prod",))
+    assert preempt_plan([victim, pending], {"prod": PROD, "batch": peer}).actions == ()
+    quota_bound = Policy(tenant="prod", priority=100, steady_quota_gpus=2)
+    assert preempt_plan([victim, pending], {"prod": quota_bound, "batch": BATCH}).actions == (), \
+        "a job refused for its own quota does not preempt"
