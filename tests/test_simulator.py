@@ -6,7 +6,7 @@ import dataclasses
 import json
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -163,7 +163,7 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     assert list(data["strategies"]) == list(STRATEGIES)
     keys = {"cost_usd", "cost_by_tier", "cost_by_tenant", "gpu_hours_used", "gpu_hours_paid", "onprem_utilization",
             "wait_p50_s", "wait_p95_s", "wait_p99_s", "slo_violations", "interruptions", "lost_gpu_hours",
-            "time_to_capacity_p95_s"}
+            "time_to_capacity_p95_s", "checkpoint_violations", "spot_gpu_hours", "goodput"}
     for name, r in data["strategies"].items():
         assert keys <= set(r), name
         assert set(r["cost_by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
@@ -208,3 +208,13 @@ def test_the_simulate_command_offers_every_strategy() -> None:
 
     (option,) = [p for p in simulate_cmd.params if p.name == "strategies"]
     assert list(option.type.choices) == list(STRATEGIES)  # type: ignore[attr-defined]
+
+
+def test_spot_interruptions_never_cost_more_than_a_checkpoint_interval() -> None:
+    trace = load_trace(data_dir() / "traces" / "philly.csv").window(datetime(2017, 10, 2, tzinfo=UTC), days=0.5)
+    setup = default_setup(trace.stats())
+    stormy = dataclasses.replace(setup, spot_hazard_per_hour={"cloud-spot": 0.05})
+    r = compare(trace, ["burst-no-forecast"], setup=stormy, seed=2).results["burst-no-forecast"]
+    assert r.interruptions >= 3 and r.lost_gpu_hours > 0
+    assert r.checkpoint_violations == 0
+    assert r.spot_gpu_hours > 0 and 0 < r.goodput < 1

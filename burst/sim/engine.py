@@ -28,6 +28,10 @@ Metric definitions (the `burst simulate --json` contract):
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
   `lost_gpu_hours`: the work they lost since their last checkpoint × GPUs.
 - `warm_nodes_avg`: hot-pool (warm) nodes held on average over the run.
+- `checkpoint_violations`: interruptions in which a fault-tolerant job lost
+  more than its checkpoint interval of work (must be 0); `spot_gpu_hours`:
+  GPU-hours paid on spot groups; `goodput`: GPU-hours jobs held on spot nodes,
+  less the work they lost there, over `spot_gpu_hours` (0 without spot).
 - `forecast_fit_s`, `forecast_fits`, `forecast_models`: wall seconds spent
   fitting forecasts (inside `wall_s`, kept apart from simulated time), how
   many fits, and how many of them each model served (strategies with
@@ -53,7 +57,7 @@ from typing import Any
 
 from burst import progress
 from burst.catalog import COST_LINES, cost_line
-from burst.model import ActionKind, GroupId, Job, JobState, NodeState, Policy, Tier
+from burst.model import ActionKind, CapacityType, GroupId, Job, JobState, NodeState, Policy, Tier
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
 from burst.sim.strategies import StrategyRun
@@ -104,6 +108,9 @@ class StrategyResult:
     forecast_fits: int = 0
     forecast_models: dict[str, int] = field(default_factory=dict)
     warm_nodes_avg: float = 0.0
+    checkpoint_violations: int = 0
+    spot_gpu_hours: float = 0.0
+    goodput: float = 0.0
     waits_s: list[float] = field(default_factory=list, repr=False)
     timeline: list[TimelinePoint] = field(default_factory=list, repr=False)
 
@@ -134,6 +141,9 @@ class StrategyResult:
             "forecast_fits": self.forecast_fits,
             "forecast_models": dict(sorted(self.forecast_models.items())),
             "warm_nodes_avg": round(self.warm_nodes_avg, 3),
+            "checkpoint_violations": self.checkpoint_violations,
+            "spot_gpu_hours": round(self.spot_gpu_hours, 4),
+            "goodput": round(self.goodput, 6),
         }
 
 
@@ -189,6 +199,11 @@ class _Meter:
         self._steady_running_gpus = 0.0
         self.warm_node_s = 0.0
         self._warm_nodes = 0
+        self.spot_used_gpu_s = 0.0
+        self.spot_lost_gpu_s = 0.0
+        self.checkpoint_violations = 0
+        self._spot_running_gpus = 0.0
+        self._on_spot: set[str] = set()
 
     def observe(self, report: TickReport) -> None:
         now = report.at
@@ -199,17 +214,25 @@ class _Meter:
             self.used_gpu_s += self._running_gpus * dt
             self.steady_used_gpu_s += self._steady_running_gpus * dt
             self.warm_node_s += self._warm_nodes * dt
+            self.spot_used_gpu_s += self._spot_running_gpus * dt
         self._last_at = now
         self.completed += len(report.job_events.completed)
         for job, lost in report.job_events.requeued:
             self.interruptions += 1
             self.lost_gpu_s += lost * job.gpu_demand
+            if job.id in self._on_spot:
+                self.spot_lost_gpu_s += lost * job.gpu_demand
+            if job.fault_tolerant and job.checkpoint_interval_s and lost > job.checkpoint_interval_s + 1e-6:
+                self.checkpoint_violations += 1
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
         for job_id in placed:
             self.first_start.setdefault(job_id, now)
         steady_nodes = {n.id for n in snap.nodes if self.groups[n.group_id].tier is Tier.STEADY}
+        spot_nodes = {n.id for n in snap.nodes if self.groups[n.group_id].capacity_type is CapacityType.SPOT}
         running = 0.0
         steady_running = 0.0
+        spot_running = 0.0
+        on_spot: set[str] = set()
         unplaced_since: datetime | None = None  # earliest submission among newly unplaced jobs
         seen_unplaced = self.seen_unplaced
         for job in snap.jobs:
@@ -227,7 +250,11 @@ class _Meter:
             running += job.gpu_demand
             if node_ids and all(n in steady_nodes for n in node_ids):
                 steady_running += job.gpu_demand
+            elif node_ids and spot_nodes and all(n in spot_nodes for n in node_ids):
+                spot_running += job.gpu_demand
+                on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
+        self._spot_running_gpus, self._on_spot = spot_running, on_spot
         ready: dict[GroupId, int] = defaultdict(int)
         warm = 0
         for node in snap.nodes:
@@ -404,6 +431,7 @@ def _result(
     by_tier: dict[str, float] = dict.fromkeys(TIERS, 0.0)
     paid_gpu_s = 0.0
     steady_gpu_s = 0.0
+    spot_paid_gpu_s = 0.0
     for group_id, (full_s, standby_s) in provider.usage_seconds().items():
         group = groups[group_id]
         by_tier[cost_line(group, warm=False)] += full_s / 3600.0 * catalog.group_price(group)
@@ -411,6 +439,8 @@ def _result(
         paid_gpu_s += full_s * group.gpus_per_node
         if group.tier is Tier.STEADY:
             steady_gpu_s += (full_s + standby_s) * group.gpus_per_node
+        if group.capacity_type is CapacityType.SPOT:
+            spot_paid_gpu_s += full_s * group.gpus_per_node
     waits: list[float] = []
     violations = 0
     for job in jobs:
@@ -443,6 +473,9 @@ def _result(
         wall_s=time.perf_counter() - wall0,
         forecast_fit_s=forecaster.service.fit_s if forecaster else 0.0,
         forecast_fits=forecaster.service.fits if forecaster else 0,
+        checkpoint_violations=meter.checkpoint_violations,
+        spot_gpu_hours=spot_paid_gpu_s / 3600.0,
+        goodput=(meter.spot_used_gpu_s - meter.spot_lost_gpu_s) / spot_paid_gpu_s if spot_paid_gpu_s else 0.0,
         warm_nodes_avg=meter.warm_node_s / max(1.0, (end - start).total_seconds()),
         forecast_models=dict(forecaster.service.models_fitted) if forecaster else {},
         waits_s=waits,
