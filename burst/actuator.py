@@ -176,10 +176,10 @@ class Actuator:
             return provider.target(action.target) == action.size
         if action.kind in (ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES):
             listed = provider.nodes()
-            return all(
-                n not in listed or listed[n].state in (NodeState.TERMINATING, NodeState.TERMINATED)
-                for n in action.node_ids
-            )
+            gone = {NodeState.TERMINATING, NodeState.TERMINATED}
+            if action.kind is ActionKind.SCALE_DOWN:
+                gone.add(NodeState.WARM)  # scaled in into a warm pool below its size (reuse on scale-in)
+            return all(n not in listed or listed[n].state in gone for n in action.node_ids)
         return False
 
     # ------------------------------------------------------------ garbage collection

@@ -393,6 +393,9 @@ class SpecialEvent:
     days: int = 1
 
 
+ANY_MODEL = "any"
+"""The GPU model of demand that names none (jobs that run on any GPU)."""
+
 ALL_TENANTS: TenantName = "*"
 """The tenant of a pooled forecast: one series per GPU model for every tenant together."""
 
@@ -425,9 +428,9 @@ class Forecast:
         return self.at(q, now) if self.timestamps[0] <= now else self.quantiles[q][0]
 
     def max_over(self, q: float, start: datetime, end: datetime) -> float:
-        """The largest `q` quantile over [start, end]."""
+        """The largest `q` quantile over [start, end] (with no step inside it, the value at `start`, see `now_value`)."""
         values = [v for ts, v in zip(self.timestamps, self.quantiles[q], strict=True) if start <= ts <= end]
-        return max(values, default=self.at(q, start))
+        return max(values, default=self.now_value(q, start))
 
 
 # ---------------------------------------------------------------- actions

@@ -35,6 +35,7 @@ from typing import Protocol
 from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
 from burst.model import (
+    ANY_MODEL,
     DemandPoint,
     Forecast,
     GroupId,
@@ -324,7 +325,7 @@ def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:
     running: dict[tuple[str, str], float] = defaultdict(float)
     pending: dict[tuple[str, str], float] = defaultdict(float)
     for job in jobs:
-        key = (job.tenant, job.gpu_model or "any")
+        key = (job.tenant, job.gpu_model or ANY_MODEL)
         if job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
             running[key] += job.gpu_demand
         elif job.state is JobState.PENDING:

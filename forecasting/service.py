@@ -78,8 +78,7 @@ class ForecastService:
                 self._thread.start()
             else:
                 self._refit(now)
-        with self._lock:
-            return self._latest
+        return self.latest()
 
     def latest(self) -> tuple[Forecast, ...]:
         """The latest forecasts, never starting a refit."""

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from burst.model import (
+    ANY_MODEL,
     CapacityType,
     Forecast,
     GroupId,
@@ -48,7 +49,6 @@ from burst.model import (
 )
 
 POOL_QUANTILE = 0.9
-ANY_MODEL = "any"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ injected clock and a seed, so every run is reproducible:
   READY after `boot_latency_s`). Shrinking removes the newest nodes first, not
   yet ready ones before ready ones, or returns them to the warm pool when it
   reuses nodes on scale-in and has room. `terminate` of a serving node also
-  returns it to the pool, while the pool holds fewer than its size.
+  returns it to the pool when it is ready (healthy), while the pool holds
+  fewer than its size; a node still booting or stuck is terminated.
 * **Warm pools.** `set_warm_pool` keeps `size` nodes in WARM beyond the target,
   prepared by booting them (BOOTING -> WARM). A warm pool retains up to
   max(size, group.warm_pool.max_prepared) nodes (nodes returned on scale-in
@@ -588,7 +589,8 @@ class SimProvider:
             g = self._groups[rec.group_id]
             if rec.purpose == _SERVE and rec.state in LIVE_NODE_STATES:
                 self._targets[g.id] = max(self._targets[g.id] - 1, g.min_size)
-                self._park_or_terminate(g, rec, self._warm_size[g.id])  # a pool below its size takes it back
+            if rec.purpose == _SERVE and rec.state is NodeState.READY:
+                self._park_or_terminate(g, rec, self._warm_size[g.id])  # a pool below its size takes a healthy node
             else:
                 self._begin_termination(rec)
             touched[g.id] = g

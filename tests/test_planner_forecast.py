@@ -157,3 +157,11 @@ def test_plans_carry_steady_advice_for_todays_on_prem_gpus() -> None:
     assert (advice.steady_gpus, advice.recommended_gpus, advice.status) == (8, 4, "green")
     assert p.to_json()["steady_tier"][0]["recommended_gpus"] == 4
     assert run(onprem_only(), []).advice == ()
+
+
+def test_a_window_between_two_forecast_steps_reads_the_value_now_not_zero() -> None:
+    f = Forecast(tenant="a", gpu_model="any", timestamps=(T0 + timedelta(minutes=15), T0 + timedelta(minutes=30)),
+                 quantiles={0.5: (10.0, 20.0), 0.9: (12.0, 24.0), 0.99: (14.0, 28.0)}, model="prophet")
+    assert f.max_over(0.9, T0, T0 + timedelta(minutes=10)) == 12.0  # before the first step: its value
+    assert f.max_over(0.9, T0 + timedelta(minutes=16), T0 + timedelta(minutes=20)) == 12.0  # between steps
+    assert f.max_over(0.9, T0, T0 + timedelta(minutes=30)) == 24.0

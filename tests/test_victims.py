@@ -36,10 +36,10 @@ def test_least_lost_work_first_prefers_two_fresh_checkpoints_to_one_long_run() -
     assert victims[0].reason == "frees 2 GPU(s) for a 4-GPU job; costs 0.50 GPU-h of work (least lost work first)"
 
 
-def test_a_short_measured_checkpoint_is_what_evicting_a_fault_tolerant_job_costs() -> None:
-    quick = running("c", 2, 50, fault_tolerant=True, checkpoint_interval_s=1800.0, checkpoint_duration_s=60.0)
-    assert eviction_cost_gpu_s(quick, T0) == 2 * 60
-    assert ids(select_victims([A, B, quick], 2, T0, running_gpus=LOTS)) == ["c"]
+def test_a_job_frees_only_its_share_where_the_gpus_are_needed() -> None:
+    gang = running("g", 8, 10, nodes=("n1", "n2"))  # 4 GPUs on each node
+    assert select_victims([gang], 8, T0, running_gpus=LOTS, freed_gpus={"g": 4}) == []
+    assert ids(select_victims([gang, B], 6, T0, running_gpus=LOTS, freed_gpus={"g": 4, "b": 2})) == ["b", "g"]
 
 
 def test_the_minimisation_pass_drops_victims_the_others_make_unnecessary() -> None:
@@ -91,6 +91,26 @@ def test_a_higher_priority_job_preempts_the_cheapest_allowed_victims() -> None:
     assert (evict.kind, evict.target, evict.step) == (ActionKind.EVICT_JOB, "fresh", "preempt")
     assert "preempted by priority: frees 4 GPU(s) for tenant prod's job urgent (priority 100)" in evict.reason
     assert any(h.subject == "job:urgent" and "freed by preempting fresh" in h.reason for h in p.holds)
+
+
+def test_gpus_promised_to_one_preemptor_are_not_promised_again() -> None:
+    big = group("big", tier=Tier.STEADY, gpus=16, min_size=1, max_size=1)
+    jobs = [running(f"v{i}", 4, 10 + i, tenant="batch", nodes=("big-0",)) for i in range(2)]
+    jobs += [job("u1", tenant="prod", gpus=12), job("u2", tenant="prod", gpus=12, submitted=T0 + timedelta(seconds=1))]
+    snap = Snapshot(groups=(big,), nodes=(ready_node("big-0", big),), jobs=tuple(jobs), targets={"big": 1})
+    p = plan(snap, [], {"prod": PROD, "batch": Policy(tenant="batch", preemptible_by=("prod",))},
+             TablePrices({"big": 16.0}), now=T0, ids=PlanIds("p"))
+    assert [a.target for a in p.actions] == ["v0"], "8 free + 4 freed serve u1; u2 would need the same GPUs"
+
+
+def test_a_victim_spread_over_nodes_frees_only_its_share_on_the_contended_node() -> None:
+    two = group("two", tier=Tier.STEADY, gpus=8, min_size=2, max_size=2)
+    gang = running("gang", 8, 10, tenant="batch", nodes=("two-0", "two-1"))  # 4 GPUs on each node
+    others = [running(f"keep{i}", 4, 10, tenant="ops", nodes=(f"two-{i}",)) for i in range(2)]  # not preemptible
+    snap = Snapshot(groups=(two,), nodes=(ready_node("two-0", two), ready_node("two-1", two)),
+                    jobs=(gang, *others, job("urgent", tenant="prod", gpus=8)), targets={"two": 2})
+    p = plan(snap, [], {"prod": PROD, "batch": BATCH}, TablePrices({"two": 8.0}), now=T0, ids=PlanIds("p"))
+    assert p.actions == (), "evicting the gang frees 4 GPUs on either node: not the 8 a node must give"
 
 
 def test_preemption_needs_preemptible_by_and_a_lower_priority() -> None:

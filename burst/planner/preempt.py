@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from burst.model import Action, ActionKind, Job, JobState
-from burst.planner.context import PlanContext
+from burst.model import Action, ActionKind, Job
+from burst.planner.context import PlanContext, gpus_per_node_of
 from burst.planner.placement import candidate_groups
 from burst.planner.victims import Victim, select_victims
 
@@ -38,7 +38,7 @@ def preempt_for_priority(ctx: PlanContext) -> None:
     waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
     if not waiting:
         return
-    running = [j for j in ctx.snapshot.jobs if j.state is JobState.RUNNING]
+    running = ctx.running_jobs()
     on_node: dict[str, list[Job]] = defaultdict(list)
     running_gpus: dict[str, float] = defaultdict(float)
     for job in running:
@@ -47,14 +47,14 @@ def preempt_for_priority(ctx: PlanContext) -> None:
             on_node[node_id].append(job)
     evicting: set[str] = set()
     disrupted: dict[str, float] = defaultdict(float)
+    free: dict[str, float] = {}  # GPUs of a node not yet promised, once preemption has promised some of it
     for job in sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id)):
         priority = job_priority(ctx, job)
         best: tuple[float, str, list[Victim]] | None = None
-        for cap in candidate_groups(ctx, job, ctx.policy(job.tenant)):
-            if job.whole_gpus > cap.gpn:
-                continue
+        groups = [c for c in candidate_groups(ctx, job, ctx.policy(job.tenant)) if job.whole_gpus <= c.gpn]
+        for cap in groups:
             for node_id in sorted(cap.free_of):
-                need = job.whole_gpus - cap.free_of[node_id]
+                need = job.whole_gpus - free.get(node_id, cap.free_of[node_id])
                 allowed = [
                     r for r in on_node.get(node_id, ())
                     if r.id not in evicting
@@ -64,15 +64,18 @@ def preempt_for_priority(ctx: PlanContext) -> None:
                 if need <= 0 or not allowed:
                     continue
                 victims = select_victims(allowed, need, ctx.now, running_gpus=running_gpus, disrupted_gpus=disrupted,
+                                         freed_gpus={r.id: gpus_per_node_of(r) for r in allowed},
                                          purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
                 cost = sum(v.cost_gpu_s for v in victims)
                 if victims and (best is None or cost < best[0]):
                     best = (cost, node_id, victims)
         if best is None:
-            if any(job.whole_gpus > c.gpn for c in candidate_groups(ctx, job, ctx.policy(job.tenant))):
+            if not groups:
                 ctx.hold(f"job:{job.id}", "needs more than one node: not served by preemption", STEP, job.tenant)
             continue
         _, node_id, victims = best
+        cap_free = ctx.groups[ctx.nodes[node_id].group_id].free_of[node_id]
+        free[node_id] = free.get(node_id, cap_free) + sum(gpus_per_node_of(v.job) for v in victims) - job.whole_gpus
         for victim in victims:
             evicting.add(victim.job.id)
             disrupted[victim.job.tenant] += victim.job.gpu_demand

@@ -43,9 +43,18 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import timedelta
 
-from burst.model import ALL_TENANTS, Action, ActionKind, CapacityType, Forecast, NodeGroup, Policy, Tier
+from burst.model import (
+    ALL_TENANTS,
+    ANY_MODEL,
+    Action,
+    ActionKind,
+    CapacityType,
+    Forecast,
+    NodeGroup,
+    Policy,
+    Tier,
+)
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
-from burst.planner.steady import ANY_MODEL
 
 STEP = "prescale"
 MIN_HISTORY_S = 24 * 3600.0

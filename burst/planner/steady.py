@@ -11,16 +11,15 @@ green / yellow / red status (< 60% / 60-80% / > 80%).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from burst.model import Forecast, SteadyAdvice, Tier, utilisation_status
+from burst.model import ANY_MODEL, Forecast, SteadyAdvice, Tier, utilisation_status
 from burst.planner.context import PlanContext
 
 STEP = "steady_advice"
-ANY_MODEL = "any"
-"""The GPU model of demand that names none (jobs that run on any GPU)."""
 
 
 def steady_advice(
@@ -44,7 +43,7 @@ def steady_advice(
     out = []
     for model in sorted(demand):
         path = [demand[model][ts] for ts in sorted(demand[model])]
-        recommended = math.ceil(_median(path) - 1e-9)
+        recommended = math.ceil(statistics.median(path) - 1e-9)
         owned: int | None = None
         utilisation: float | None = None
         if steady_gpus is not None:
@@ -74,12 +73,6 @@ def advise_steady_tier(ctx: PlanContext) -> None:
         if cap.group.tier is Tier.STEADY:
             owned[cap.group.shape.gpu_model] += cap.ready_nodes * cap.gpn
     ctx.advice.extend(steady_advice(ctx.forecasts, owned, ctx.now))
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _utilisation(path: list[float], gpus: int) -> float:

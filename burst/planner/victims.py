@@ -6,10 +6,11 @@ caller passes the candidates its policy allows (a lower priority, a tenant
 over its share); this module decides among them:
 
 1. order: `LEAST_LOST_WORK` (default) ranks a job by the GPU-seconds its
-   eviction costs: GPUs x the work since its last checkpoint, or, for a
-   fault-tolerant job whose measured checkpoint takes less than that, GPUs x
-   the checkpoint's duration (it checkpoints before it goes). A job that
-   cannot resume loses everything it did in this run. `MOST_RECENT` (Kueue's
+   eviction costs: GPUs x the work since its last checkpoint (an eviction
+   requeues the job at once, so it resumes from that checkpoint; a job that
+   cannot resume loses everything it did in this run). Once the checkpoint
+   protocol lands, a job whose measured checkpoint is shorter than that will
+   checkpoint first and cost only its checkpoint's duration. `MOST_RECENT` (Kueue's
    default: the most recently started first) and `RANDOM` (seeded) are there
    to be measured against it;
 2. take candidates in that order until enough GPUs are free, skipping any
@@ -54,8 +55,6 @@ class Victim:
 def eviction_cost_gpu_s(job: Job, now: datetime) -> float:
     """GPU-seconds of work evicting `job` at `now` costs (see the module doc)."""
     lost = progress.work_at(job, now) - progress.checkpointed_work(job, now)
-    if job.fault_tolerant and job.checkpoint_duration_s is not None:
-        lost = min(lost, job.checkpoint_duration_s)
     return job.gpu_demand * max(0.0, lost)
 
 
@@ -68,19 +67,24 @@ def select_victims(
     order: str = LEAST_LOST_WORK,
     max_disrupted_share: float = DEFAULT_DISRUPTED_SHARE,
     disrupted_gpus: Mapping[TenantName, float] | None = None,
+    freed_gpus: Mapping[str, float] | None = None,
     seed: int = 0,
     purpose: str = "",
 ) -> list[Victim]:
-    """The fewest-cost set of `candidates` freeing at least `need_gpus`, or [] when they cannot.
+    """A low-cost set of `candidates` freeing at least `need_gpus` (greedy, then pruned), or [] when none does.
 
     `running_gpus` is each tenant's running GPUs (the disruption budget's
-    base); `disrupted_gpus` what this plan already evicts per tenant.
+    base); `disrupted_gpus` what this plan already evicts per tenant;
+    `freed_gpus` the GPUs evicting a job frees where they are needed (by job
+    id; default its whole demand: a job spread over nodes frees only its share
+    on any one of them). The budget always counts a victim's whole demand.
     """
     if order not in ORDERS:
         raise ValueError(f"unknown victim order {order!r}: expected one of {', '.join(ORDERS)}")
     if need_gpus <= 0:
         return []
     costs = {j.id: eviction_cost_gpu_s(j, now) for j in candidates}
+    frees = {j.id: (freed_gpus or {}).get(j.id, j.gpu_demand) for j in candidates}
     ranked = _ranked(candidates, costs, order, seed, now)
     spent: dict[TenantName, float] = defaultdict(float, disrupted_gpus or {})
     chosen: list[Job] = []
@@ -93,16 +97,16 @@ def select_victims(
             continue
         spent[job.tenant] += job.gpu_demand
         chosen.append(job)
-        freed += job.gpu_demand
+        freed += frees[job.id]
     if freed < need_gpus:
         return []
     for job in sorted(chosen, key=lambda j: (-costs[j.id], j.id)):  # minimisation pass
-        if freed - job.gpu_demand >= need_gpus:
+        if freed - frees[job.id] >= need_gpus:
             chosen.remove(job)
-            freed -= job.gpu_demand
+            freed -= frees[job.id]
     why = {LEAST_LOST_WORK: "least lost work first", MOST_RECENT: "most recently started first", RANDOM: "random order"}
     return [
-        Victim(job, costs[job.id], f"frees {job.gpu_demand:g} GPU(s){' for ' + purpose if purpose else ''}; "
+        Victim(job, costs[job.id], f"frees {frees[job.id]:g} GPU(s){' for ' + purpose if purpose else ''}; "
                f"costs {costs[job.id] / 3600:.2f} GPU-h of work ({why[order]})")
         for job in chosen
     ]

@@ -28,7 +28,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from burst.model import ALL_TENANTS, CapacityType, DemandPoint, Forecast, Job, NodeGroup, Tier, default_policy
+from burst.model import (
+    ALL_TENANTS,
+    ANY_MODEL,
+    CapacityType,
+    DemandPoint,
+    Forecast,
+    Job,
+    NodeGroup,
+    Tier,
+    default_policy,
+)
 from burst.planner.prescale import lead_time_s
 from burst.state import Store
 from forecasting.models import forecast_series
@@ -56,7 +66,7 @@ def trace_demand(jobs: Iterable[Job], since: datetime, until: datetime, step_s: 
         done = job.submitted_at + timedelta(seconds=job.duration_s)
         if done <= since:
             continue
-        model = job.gpu_model or "any"
+        model = job.gpu_model or ANY_MODEL
         events[model].append((job.submitted_at, job.gpu_demand))
         events[model].append((done, -job.gpu_demand))
     out: list[DemandPoint] = []
