@@ -80,7 +80,7 @@ class TickPrinter:
             self.status(report)
 
     def status(self, report: TickReport) -> None:
-        """One line: queue, nodes per group, spend rate."""
+        """One line: queue, nodes per group, spend rate, and which model serves the demand forecasts."""
         snap = report.snapshot
         if snap is None:
             return
@@ -97,12 +97,16 @@ class TickPrinter:
         groups = " | ".join(
             f"{gid} {c['ready']} ready" + (f" +{c['booting']} booting" if c["booting"] else "") for gid, c in per_group.items()
         )
+        served = self.runtime.forecasts.served_by() if self.runtime.forecasts else {}
+        models = Counter(m.split(" (")[0] for m in served.values())
+        forecasts = (" | forecasts: " + ", ".join(f"{m} x{n}" for m, n in sorted(models.items()))) if served else ""
         self._emit(
             f"{report.at:%Y-%m-%d %H:%M} = status: {states[JobState.PENDING]} pending, "
-            f"{states[JobState.RUNNING] + states[JobState.CHECKPOINTING]} running ({running_gpus:g} GPUs) | {groups} | ${rate:,.2f}/h",
+            f"{states[JobState.RUNNING] + states[JobState.CHECKPOINTING]} running ({running_gpus:g} GPUs) | {groups} | "
+            f"${rate:,.2f}/h{forecasts}",
             {"event": "status", "at": report.at.isoformat(), "pending": states[JobState.PENDING],
              "running": states[JobState.RUNNING] + states[JobState.CHECKPOINTING], "running_gpus": running_gpus,
-             "groups": per_group, "usd_per_hour": rate},
+             "groups": per_group, "usd_per_hour": rate, "forecasts": dict(sorted(served.items()))},
         )
 
     def summary(self, stats: LoopStats) -> None:

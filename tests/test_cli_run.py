@@ -66,7 +66,14 @@ def test_run_json_prints_one_object_per_event() -> None:
     actions = [e for e in events if e["event"] == "action"]
     assert actions and all(e["plan_id"] and e["id"].startswith(e["plan_id"]) and e["reason"] for e in actions)
     assert {e["kind"] for e in actions} <= {"scale_up", "scale_down", "terminate_node"}
-    assert len([e for e in events if e["event"] == "status"]) == 3
+    statuses = [e for e in events if e["event"] == "status"]
+    assert len(statuses) == 3
+    served = statuses[-1]["forecasts"]  # the 07:00 refit had no history; the one due at 13:00 has not come
+    assert all(model.startswith("seasonal_naive") for model in served.values())
+    late = [json.loads(line) for line in burst("run", "--duration", "7h", "--json").stdout.splitlines()]
+    last = [e for e in late if e["event"] == "status"][-1]["forecasts"]
+    assert last and all(k.count("/") == 1 for k in last)
+    assert all(v.startswith("seasonal_naive (history") for v in last.values()), "under 24 h: the fallback serves, and says why"
 
 
 def test_plan_at_the_burst_shows_a_scale_up_with_its_reason() -> None:
