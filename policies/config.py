@@ -355,9 +355,18 @@ class ForecastingDoc(StrictModel):
         "from its past occurrences and applied to its coming ones.",
     )
 
+    @field_validator("horizon")
+    @classmethod
+    def _horizon_at_most_30_days(cls, value: float) -> float:
+        if value > 30 * 86400:
+            raise ValueError(f"horizon ({value:g} s) is longer than 30 days")
+        return value
+
     @field_validator("step")
     @classmethod
     def _step_within_horizon(cls, value: float, info: ValidationInfo) -> float:
+        if not 300 <= value <= 86400:
+            raise ValueError(f"step ({value:g} s) is outside 5 min .. 1 day")
         horizon = info.data.get("horizon")
         if horizon is not None and value > horizon:
             raise ValueError(f"step ({value:g} s) is longer than horizon ({horizon:g} s)")

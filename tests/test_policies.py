@@ -721,3 +721,10 @@ def test_forecasting_events_load_as_special_events_and_bad_dates_point_at_their_
     bad = write(tmp_path, "bad.yaml", "forecasting:\n  events:\n    - name: holiday\n      start: soon\n")
     (error,) = config_errors(bad)
     assert (error.line, error.field) == (4, "forecasting.events.0.start")
+
+
+def test_forecast_step_and_horizon_are_bounded(tmp_path: Path) -> None:
+    (error,) = config_errors(write(tmp_path, "a.yaml", "forecasting:\n  step: 1m\n"))
+    assert (error.line, error.field) == (2, "forecasting.step") and "outside 5 min .. 1 day" in error.message
+    (error,) = config_errors(write(tmp_path, "b.yaml", "forecasting:\n  horizon: 31d\n"))
+    assert error.field == "forecasting.horizon" and "longer than 30 days" in error.message
