@@ -593,6 +593,8 @@ class Snapshot:
     capacity still booting, or not yet visible, counts toward them).
     `spend_month_usd` is each tenant's month-to-date spend from the cost ledger.
     `warm_pools` are the warm-pool sizes and states asked of the providers.
+    `unavailable` are groups cooling down after a failed launch or a spot
+    interruption: the planner launches elsewhere until they are back.
     """
 
     groups: tuple[NodeGroup, ...]
@@ -601,6 +603,7 @@ class Snapshot:
     targets: Mapping[GroupId, int] = field(default_factory=dict)
     spend_month_usd: Mapping[TenantName, float] = field(default_factory=dict)
     warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)  # requested size, state
+    unavailable: Mapping[GroupId, str] = field(default_factory=dict)  # groups not to launch in now, and why
 
     def group(self, group_id: GroupId) -> NodeGroup:
         for g in self.groups:

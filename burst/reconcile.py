@@ -29,14 +29,16 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
 from burst.model import (
     ANY_MODEL,
+    ActionKind,
     DemandPoint,
+    EventKind,
     Forecast,
     GroupId,
     Job,
@@ -86,6 +88,13 @@ class TickReport:
     snapshot: Snapshot | None = None
 
 
+LAUNCH_FAILURE_COOLDOWN_S = 600.0
+"""A group whose launch failed (no capacity, a quota) is passed over by the planner for this long."""
+INTERRUPTION_COOLDOWN_S = 300.0
+"""A spot group that just lost a node to an interruption takes no new launches for this long (SkyPilot's
+eager move to the next offering); its running nodes are untouched."""
+
+
 Forecaster = Callable[[datetime, Sequence[Job]], Sequence[Forecast]]
 """Gives the forecasts a plan at `now` uses (cached by the forecaster; never blocks a tick)."""
 
@@ -109,7 +118,11 @@ class Controller:
         record_demand: bool = True,
         record_decisions: bool = True,
         pipeline: Sequence[tuple[str, Step]] = PIPELINE,
+        launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S,
+        interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S,
     ) -> None:
+        self.launch_failure_cooldown_s = launch_failure_cooldown_s
+        self.interruption_cooldown_s = interruption_cooldown_s
         self.providers = dict(providers)
         self.source = source
         self.store = store
@@ -131,6 +144,7 @@ class Controller:
                 self.group_provider[group.id] = provider
         self.started = False
         self._last_demand_at: datetime | None = None
+        self._cooldowns: dict[GroupId, tuple[datetime, str]] = {}
         self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
 
     def start(self) -> list[Outcome]:
@@ -159,6 +173,7 @@ class Controller:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
         outcomes = self.actuator.execute(result)
+        self._cool_down(outcomes, events, now)
         self._record(result, outcomes, snapshot, now)
         return TickReport(
             at=now,
@@ -196,7 +211,30 @@ class Controller:
             targets=targets,
             spend_month_usd=dict(self._spend_this_month(now)),
             warm_pools={gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups},
+            unavailable=self.unavailable(now),
         )
+
+    def _cool_down(self, outcomes: Sequence[Outcome], events: Sequence[ProviderEvent], now: datetime) -> None:
+        """Start a group's cooldown after a failed launch, a reported launch failure or a spot interruption."""
+        for o in outcomes:
+            if not o.ok and o.action.kind is ActionKind.SCALE_UP:
+                self._cooldowns[o.action.target] = (now + timedelta(seconds=self.launch_failure_cooldown_s),
+                                                    f"a launch failed at {now:%H:%M}: {o.detail}")
+        for e in events:
+            if e.kind is EventKind.LAUNCH_FAILED:
+                self._cooldowns[e.group_id] = (e.at + timedelta(seconds=self.launch_failure_cooldown_s),
+                                               f"a launch failed at {e.at:%H:%M}: {e.detail}")
+            elif e.kind is EventKind.INTERRUPTION and self.interruption_cooldown_s > 0:
+                self._cooldowns[e.group_id] = (e.at + timedelta(seconds=self.interruption_cooldown_s),
+                                               f"a spot interruption at {e.at:%H:%M}")
+
+    def unavailable(self, now: datetime) -> dict[GroupId, str]:
+        """Groups cooling down at `now`, with why and until when."""
+        return {gid: f"{why}; until {until:%H:%M}" for gid, (until, why) in sorted(self._cooldowns.items()) if until > now}
+
+    def cooldown_ends(self, now: datetime) -> list[datetime]:
+        """When the cooldowns still running at `now` end (the simulator ticks then)."""
+        return [until for until, _ in self._cooldowns.values() if until > now]
 
     def _spend_this_month(self, now: datetime) -> dict[TenantName, float]:
         """Month-to-date spend per tenant: read from the ledger once a month, then kept up as costs are recorded."""

@@ -298,3 +298,63 @@ def test_demand_points_and_month_start() -> None:
     pts = {(p.tenant, p.gpu_model): (p.running_gpus, p.pending_gpus) for p in demand_points(jobs, T0)}
     assert pts == {("a", "any"): (4.0, 2.0), ("b", "H100"): (0.0, 1.0)}
     assert month_start(T0).isoformat() == "2026-03-01T00:00:00+00:00"
+
+
+SPOT = group("spot", capacity_type=CapacityType.SPOT, max_size=4)
+
+
+class SpotPrices:
+    def group_price(self, g: object) -> float:
+        return {"od": 32.0, "spot": 8.0}[g.id]  # type: ignore[attr-defined]
+
+    def standby_price(self, g: object) -> float:
+        return 1.0
+
+
+def spot_controller(clock: ManualClock, **sim_kw: object) -> tuple[Controller, SimProvider, MemoryQueue]:
+    od = dataclasses.replace(group("od", max_size=4), boot_latency_s=BOOT_S)
+    spot = dataclasses.replace(SPOT, boot_latency_s=BOOT_S)
+    sim = SimProvider([od, spot], clock=clock, cluster="test", **sim_kw)  # type: ignore[arg-type]
+    queue = MemoryQueue()
+    ft = dataclasses.replace(default_policy("t"), spot=SpotPolicy(allowed=True))
+    ctl = Controller(providers={"sim": sim}, source=queue, store=Store(":memory:"), policies=lambda: {"t": ft},
+                     prices=SpotPrices(), clock=clock, cluster="test")
+    return ctl, sim, queue
+
+
+def test_a_spot_group_out_of_capacity_cools_down_and_the_job_falls_back_to_on_demand() -> None:
+    clock = ManualClock(T0)
+    ctl, sim, queue = spot_controller(clock, capacity={"spot": 0})
+    queue.submit(job("ft", tenant="t", gpus=8, duration_s=3600.0, fault_tolerant=True, checkpoint_interval_s=600.0))
+    first = ctl.tick()
+    (up,) = [a for a in first.plan.actions if a.kind is ActionKind.SCALE_UP]
+    assert up.target == "spot" and not first.outcomes[0].ok
+    assert "spot" in ctl.unavailable(clock()) and "a launch failed" in ctl.unavailable(clock())["spot"]
+    clock.advance(60)
+    second = ctl.tick()
+    assert [(a.kind, a.target) for a in second.plan.actions] == [(ActionKind.SCALE_UP, "od")]
+    clock.advance(BOOT_S)
+    third = ctl.tick()
+    assert [a.target for a in third.plan.actions if a.kind is ActionKind.PLACE_JOB] == ["ft"]
+    clock.advance(600)
+    assert "spot" not in ctl.unavailable(clock()), "the cooldown ends"
+
+
+def test_a_spot_interruption_sends_new_launches_elsewhere_for_a_while() -> None:
+    clock = ManualClock(T0)
+    ctl, sim, queue = spot_controller(clock, spot_hazard_per_hour={"spot": 3600.0}, seed=1)
+    queue.submit(job("a", tenant="t", gpus=8, duration_s=7200.0, fault_tolerant=True, checkpoint_interval_s=600.0))
+    ctl.tick()
+    for _ in range(12):  # boot, run, and be interrupted within minutes at this hazard
+        clock.advance(60)
+        report = ctl.tick()
+        if any(e.kind.value == "interruption" for e in report.provider_events):
+            break
+    else:
+        raise AssertionError("no interruption")
+    assert "a spot interruption" in ctl.unavailable(clock())["spot"]
+    queue.submit(job("b", tenant="t", gpus=8, duration_s=600.0, fault_tolerant=True, checkpoint_interval_s=600.0,
+                     submitted=clock()))
+    clock.advance(1)
+    ups = [a.target for a in ctl.tick().plan.actions if a.kind is ActionKind.SCALE_UP]
+    assert ups and "spot" not in ups

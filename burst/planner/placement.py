@@ -7,7 +7,10 @@ For each pending job, in fair order (`fairshare.fair_order`), the step tries in 
 2. capacity already booting (or launched earlier in this plan): the job waits
    for it and nothing new is launched;
 3. a launch in the cheapest feasible elastic group: one `scale_up` per group,
-   summing every job it is for.
+   summing every job it is for. A group cooling down after a failed launch or
+   a spot interruption (`Snapshot.unavailable`) is passed over, so the job
+   falls back to the next group (on-demand after spot) instead of waiting on
+   one that keeps failing.
 
 A group is feasible for a job when the tenant's policy allows its provider and
 region, the GPU model matches, and, for spot groups, the job is fault-tolerant,
@@ -67,7 +70,7 @@ def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCa
 class _Refusals:
     """Why a job could not be placed; the first reason of the most preferred kind wins."""
 
-    ORDER = ("budget", "quota", "spot_share", "group_max", "too_large", "no_group")
+    ORDER = ("budget", "quota", "spot_share", "group_max", "unavailable", "too_large", "no_group")
 
     def __init__(self) -> None:
         self.reasons: dict[str, list[str]] = {}
@@ -255,6 +258,10 @@ def _try_launch(
         if cap.group.tier is Tier.STEADY:
             if job.whole_gpus > cap.gpn * cap.group.max_size:
                 refusals.add("too_large", f"{job.whole_gpus} GPUs exceed {cap.group.id}'s whole size")
+            continue
+        unavailable = ctx.snapshot.unavailable.get(cap.group.id)
+        if unavailable is not None:
+            refusals.add("unavailable", f"{cap.group.id} is cooling down: {unavailable}")
             continue
         need = -(-job.whole_gpus // cap.gpn)
         if cap.planned_size + need > cap.group.max_size:

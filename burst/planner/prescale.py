@@ -79,6 +79,7 @@ def prescale_options(ctx: PlanContext, policy: Policy, gpu_model: str) -> list[G
         and c.group.capacity_type is CapacityType.ON_DEMAND
         and serves(c.group, gpu_model)
         and policy.allows_group(c.group)
+        and c.group.id not in ctx.snapshot.unavailable
     ]
     return sorted(caps, key=lambda c: (c.gpu_price, c.group.id))
 

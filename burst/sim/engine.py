@@ -345,6 +345,8 @@ def simulate(
         record_decisions=False,
         pipeline=run.pipeline,
         forecaster=forecaster,
+        launch_failure_cooldown_s=run.launch_failure_cooldown_s,
+        interruption_cooldown_s=run.interruption_cooldown_s,
     )
     meter = _Meter(run, keep_timeline)
     interval = setup.loop_interval_s
@@ -359,7 +361,7 @@ def simulate(
                 on_progress(now)
             if now >= end:
                 break
-            due = _next_event(run, report, queue, provider, arrivals, now, forecaster)
+            due = _next_event(run, report, queue, provider, arrivals, now, forecaster, controller.cooldown_ends(now))
             step = max(interval, (due - now).total_seconds()) if due is not None else (end - now).total_seconds()
             step = math.ceil(step / interval - 1e-9) * interval
             clock.advance_to(min(end, now + timedelta(seconds=step)))
@@ -379,6 +381,7 @@ def _next_event(
     arrivals: _Arrivals,
     now: datetime,
     forecaster: SimForecaster | None = None,
+    cooldown_ends: Sequence[datetime] = (),
 ) -> datetime | None:
     """The next instant after `now` at which a tick could decide something new."""
     if any(not o.ok for o in report.outcomes):
@@ -405,6 +408,7 @@ def _next_event(
                 if end > now and (node.group_id not in ends or end < ends[node.group_id]):
                     ends[node.group_id] = end
         candidates.extend(ends.values())
+    candidates.extend(cooldown_ends)
     for due in (run.next_due(now), forecaster.next_due(now) if forecaster else None):
         if due is not None:
             candidates.append(due)

@@ -33,7 +33,9 @@ Every baseline other than `reactive-hotpool` runs without warm pools.
   and one unneeded for 10 min is removed if its pods fit on other nodes, which
   evicts them (batch pods are evictable by default: they lose the work since
   their last checkpoint and are rescheduled); no scale-down for 10 min after a
-  scale-up (`scale-down-delay-after-add`).
+  scale-up (`scale-down-delay-after-add`); a node group whose scale-up failed is
+  backed off for 5 min (`initial-node-group-backoff-duration`); interruptions
+  start no backoff.
 - `reactive-hotpool`: `reactive` plus a fixed warm pool (an Auto Scaling warm
   pool of stopped instances) of 10% of peak demand in the cheapest on-demand
   group: a scale-up wakes a pooled node in about a minute, and the pool refills.
@@ -61,6 +63,7 @@ from burst.model import (
 )
 from burst.planner import PIPELINE, Step
 from burst.planner.context import PlanContext
+from burst.reconcile import INTERRUPTION_COOLDOWN_S, LAUNCH_FAILURE_COOLDOWN_S
 from burst.sim.forecasts import SimForecasting
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
@@ -80,6 +83,7 @@ CA_UNNEEDED_TIME_S = 600.0
 CA_UTILIZATION_THRESHOLD = 0.5
 CA_DELAY_AFTER_ADD_S = 600.0
 HOTPOOL_SHARE_OF_PEAK = 0.10
+CA_NODE_GROUP_BACKOFF_S = 300.0  # --initial-node-group-backoff-duration: a failed scale-up backs the group off
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class StrategyRun:
     warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)
     next_due: Callable[[datetime], datetime | None] = lambda now: None  # noqa: E731
     forecasting: SimForecasting | None = None
+    launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S
+    interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S
 
 
 def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_nodes: int = 0) -> StrategyRun:
@@ -128,7 +134,8 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
             if pool_group is not None:
                 size = max(1, math.ceil(HOTPOOL_SHARE_OF_PEAK * stats.peak_gpus / pool_group.gpus_per_node))
                 pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
-        return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due)
+        return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due,
+                           launch_failure_cooldown_s=CA_NODE_GROUP_BACKOFF_S, interruption_cooldown_s=0.0)
     raise ValueError(f"unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}")
 
 
