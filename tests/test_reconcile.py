@@ -311,14 +311,15 @@ class SpotPrices:
         return 1.0
 
 
-def spot_controller(clock: ManualClock, **sim_kw: object) -> tuple[Controller, SimProvider, MemoryQueue]:
+def spot_controller(clock: ManualClock, interruption_cooldown_s: float = 0.0,
+                    **sim_kw: object) -> tuple[Controller, SimProvider, MemoryQueue]:
     od = dataclasses.replace(group("od", max_size=4), boot_latency_s=BOOT_S)
     spot = dataclasses.replace(SPOT, boot_latency_s=BOOT_S)
     sim = SimProvider([od, spot], clock=clock, cluster="test", **sim_kw)  # type: ignore[arg-type]
     queue = MemoryQueue()
     ft = dataclasses.replace(default_policy("t"), spot=SpotPolicy(allowed=True))
     ctl = Controller(providers={"sim": sim}, source=queue, store=Store(":memory:"), policies=lambda: {"t": ft},
-                     prices=SpotPrices(), clock=clock, cluster="test")
+                     prices=SpotPrices(), clock=clock, cluster="test", interruption_cooldown_s=interruption_cooldown_s)
     return ctl, sim, queue
 
 
@@ -342,7 +343,7 @@ def test_a_spot_group_out_of_capacity_cools_down_and_the_job_falls_back_to_on_de
 
 def test_a_spot_interruption_sends_new_launches_elsewhere_for_a_while() -> None:
     clock = ManualClock(T0)
-    ctl, sim, queue = spot_controller(clock, spot_hazard_per_hour={"spot": 3600.0}, seed=1)
+    ctl, sim, queue = spot_controller(clock, interruption_cooldown_s=300.0, spot_hazard_per_hour={"spot": 3600.0}, seed=1)
     queue.submit(job("a", tenant="t", gpus=8, duration_s=7200.0, fault_tolerant=True, checkpoint_interval_s=600.0))
     ctl.tick()
     for _ in range(12):  # boot, run, and be interrupted within minutes at this hazard
