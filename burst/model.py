@@ -595,6 +595,7 @@ class Snapshot:
     `warm_pools` are the warm-pool sizes and states asked of the providers.
     `unavailable` are groups cooling down after a failed launch or a spot
     interruption: the planner launches elsewhere until they are back.
+    `notices` are the nodes a provider said it will reclaim, and when.
     """
 
     groups: tuple[NodeGroup, ...]
@@ -604,6 +605,7 @@ class Snapshot:
     spend_month_usd: Mapping[TenantName, float] = field(default_factory=dict)
     warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)  # requested size, state
     unavailable: Mapping[GroupId, str] = field(default_factory=dict)  # groups not to launch in now, and why
+    notices: Mapping[NodeId, datetime] = field(default_factory=dict)  # spot interruption deadlines per node
 
     def group(self, group_id: GroupId) -> NodeGroup:
         for g in self.groups:

@@ -4,9 +4,11 @@ A job that (re)starts at `started_at` with `work_done_s` already banked has done
 `work_done_s + (now - started_at)` seconds of work at `now`. With a checkpoint
 interval it checkpoints every `checkpoint_interval_s` of run time, and a
 checkpoint asked for by a plan (`last_checkpoint_at` set during the run) counts
-too; a job that loses its node resumes from its last checkpoint (fault-tolerant
-jobs) or from the start (jobs that cannot resume), and what it did since is
-lost work. A checkpoint never saves more than the work done (duration included).
+too, once it has had its `checkpoint_duration_s` to complete (it saves the work
+as of its request; a node lost before it completes loses it); a job that loses
+its node resumes from its last checkpoint (fault-tolerant jobs) or from the
+start (jobs that cannot resume), and what it did since is lost work. A
+checkpoint never saves more than the work done (duration included).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def _checkpoint_run_s(job: Job, started: datetime, now: datetime) -> float | Non
     if interval and ran >= interval:
         best = (ran // interval) * interval
     asked = job.last_checkpoint_at
-    if asked is not None and started <= asked <= now:
+    takes = timedelta(seconds=job.checkpoint_duration_s or 0.0)
+    if asked is not None and started <= asked and asked + takes <= now:
         at = min(ran, (asked - started).total_seconds())
         best = at if best is None else max(best, at)
     return best

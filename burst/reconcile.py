@@ -147,6 +147,7 @@ class Controller:
         self.started = False
         self._last_demand_at: datetime | None = None
         self._cooldowns: dict[GroupId, tuple[datetime, str]] = {}
+        self._notices: dict[NodeId, datetime] = {}
         self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
 
     def start(self) -> list[Outcome]:
@@ -166,6 +167,7 @@ class Controller:
         targets = self._targets()
         gc = self.actuator.collect_garbage(observed, targets)
         known = self._known_nodes(observed, now, record=True)
+        self._note_interruptions(events, observed)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
@@ -214,6 +216,7 @@ class Controller:
             spend_month_usd=dict(self._spend_this_month(now)),
             warm_pools={gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups},
             unavailable=self.unavailable(now),
+            notices=dict(self._notices),
         )
 
     def _cool_down(self, outcomes: Sequence[Outcome], events: Sequence[ProviderEvent], now: datetime) -> None:
@@ -229,6 +232,14 @@ class Controller:
             elif e.kind is EventKind.INTERRUPTION and self.interruption_cooldown_s > 0:
                 self._cooldowns[e.group_id] = (e.at + timedelta(seconds=self.interruption_cooldown_s),
                                                f"a spot interruption at {e.at:%H:%M}")
+
+    def _note_interruptions(self, events: Sequence[ProviderEvent], observed: Mapping[NodeId, Node]) -> None:
+        """Keep each interruption notice's deadline while its node is still listed."""
+        for e in events:
+            if e.kind is EventKind.INTERRUPTION and e.node_id is not None and e.deadline is not None:
+                self._notices[e.node_id] = e.deadline
+        for node_id in [n for n in self._notices if n not in observed]:
+            del self._notices[node_id]
 
     def unavailable(self, now: datetime) -> dict[GroupId, str]:
         """Groups cooling down at `now`, with why and until when."""

@@ -15,6 +15,7 @@ from datetime import datetime
 from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
 from burst.planner.context import PlanContext, PriceSource, build_context
 from burst.planner.hot_pool import size_hot_pools
+from burst.planner.notice import checkpoint_on_notice
 from burst.planner.placement import place_and_scale_up
 from burst.planner.preempt import preempt_for_priority
 from burst.planner.prescale import prescale_elastic
@@ -25,6 +26,7 @@ from burst.planner.steady import advise_steady_tier
 Step = Callable[[PlanContext], None]
 
 PIPELINE: tuple[tuple[str, Step], ...] = (
+    ("checkpoint_on_notice", checkpoint_on_notice),
     ("reclaim", reclaim_overdue),
     ("place+scale_up", place_and_scale_up),
     ("preempt", preempt_for_priority),

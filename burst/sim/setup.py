@@ -49,6 +49,9 @@ DEFAULT_SPOT_HAZARD_PER_HOUR = 0.01
 DEFAULT_FAULT_TOLERANT_FRACTION = 0.5
 DEFAULT_CHECKPOINT_INTERVAL_S = 1800.0
 DEFAULT_LOOP_INTERVAL_S = 60.0
+CHECKPOINT_DURATION_RANGE_S = (30.0, 300.0)
+"""A fault-tolerant trace job's checkpoint takes a seeded draw from this range: some fit a 2-minute
+spot notice and some do not."""
 DEFAULT_SLO_S = 600.0
 GPUS_PER_NODE = 8
 
@@ -133,7 +136,9 @@ def default_setup(stats: TraceStats, catalog: Catalog | None = None, *, cluster:
             f"cloud: p4d.24xlarge us-east-1 on-demand and spot, up to {cloud_max} nodes each, 5 min cold boot",
             f"spot interruptions: {DEFAULT_SPOT_HAZARD_PER_HOUR:g} per node-hour (seeded)",
             f"fault tolerance is not in the trace: {DEFAULT_FAULT_TOLERANT_FRACTION:.0%} of each tenant's jobs "
-            f"(seeded) are assumed fault-tolerant, checkpointing every {DEFAULT_CHECKPOINT_INTERVAL_S / 60:g} min",
+            f"(seeded) are assumed fault-tolerant, checkpointing every {DEFAULT_CHECKPOINT_INTERVAL_S / 60:g} min; "
+            f"a checkpoint takes {CHECKPOINT_DURATION_RANGE_S[0]:g}-{CHECKPOINT_DURATION_RANGE_S[1]:g} s (seeded draw); "
+            "spot notice 2 min",
             f"queue wait SLO: {DEFAULT_SLO_S / 60:g} min for tenants without a policy",
         ),
     )
@@ -194,9 +199,11 @@ def with_fault_tolerance(jobs: Sequence[Job], setup: SimSetup, seed: int) -> lis
         if job.fault_tolerant or fraction <= 0:
             out.append(job)
             continue
-        if random.Random(f"{seed}:ft:{job.id}").random() < fraction:
+        draw = random.Random(f"{seed}:ft:{job.id}")
+        if draw.random() < fraction:
             interval = policy.spot.required_checkpoint_interval_s or DEFAULT_CHECKPOINT_INTERVAL_S
-            job = dataclasses.replace(job, fault_tolerant=True, checkpoint_interval_s=interval)
+            took = job.checkpoint_duration_s or draw.uniform(*CHECKPOINT_DURATION_RANGE_S)
+            job = dataclasses.replace(job, fault_tolerant=True, checkpoint_interval_s=interval, checkpoint_duration_s=took)
         out.append(job)
     return out
 

@@ -19,7 +19,9 @@ trace (`burst.sim.oracle`).
 Run on request only (`POOL_STRATEGIES`, for the hot-pool benchmark):
 `burst-no-pool` is `burst` with no hot pool at all; `burst-fixed-pool` is
 `burst` with a fixed pool of `fixed_pool_nodes` stopped nodes in the cheapest
-on-demand group instead of the forecast-sized one.
+on-demand group instead of the forecast-sized one; `burst-periodic-only` is
+`burst` without checkpoint on notice (jobs resume from their last periodic
+checkpoint).
 
 Every baseline other than `reactive-hotpool` runs without warm pools.
 - `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
@@ -68,7 +70,7 @@ from burst.sim.forecasts import SimForecasting
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 
-POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool")
+POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only")
 """Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
 STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
@@ -106,6 +108,9 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
         return StrategyRun(name, setup, PIPELINE, forecasting=SimForecasting())
     if name == "burst-no-forecast":
         return StrategyRun(name, setup, PIPELINE)
+    if name == "burst-periodic-only":
+        periodic = tuple((n, s) for n, s in PIPELINE if n != "checkpoint_on_notice")
+        return StrategyRun(name, setup, periodic, forecasting=SimForecasting())
     if name == "burst-no-pool":
         return StrategyRun(name, _without_pools(setup), PIPELINE, forecasting=SimForecasting())
     if name == "burst-fixed-pool":
@@ -124,7 +129,7 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
     if name in ("reactive", "reactive-hotpool"):
         scale_down = ClusterAutoscalerScaleDown()
         pipeline: tuple[tuple[str, Step], ...] = (
-            *[(n, s) for n, s in PIPELINE if n not in ("prescale", "hot_pool", "scale_down")],
+            *[(n, s) for n, s in PIPELINE if n not in ("checkpoint_on_notice", "prescale", "hot_pool", "scale_down")],
             (ClusterAutoscalerScaleDown.STEP, scale_down),
         )
         reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
