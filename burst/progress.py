@@ -70,7 +70,10 @@ def last_checkpoint_at(job: Job, now: datetime) -> datetime | None:
     if started is None or not job.fault_tolerant:
         return job.last_checkpoint_at
     at = _checkpoint_run_s(job, started, now)
-    return started + timedelta(seconds=at) if at is not None else job.last_checkpoint_at
+    if at is not None:
+        return started + timedelta(seconds=at)
+    before = job.last_checkpoint_at  # from an earlier run; a request in this run that has not completed is not one
+    return before if before is not None and before < started else None
 
 
 def finishes_at(job: Job) -> datetime | None:

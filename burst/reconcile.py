@@ -167,7 +167,8 @@ class Controller:
         targets = self._targets()
         gc = self.actuator.collect_garbage(observed, targets)
         known = self._known_nodes(observed, now, record=True)
-        self._note_interruptions(events, observed)
+        self._note_interruptions(events, observed, now)
+        self._cool_down_on_events(events)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
@@ -177,7 +178,7 @@ class Controller:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
         outcomes = self.actuator.execute(result)
-        self._cool_down(outcomes, events, now)
+        self._cool_down_on_failures(outcomes, now)
         self._record(result, outcomes, snapshot, now)
         return TickReport(
             at=now,
@@ -219,26 +220,36 @@ class Controller:
             notices=dict(self._notices),
         )
 
-    def _cool_down(self, outcomes: Sequence[Outcome], events: Sequence[ProviderEvent], now: datetime) -> None:
-        """Start a group's cooldown after a failed launch, a reported launch failure or a spot interruption."""
+    def _cool_down_on_failures(self, outcomes: Sequence[Outcome], now: datetime) -> None:
+        """Start a group's cooldown after this tick's launch there failed for capacity or quota (not a
+        transient error, which the next tick retries)."""
         for o in outcomes:
-            if not o.ok and o.action.kind is ActionKind.SCALE_UP:
-                self._cooldowns[o.action.target] = (now + timedelta(seconds=self.launch_failure_cooldown_s),
-                                                    f"a launch failed at {now:%H:%M}: {o.detail}")
+            if not o.ok and o.action.kind is ActionKind.SCALE_UP and o.detail.startswith(COOLING_ERRORS):
+                self._start_cooldown(o.action.target, now + timedelta(seconds=self.launch_failure_cooldown_s),
+                                     f"a launch failed at {now:%H:%M}: {o.detail}")
+
+    def _cool_down_on_events(self, events: Sequence[ProviderEvent]) -> None:
+        """Start cooldowns from a reported launch failure or a spot interruption, before this tick plans."""
         for e in events:
             if e.kind is EventKind.LAUNCH_FAILED:
-                self._cooldowns[e.group_id] = (e.at + timedelta(seconds=self.launch_failure_cooldown_s),
-                                               f"a launch failed at {e.at:%H:%M}: {e.detail}")
+                self._start_cooldown(e.group_id, e.at + timedelta(seconds=self.launch_failure_cooldown_s),
+                                     f"a launch failed at {e.at:%H:%M}: {e.detail}")
             elif e.kind is EventKind.INTERRUPTION and self.interruption_cooldown_s > 0:
-                self._cooldowns[e.group_id] = (e.at + timedelta(seconds=self.interruption_cooldown_s),
-                                               f"a spot interruption at {e.at:%H:%M}")
+                self._start_cooldown(e.group_id, e.at + timedelta(seconds=self.interruption_cooldown_s),
+                                     f"a spot interruption at {e.at:%H:%M}")
 
-    def _note_interruptions(self, events: Sequence[ProviderEvent], observed: Mapping[NodeId, Node]) -> None:
-        """Keep each interruption notice's deadline while its node is still listed."""
+    def _start_cooldown(self, group_id: GroupId, until: datetime, why: str) -> None:
+        current = self._cooldowns.get(group_id)
+        if current is None or until > current[0]:
+            self._cooldowns[group_id] = (until, why)
+
+    def _note_interruptions(self, events: Sequence[ProviderEvent], observed: Mapping[NodeId, Node], now: datetime) -> None:
+        """Keep each interruption notice's deadline while its node is listed and the deadline is recent."""
         for e in events:
             if e.kind is EventKind.INTERRUPTION and e.node_id is not None and e.deadline is not None:
                 self._notices[e.node_id] = e.deadline
-        for node_id in [n for n in self._notices if n not in observed]:
+        stale = now - timedelta(seconds=NOTICE_GRACE_S)
+        for node_id in [n for n, at in self._notices.items() if n not in observed or at < stale]:
             del self._notices[node_id]
 
     def unavailable(self, now: datetime) -> dict[GroupId, str]:
@@ -369,6 +380,12 @@ def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -
         else:
             out.append(node)
     return out
+
+
+COOLING_ERRORS = ("InsufficientCapacity", "QuotaExceeded")
+"""Launch failures that start a cooldown (an outcome's detail begins with the error's type)."""
+NOTICE_GRACE_S = 600.0
+"""An interruption notice is forgotten this long after its deadline even if the node is still listed."""
 
 
 def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:

@@ -50,6 +50,9 @@ def test_a_requested_checkpoint_saves_work_only_once_it_has_completed() -> None:
     assert progress.checkpointed_work(asked, T0 + timedelta(seconds=60)) == 3000.0, "saves the work as of the request"
     back, lost = progress.requeue(asked, DEADLINE)
     assert (back.work_done_s, lost) == (3000.0, 120.0)
+    fresh = dataclasses.replace(asked, started_at=T0 - timedelta(minutes=10))  # no periodic checkpoint yet
+    back, lost = progress.requeue(fresh, T0 + timedelta(seconds=30))  # lost before the request completed
+    assert (back.work_done_s, back.last_checkpoint_at, lost) == (0.0, None, 630.0)
 
 
 def test_checkpoint_on_notice_loses_less_work_than_periodic_checkpoints_alone() -> None:

@@ -359,3 +359,50 @@ def test_a_spot_interruption_sends_new_launches_elsewhere_for_a_while() -> None:
     clock.advance(1)
     ups = [a.target for a in ctl.tick().plan.actions if a.kind is ActionKind.SCALE_UP]
     assert ups and "spot" not in ups
+
+
+def test_boots_that_keep_failing_send_the_job_to_on_demand() -> None:
+    clock = ManualClock(T0)
+    ctl, sim, queue = spot_controller(clock)
+    sim.fail_boots("spot", 100)
+    queue.submit(job("ft", tenant="t", gpus=8, duration_s=3600.0, fault_tolerant=True, checkpoint_interval_s=600.0))
+    placed_on = None
+    for _ in range(20):
+        report = ctl.tick()
+        placed = [a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB]
+        if placed:
+            placed_on = placed[0].node_ids[0]
+            break
+        clock.advance(60)
+    assert placed_on is not None and placed_on.startswith("od-"), "the failing spot group does not hold the job"
+
+
+def test_a_transient_error_is_retried_without_a_cooldown() -> None:
+    clock = ManualClock(T0)
+    ctl, sim, queue = spot_controller(clock)
+    sim.inject_error("set_target", ProviderError("throttled"), group_id="spot")
+    queue.submit(job("ft", tenant="t", gpus=8, duration_s=3600.0, fault_tolerant=True, checkpoint_interval_s=600.0))
+    first = ctl.tick()
+    assert not first.outcomes[0].ok and ctl.unavailable(clock()) == {}
+    clock.advance(60)
+    assert [a.target for a in ctl.tick().plan.actions if a.kind is ActionKind.SCALE_UP] == ["spot"]
+
+
+def test_nothing_new_lands_on_a_noticed_node_and_old_notices_are_forgotten() -> None:
+    clock = ManualClock(T0)
+    ctl, sim, queue = spot_controller(clock)
+    queue.submit(job("a", tenant="t", gpus=4, duration_s=36000.0, fault_tolerant=True, checkpoint_interval_s=600.0))
+    ctl.tick()
+    clock.advance(BOOT_S)
+    ctl.tick()  # "a" runs on the spot node, 4 GPUs free beside it
+    (node,) = [n for n in sim.nodes().values() if n.group_id == "spot"]
+    sim.inject_interruption(node.id, notice_s=120.0)
+    queue.submit(job("b", tenant="t", gpus=4, duration_s=600.0, fault_tolerant=True, checkpoint_interval_s=600.0,
+                     submitted=clock()))
+    clock.advance(1)
+    report = ctl.tick()
+    assert report.snapshot is not None and node.id in report.snapshot.notices
+    assert not [a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB and node.id in a.node_ids]
+    clock.advance(3600)
+    later = ctl.tick()
+    assert later.snapshot is not None and node.id not in later.snapshot.notices

@@ -241,7 +241,10 @@ def build_context(
     prices: PriceSource,
     now: datetime,
 ) -> PlanContext:
-    """Index a snapshot: free GPUs per ready node, booting capacity per group, usage per tenant."""
+    """Index a snapshot: free GPUs per ready node, booting capacity per group, usage per tenant.
+
+    A node under an interruption notice offers no free GPUs: nothing new lands on a node about to go.
+    """
     nodes = {n.id: n for n in snapshot.nodes}
     used: dict[NodeId, int] = defaultdict(int)
     running = [j for j in snapshot.jobs if j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
@@ -262,7 +265,7 @@ def build_context(
         if node.state is NodeState.READY:
             cap.ready_nodes += 1
             held = used.get(node.id, 0)
-            free = node.gpus - held if held < node.gpus else 0
+            free = node.gpus - held if held < node.gpus and node.id not in snapshot.notices else 0
             cap.free_of[node.id] = free
             bucket = cap.buckets.get(free)
             if bucket is None:

@@ -228,6 +228,8 @@ def _try_inflight(
     for cap in candidates:
         if cap.group.tier is Tier.STEADY or not cap.inflight_free:
             continue
+        if cap.group.id in ctx.snapshot.unavailable:  # what it shows as booting keeps failing: look elsewhere
+            continue
         if not _quota_ok(ctx, job, policy, cap, refusals):
             continue
         slots = cap.find_inflight(job.whole_gpus)
