@@ -38,8 +38,8 @@ wait goes. Most of what a pool adds to the bill is not the stopped nodes'
 storage (the `of which hot pool` column) but on-demand node-hours: the planner
 places a pending job on ready capacity before it waits for cheaper capacity
 still booting, so fault-tolerant jobs that would have waited for a spot boot
-take a woken on-demand node instead (on Philly: 99 spot launches with the
-pool, 117 without). Every draw also prepares a replacement, one boot at full
+take a woken on-demand node instead (on Philly, counting nodes launched in
+one run of this build: 99 spot launches with the pool, 117 without). Every draw also prepares a replacement, one boot at full
 price. Whether the forecast-sized pool or a fixed one of its average size
 does better differs by trace: on Philly the sized pool is cheaper at a
 similar P95 wait; on itp-cluster04 the fixed pool is both cheaper and faster.
