@@ -218,3 +218,16 @@ def test_spot_interruptions_never_cost_more_than_a_checkpoint_interval() -> None
     assert r.interruptions >= 3 and r.lost_gpu_hours > 0
     assert r.checkpoint_violations == 0
     assert r.spot_gpu_hours > 0 and 0 < r.goodput < 1
+
+
+def test_a_set_up_without_checkpointing_marks_the_same_jobs_fault_tolerant_with_no_checkpoints() -> None:
+    from burst.sim.setup import with_fault_tolerance
+
+    trace = load_trace(data_dir() / "traces" / "itp-cluster02.csv").window(days=1)
+    setup = default_setup(trace.stats())
+    usual = with_fault_tolerance(trace.jobs, setup, seed=0)
+    bare = with_fault_tolerance(trace.jobs, dataclasses.replace(setup, checkpointing=False), seed=0)
+    assert [j.fault_tolerant for j in usual] == [j.fault_tolerant for j in bare] and any(j.fault_tolerant for j in bare)
+    ft = [(u, b) for u, b in zip(usual, bare, strict=True) if u.fault_tolerant]
+    assert all(u.checkpoint_interval_s == 1800.0 and 30 <= (u.checkpoint_duration_s or 0) <= 300 for u, _ in ft)
+    assert all(b.checkpoint_interval_s is None and b.checkpoint_duration_s is None for _, b in ft)

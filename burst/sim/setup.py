@@ -69,6 +69,7 @@ class SimSetup:
     loop_interval_s: float = DEFAULT_LOOP_INTERVAL_S
     default_policy: Policy | None = None
     assumptions: tuple[str, ...] = field(default=())
+    checkpointing: bool = True  # False: fault-tolerant trace jobs never checkpoint (they resume from the start)
 
     def policy(self, tenant: TenantName) -> Policy:
         """The tenant's policy; tenants without one get `default_policy` (or burst's default)."""
@@ -205,6 +206,8 @@ def with_fault_tolerance(jobs: Sequence[Job], setup: SimSetup, seed: int) -> lis
             took = job.checkpoint_duration_s
             if took is None:
                 took = draw.uniform(*CHECKPOINT_DURATION_RANGE_S)
+            if not setup.checkpointing:
+                interval, took = None, None
             job = dataclasses.replace(job, fault_tolerant=True, checkpoint_interval_s=interval, checkpoint_duration_s=took)
         out.append(job)
     return out

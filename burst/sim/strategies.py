@@ -20,8 +20,8 @@ Run on request only (`POOL_STRATEGIES`, for the hot-pool benchmark):
 `burst-no-pool` is `burst` with no hot pool at all; `burst-fixed-pool` is
 `burst` with a fixed pool of `fixed_pool_nodes` stopped nodes in the cheapest
 on-demand group instead of the forecast-sized one; `burst-periodic-only` is
-`burst` without checkpoint on notice (jobs resume from their last periodic
-checkpoint).
+`burst-no-forecast` without checkpoint on notice (jobs resume from their last
+periodic checkpoint).
 
 Every baseline other than `reactive-hotpool` runs without warm pools.
 - `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
@@ -110,7 +110,7 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
         return StrategyRun(name, setup, PIPELINE)
     if name == "burst-periodic-only":
         periodic = tuple((n, s) for n, s in PIPELINE if n != "checkpoint_on_notice")
-        return StrategyRun(name, setup, periodic, forecasting=SimForecasting())
+        return StrategyRun(name, setup, periodic)
     if name == "burst-no-pool":
         return StrategyRun(name, _without_pools(setup), PIPELINE, forecasting=SimForecasting())
     if name == "burst-fixed-pool":
