@@ -202,12 +202,12 @@ def with_fault_tolerance(jobs: Sequence[Job], setup: SimSetup, seed: int) -> lis
             continue
         draw = random.Random(f"{seed}:ft:{job.id}")
         if draw.random() < fraction:
-            interval = policy.spot.required_checkpoint_interval_s or DEFAULT_CHECKPOINT_INTERVAL_S
+            interval: float | None = policy.spot.required_checkpoint_interval_s or DEFAULT_CHECKPOINT_INTERVAL_S
             took = job.checkpoint_duration_s
             if took is None:
                 took = draw.uniform(*CHECKPOINT_DURATION_RANGE_S)
             if not setup.checkpointing:
-                interval, took = None, None
+                interval = took = None
             job = dataclasses.replace(job, fault_tolerant=True, checkpoint_interval_s=interval, checkpoint_duration_s=took)
         out.append(job)
     return out
