@@ -215,6 +215,63 @@ class Node:
         return self.state in LIVE_NODE_STATES
 
 
+class GpuHealth(StrEnum):
+    """The scheduler's verdict on one GPU, judged from its NVML readings (providers/onprem/health.py)."""
+
+    HEALTHY = "healthy"  # takes new work at full score
+    DEGRADED = "degraded"  # takes new work, scored lower (throttling, clocks below max under load)
+    UNHEALTHY = "unhealthy"  # no new work; its jobs are moved, checkpoint first
+
+
+class GpuLink(StrEnum):
+    """How two GPUs of one node talk, best first (NVML topology levels, NVLink above them all)."""
+
+    SAME = "same"  # the same GPU
+    NVLINK = "nvlink"  # at least one active NVLink between them
+    PCIE_SWITCH = "pcie_switch"  # NVML SINGLE / MULTIPLE: behind the same PCIe switch(es)
+    HOST_BRIDGE = "host_bridge"  # NVML HOSTBRIDGE: the same PCIe host bridge
+    NUMA_NODE = "numa_node"  # NVML NODE: the same NUMA node, across host bridges
+    SYSTEM = "system"  # NVML SYSTEM: across sockets (SMP interconnect)
+
+    @property
+    def rank(self) -> int:
+        """0 for the best link; larger is slower."""
+        return GPU_LINK_ORDER.index(self)
+
+
+GPU_LINK_ORDER: tuple[GpuLink, ...] = tuple(GpuLink)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One physical GPU as the local scheduler sees it: identity, size, health."""
+
+    uuid: str
+    index: int
+    model: str
+    memory_mib: int
+    health: GpuHealth = GpuHealth.HEALTHY
+    health_reason: str = ""
+    numa_node: int | None = None
+    mig_enabled: bool = False
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """A node's GPUs and the link between every pair of them (keyed by the pair of UUIDs, sorted)."""
+
+    node_id: NodeId
+    gpus: tuple[Gpu, ...]
+    links: Mapping[tuple[str, str], GpuLink] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def link(self, a: str, b: str) -> GpuLink:
+        """The link between GPUs `a` and `b`; an unknown pair is the worst link (SYSTEM)."""
+        if a == b:
+            return GpuLink.SAME
+        return self.links.get((a, b) if a < b else (b, a), GpuLink.SYSTEM)
+
+
 class JobState(StrEnum):
     """Where a job is. A job is in exactly one of these at all times."""
 
