@@ -215,6 +215,14 @@ class Node:
         return self.state in LIVE_NODE_STATES
 
 
+class GpuSharing(StrEnum):
+    """How jobs asking for a fraction of a GPU may share one (the node agent sets what the mode needs)."""
+
+    NONE = "none"  # every job gets whole GPUs to itself
+    MPS = "mps"  # CUDA Multi-Process Service: concurrent kernels, per-client thread limit
+    TIME_SLICING = "time_slicing"  # the driver's time slices: contexts take turns
+
+
 class GpuHealth(StrEnum):
     """The scheduler's verdict on one GPU, judged from its NVML readings (providers/onprem/health.py)."""
 
@@ -423,6 +431,7 @@ class Policy:
     preemptible_by: tuple[TenantName, ...] = ()
     fair_share_weight: float = 1.0
     max_job_runtime_s: float | None = None
+    gpu_sharing: GpuSharing = GpuSharing.NONE
 
     def allows_group(self, group: NodeGroup) -> bool:
         """Whether this tenant may use `group` at all (providers and regions)."""

@@ -22,7 +22,7 @@ from pydantic import (
     field_validator,
 )
 
-from burst.model import QUANTILES, Budget, HotPoolPolicy, Policy, PrescalePolicy, SpotPolicy
+from burst.model import QUANTILES, Budget, GpuSharing, HotPoolPolicy, Policy, PrescalePolicy, SpotPolicy
 from policies.durations import Duration
 
 PLANNER = "read by the planner"
@@ -198,6 +198,11 @@ class TenantPolicyDoc(StrictModel):
     max_job_runtime: PositiveDuration | None = Field(
         default=None, description=f"Duration after which a job is reclaimed; null = unlimited; {PLANNER}."
     )
+    gpu_sharing: Literal["none", "mps", "time_slicing"] = Field(
+        default="none",
+        description="How the tenant's fractional-GPU jobs may share a GPU on-prem: none (default), mps "
+        "(CUDA Multi-Process Service) or time_slicing; read by the local GPU scheduler and the node agent.",
+    )
 
     @field_validator("quota", "budget", "spot", "prescale", "hot_pool", mode="before")
     @classmethod
@@ -252,4 +257,5 @@ class TenantPolicyDoc(StrictModel):
             preemptible_by=tuple(self.preemptible_by),
             fair_share_weight=self.fair_share_weight,
             max_job_runtime_s=self.max_job_runtime,
+            gpu_sharing=GpuSharing(self.gpu_sharing),
         )
