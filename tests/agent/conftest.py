@@ -1,0 +1,44 @@
+"""A real HTTP server for the agent link: uvicorn serving the agent router on 127.0.0.1, a free port."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+
+from burst.agent.hub import AgentHub
+from burst.agent.router import agent_app
+
+TOKENS = {"node-a": "token-a", "node-b": "token-b"}
+
+
+@dataclass
+class Controller:
+    hub: AgentHub
+    url: str
+
+
+@pytest.fixture
+def controller() -> Iterator[Controller]:
+    hub = AgentHub(TOKENS)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(agent_app(hub), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    yield Controller(hub, f"http://127.0.0.1:{port}")
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
