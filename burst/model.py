@@ -265,19 +265,32 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class GpuPairLink:
+    """The link between GPUs `a` and `b` of one node (by UUID)."""
+
+    a: str
+    b: str
+    link: GpuLink
+
+
+@dataclass(frozen=True)
 class NodeGpus:
-    """A node's GPUs and the link between every pair of them (keyed by the pair of UUIDs, sorted)."""
+    """A node's GPUs and the link between pairs of them (a pair not listed is the worst link, SYSTEM)."""
 
     node_id: NodeId
     gpus: tuple[Gpu, ...]
-    links: Mapping[tuple[str, str], GpuLink] = field(default_factory=dict)
+    links: tuple[GpuPairLink, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
 
+    @functools.cached_property
+    def _link_of(self) -> dict[tuple[str, str], GpuLink]:
+        return {(min(p.a, p.b), max(p.a, p.b)): p.link for p in self.links}
+
     def link(self, a: str, b: str) -> GpuLink:
-        """The link between GPUs `a` and `b`; an unknown pair is the worst link (SYSTEM)."""
+        """The link between GPUs `a` and `b`."""
         if a == b:
             return GpuLink.SAME
-        return self.links.get((a, b) if a < b else (b, a), GpuLink.SYSTEM)
+        return self._link_of.get((a, b) if a < b else (b, a), GpuLink.SYSTEM)
 
 
 class JobState(StrEnum):
@@ -331,6 +344,7 @@ class Job:
     node_ids: tuple[NodeId, ...] = ()
     duration_s: float | None = None
     work_done_s: float = 0.0
+    gpu_uuids: tuple[str, ...] = ()  # the GPUs the local scheduler bound on-prem (empty elsewhere)
 
     def __post_init__(self) -> None:
         if self.gpus < 0 or (self.gpus == 0 and self.gpu_share is None):
@@ -535,6 +549,7 @@ class Action:
     node_ids: tuple[NodeId, ...] = ()
     tenant: TenantName | None = None
     warm_state: WarmState | None = None
+    gpu_uuids: tuple[str, ...] = ()
     id: str = ""
 
     @property
@@ -557,6 +572,8 @@ class Action:
             out["size"] = self.size
         if self.node_ids:
             out["node_ids"] = list(self.node_ids)
+        if self.gpu_uuids:
+            out["gpu_uuids"] = list(self.gpu_uuids)
         if self.tenant is not None:
             out["tenant"] = self.tenant
         if self.warm_state is not None:
@@ -662,6 +679,8 @@ class Snapshot:
     `unavailable` are groups cooling down after a failed launch or a spot
     interruption: the planner launches elsewhere until they are back.
     `notices` are the nodes a provider said it will reclaim, and when.
+    `node_gpus` are the GPUs (identity, health, topology) of on-prem nodes that
+    reported them: the local GPU scheduler binds jobs to specific GPUs there.
     """
 
     groups: tuple[NodeGroup, ...]
@@ -672,6 +691,7 @@ class Snapshot:
     warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)  # requested size, state
     unavailable: Mapping[GroupId, str] = field(default_factory=dict)  # groups not to launch in now, and why
     notices: Mapping[NodeId, datetime] = field(default_factory=dict)  # spot interruption deadlines per node
+    node_gpus: Mapping[NodeId, NodeGpus] = field(default_factory=dict)  # on-prem nodes' GPUs, from their agents
 
     def group(self, group_id: GroupId) -> NodeGroup:
         for g in self.groups:

@@ -81,9 +81,9 @@ def finishes_at(job: Job) -> datetime | None:
     return job.finishes_at
 
 
-def start(job: Job, node_ids: tuple[str, ...], now: datetime) -> Job:
-    """The job bound to `node_ids` and running from `now`."""
-    return dataclasses.replace(job, state=JobState.RUNNING, node_ids=node_ids, started_at=now)
+def start(job: Job, node_ids: tuple[str, ...], now: datetime, gpu_uuids: tuple[str, ...] = ()) -> Job:
+    """The job bound to `node_ids` (and, on-prem, to `gpu_uuids`) and running from `now`."""
+    return dataclasses.replace(job, state=JobState.RUNNING, node_ids=node_ids, started_at=now, gpu_uuids=gpu_uuids)
 
 
 def requeue(job: Job, now: datetime) -> tuple[Job, float]:
@@ -94,6 +94,7 @@ def requeue(job: Job, now: datetime) -> tuple[Job, float]:
         job,
         state=JobState.PENDING,
         node_ids=(),
+        gpu_uuids=(),
         started_at=None,
         work_done_s=kept,
         last_checkpoint_at=last_checkpoint_at(job, now),

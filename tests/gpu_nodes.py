@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 
-from burst.model import Gpu, GpuHealth, GpuLink, NodeGpus
+from burst.model import Gpu, GpuHealth, GpuLink, GpuPairLink, NodeGpus
 
 
 def _node(
@@ -37,10 +37,10 @@ def _node(
         )
         for i in range(n)
     )
-    links = {
-        tuple(sorted((gpus[a].uuid, gpus[b].uuid))): link(a, b) for a, b in itertools.combinations(range(n), 2)
-    }
-    return NodeGpus(node_id=node_id, gpus=gpus, links=links, labels=dict(labels or {}))  # type: ignore[arg-type]
+    links = tuple(
+        GpuPairLink(gpus[a].uuid, gpus[b].uuid, link(a, b)) for a, b in itertools.combinations(range(n), 2)
+    )
+    return NodeGpus(node_id=node_id, gpus=gpus, links=links, labels=dict(labels or {}))
 
 
 def nvswitch_node(node_id: str, **kw: object) -> NodeGpus:

@@ -51,7 +51,7 @@ def observe_jobs(
 def apply_job_action(job: Job, action: Action, now: datetime) -> Job:
     """The job after a plan's job action."""
     if action.kind is ActionKind.PLACE_JOB:
-        return progress.start(job, action.node_ids, now)
+        return progress.start(job, action.node_ids, now, action.gpu_uuids)
     if action.kind is ActionKind.RECLAIM_JOB:
         return progress.end(job, JobState.RECLAIMED, now)
     if action.kind in (ActionKind.REQUEUE_JOB, ActionKind.EVICT_JOB):
