@@ -33,6 +33,7 @@ from burst.model import (
     Tier,
     default_policy,
 )
+from burst.planner.gpu_book import GpuBook
 
 
 class PriceSource(Protocol):
@@ -97,6 +98,14 @@ class GroupCapacity:
         for node_id in taken:
             self._move(node_id, 0)
         return taken
+
+    def take_on(self, node_ids: tuple[NodeId, ...], gpus: int) -> None:
+        """Reserve `gpus` on these ready nodes (the local GPU scheduler chose them), spread as a job spreads."""
+        per_node = -(-gpus // len(node_ids)) if node_ids else 0
+        for node_id in node_ids:
+            free = self.free_of[node_id]
+            self.buckets[free].remove(node_id)
+            self._move(node_id, max(0, free - per_node))
 
     def release(self, node_id: NodeId, gpus: int) -> None:
         """Give back `gpus` on a ready node (a reclaimed job's GPUs)."""
@@ -195,6 +204,14 @@ class PlanContext:
     unserved: list[tuple[Job, str]] = field(default_factory=list)  # pending jobs placement refused, and why (kind)
     forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
     _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
+    _gpu_book: GpuBook | None = None
+
+    def gpu_book(self) -> GpuBook:
+        """Which reported on-prem GPUs are taken (built on first use, then kept up to date by placement)."""
+        if self._gpu_book is None:
+            free_of = {n: f for cap in self.groups.values() if cap.group.tier is Tier.STEADY for n, f in cap.free_of.items()}
+            self._gpu_book = GpuBook.build(self.snapshot.node_gpus, self.snapshot.jobs, free_of)
+        return self._gpu_book
 
     def policy(self, tenant: TenantName) -> Policy:
         found = self._policy_of.get(tenant)

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from burst.model import Action, ActionKind, CapacityType, Job, Policy, TenantName, Tier
+from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, TenantName, Tier
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
 from burst.planner.fairshare import fair_order
+from burst.planner.gpu_scheduler import Binding
 
 STEP_PLACE = "place"
 STEP_SCALE_UP = "scale_up"
@@ -70,7 +71,7 @@ def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCa
 class _Refusals:
     """Why a job could not be placed; the first reason of the most preferred kind wins."""
 
-    ORDER = ("budget", "quota", "spot_share", "group_max", "unavailable", "too_large", "no_group")
+    ORDER = ("budget", "quota", "spot_share", "group_max", "unavailable", "too_large", "local_gpus", "no_group")
 
     def __init__(self) -> None:
         self.reasons: dict[str, list[str]] = {}
@@ -195,9 +196,18 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
         cost = job.gpu_demand * cap.gpu_price
         if not _budget_ok(ctx, job, policy, cost, f"placing on {cap.group.id}", refusals):
             continue
-        node_ids = cap.take_ready(job.whole_gpus)
-        if node_ids is None:
-            continue
+        uuids: tuple[str, ...] = ()
+        where = ""
+        if cap.group.tier is Tier.STEADY and ctx.snapshot.node_gpus:
+            bound = _bind_local(ctx, job, policy, cap, refusals)
+            if bound is None:
+                continue
+            node_ids, uuids, where = bound
+        else:
+            taken = cap.take_ready(job.whole_gpus)
+            if taken is None:
+                continue
+            node_ids = taken
         ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
         ctx.busy_nodes.update(node_ids)
         tier = "steady tier" if cap.group.tier is Tier.STEADY else f"elastic {cap.group.capacity_type.value}"
@@ -208,13 +218,41 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 tenant=job.tenant,
                 count=job.whole_gpus,
                 node_ids=node_ids,
+                gpu_uuids=uuids,
                 step=STEP_PLACE,
                 reason=f"{job.whole_gpus} free GPU(s) on {', '.join(node_ids)} ({cap.group.id}, {tier}, "
-                f"${cap.gpu_price:.2f}/GPU-h)",
+                f"${cap.gpu_price:.2f}/GPU-h){where}",
             )
         )
         return True
     return False
+
+
+def _bind_local(
+    ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, refusals: _Refusals
+) -> tuple[tuple[NodeId, ...], tuple[str, ...], str] | None:
+    """Specific GPUs for `job` on a steady group whose nodes reported theirs (the local GPU scheduler).
+
+    Ready nodes that never reported their GPUs are used by count, after the reported ones.
+    """
+    book = ctx.gpu_book()
+    reported = sorted(n for n in cap.free_of if n in book.nodes)
+    if not reported:
+        taken = cap.take_ready(job.whole_gpus)
+        return None if taken is None else (taken, (), "")
+    outcome = book.bind(job, policy, reported)
+    if isinstance(outcome, Binding):
+        cap.take_on(outcome.node_ids, job.whole_gpus if book.opens_gpu(outcome) else 0)
+        return outcome.node_ids, outcome.gpu_uuids, f"; GPUs by the local scheduler: {outcome.reason}"
+    refusals.add("local_gpus", f"{cap.group.id}: {outcome.reason}")
+    unreported = sorted(
+        (free, n) for n, free in cap.free_of.items() if n not in book.nodes and free >= job.whole_gpus
+    )
+    if job.whole_gpus > cap.gpn or not unreported:
+        return None
+    node_id = unreported[0][1]
+    cap.take_on((node_id,), job.whole_gpus)
+    return (node_id,), (), ""
 
 
 def _try_inflight(
