@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 import burst
+from burst.agent.cli import agent_cmd, agents_group
 from burst.model import Forecast, Plan, SteadyAdvice
 
 if TYPE_CHECKING:
@@ -571,6 +572,9 @@ def print_plan(result: Plan) -> None:
 
 SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes": "-", "reclaim_job": "-"}
 
+
+main.add_command(agent_cmd)
+main.add_command(agents_group)
 
 if __name__ == "__main__":
     main()

@@ -246,3 +246,33 @@ def test_generated_tokens_file_is_private_and_stable(tmp_path: Path) -> None:
     path.write_text("- not a mapping\n")
     with pytest.raises(ValueError, match="mapping of node id to token"):
         load_tokens(path)
+
+
+def test_burst_agent_command_reports_its_static_inventory_without_nvml(controller: Controller, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from burst.cli import main
+
+    config = tmp_path / "burst.yaml"
+    config.write_text(
+        "cluster: lab\npolicies_dir: policies\nnode_groups:\n"
+        "  - {id: rack1, provider: onprem, region: dc1, tier: steady, capacity_type: onprem, instance_type: dgx-a100,\n"
+        "     gpu_model: A100, gpus_per_node: 8, gpu_memory_gib: 80, min_size: 1, max_size: 1}\n"
+    )
+    (tmp_path / "policies").mkdir()
+    token = tmp_path / "token"
+    token.write_text("token-a\n")
+    args = ["agent", "--controller", controller.url, "--node-id", "node-a", "--token-file", str(token),
+            "--config", str(config), "--workdir", str(tmp_path / "w"), "--ticks", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "tick: reported" in result.output
+    view = controller.hub.views()["node-a"]
+    assert len(view.gpus.gpus) == 8 and {g.model for g in view.gpus.gpus} == {"A100"}
+    assert "NVML" in view.discovery and "static" in view.discovery
+
+    token.write_text("wrong\n")
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 0 and "401" in refused.output  # the agent keeps running; the tick says why
+    missing = CliRunner().invoke(main, [*args[:5], "--token-file", str(tmp_path / "none"), *args[7:]])
+    assert missing.exit_code != 0 and "--token-file" in missing.output
