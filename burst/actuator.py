@@ -86,6 +86,7 @@ class Actuator:
         self.orphan_grace_s = orphan_grace_s
         self.resume_timeout_s = resume_timeout_s
         self.fault = fault
+        self.fence: Callable[[], None] | None = None  # raises Deposed once this daemon lost the leader lease
         self.by_group: dict[str, Provider] = {}
         for provider in providers.values():
             for group in provider.node_groups():
@@ -98,6 +99,11 @@ class Actuator:
         """Send every provider action of `plan`, in order; job actions are the job source's."""
         return [self._send(plan.id, a) for a in plan.actions if a.kind in PROVIDER_ACTIONS]
 
+    def _fenced(self) -> None:
+        """Raise `burst.lease.Deposed` if this daemon no longer leads (no journal write or call may follow)."""
+        if self.fence is not None:
+            self.fence()
+
     def idempotency_key(self, plan_id: str, action: Action) -> str:
         """The key a provider sees for `action`: cluster, plan and what the action does."""
         return f"{self.cluster}:{plan_id}:{action.key}"
@@ -105,10 +111,12 @@ class Actuator:
     def _send(self, plan_id: str, action: Action) -> Outcome:
         key = self.idempotency_key(plan_id, action)
         now = self.clock()
+        self._fenced()
         intent_id = self.store.record_intent(key, plan_id, action.to_json(), now)
         self.store.mark_intent(intent_id, IntentStatus.SENT, now)
         if self.fault:
             self.fault("sent", action)
+        self._fenced()
         try:
             self._call(action, key)
         except ProviderError as exc:
@@ -215,6 +223,7 @@ class Actuator:
                     reason=f"{reason}: {node_id}",
                 )
                 key = f"{self.cluster}:gc:{action.key}"
+                self._fenced()
                 intent_id = self.store.record_intent(key, "gc", action.to_json(), now)
                 self.store.mark_intent(intent_id, IntentStatus.SENT, now)
                 try:

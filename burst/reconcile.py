@@ -34,6 +34,7 @@ from typing import Protocol
 
 from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
+from burst.lease import LeaderLease
 from burst.model import (
     ANY_MODEL,
     ActionKind,
@@ -41,6 +42,7 @@ from burst.model import (
     EventKind,
     Forecast,
     GroupId,
+    Hold,
     Job,
     JobState,
     Node,
@@ -86,6 +88,7 @@ class TickReport:
     job_events: JobEvents = field(default_factory=JobEvents)
     provider_events: list[ProviderEvent] = field(default_factory=list)
     snapshot: Snapshot | None = None
+    standby: bool = False  # another daemon holds the leader lease: nothing was observed or done
 
 
 LAUNCH_FAILURE_COOLDOWN_S = 600.0
@@ -122,7 +125,9 @@ class Controller:
         pipeline: Sequence[tuple[str, Step]] = PIPELINE,
         launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S,
         interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S,
+        lease: LeaderLease | None = None,
     ) -> None:
+        self.lease = lease
         self.launch_failure_cooldown_s = launch_failure_cooldown_s
         self.interruption_cooldown_s = interruption_cooldown_s
         self.providers = dict(providers)
@@ -159,10 +164,20 @@ class Controller:
     # ------------------------------------------------------------ the tick
 
     def tick(self) -> TickReport:
-        """Run one observe → plan → actuate → record pass and say what it did."""
+        """Run one observe → plan → actuate → record pass and say what it did.
+
+        With a leader lease, a daemon that does not hold it does nothing but
+        say so (a standby), and the actuator is fenced by the lease's epoch.
+        """
+        now = self.clock()
+        if self.lease is not None:
+            epoch = self.lease.acquire(now)
+            if epoch is None:
+                return self._standby(now)
+            lease = self.lease
+            self.actuator.fence = lambda: lease.check(epoch, self.clock())
         if not self.started:
             self.start()
-        now = self.clock()
         observed, events = self._observe(drain_events=True)
         targets = self._targets()
         gc = self.actuator.collect_garbage(observed, targets)
@@ -174,6 +189,8 @@ class Controller:
         self.store.put_nodes(nodes, at=now)
         snapshot = self._snapshot(nodes, jobs, targets, now)
         result = self._plan(snapshot, jobs, now, self._next_plan_id())
+        if self.actuator.fence is not None:
+            self.actuator.fence()
         for action in result.actions:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
@@ -189,6 +206,14 @@ class Controller:
             provider_events=events,
             snapshot=snapshot,
         )
+
+    def _standby(self, now: datetime) -> TickReport:
+        assert self.lease is not None
+        state = self.lease.current()
+        leader = f"{state.holder} (epoch {state.epoch}, lease until {state.expires_at:%H:%M:%S})" if state else "nobody"
+        self.started = False  # on taking over, settle the journal first
+        hold = Hold(subject="controller", reason=f"standby: {leader} leads; {self.lease.holder} waits", step="lease")
+        return TickReport(at=now, plan=Plan(id=f"{self.cluster}-standby", at=now, actions=(), holds=(hold,)), standby=True)
 
     def preview(self) -> Plan:
         """The plan a tick would make now, without acting or writing anything (`burst plan`)."""

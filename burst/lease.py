@@ -1,0 +1,126 @@
+"""Leader election: a lease with expiry and a fencing epoch, so only one daemon acts on a cluster.
+
+`LeaderLease` is the interface; `SqliteLease` keeps the lease in a SQLite file
+(one host, several daemons on the same state file); the Kubernetes Lease
+object implements the same interface for clusters.
+
+Each daemon calls `acquire(now)` once per tick. The holder renews its lease;
+another daemon takes it over only after it expired, and every takeover
+increments the **epoch**. The actuator calls `check(epoch, now)` before each
+journal write and provider call: a daemon whose lease was taken over (it
+stalled past its lease, then woke up) gets `Deposed` and its late writes
+never happen. Clocks are injected, so failover is tested with a fake clock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+DEFAULT_LEASE_S = 30.0
+"""How long a lease lasts without renewal; a standby takes over within this after the leader stops."""
+
+
+class Deposed(RuntimeError):
+    """This daemon's lease is gone (expired, or taken over with a newer epoch): it must not act."""
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """Who holds the lease, until when, in which epoch."""
+
+    holder: str
+    epoch: int
+    expires_at: datetime
+
+
+class LeaderLease(Protocol):
+    """What the daemon needs of a lease (SQLite here; a Kubernetes Lease in clusters)."""
+
+    holder: str
+
+    def acquire(self, now: datetime) -> int | None:
+        """Take or renew the lease for `holder`: its epoch if this daemon leads now, else None."""
+        ...
+
+    def check(self, epoch: int, now: datetime) -> None:
+        """Raise `Deposed` unless `holder` still holds the lease in `epoch` at `now`."""
+        ...
+
+    def release(self) -> None:
+        """Give the lease up now (a clean stop), so a standby takes over at once."""
+        ...
+
+    def current(self) -> LeaseState | None:
+        """The lease as stored (None if nobody ever held it)."""
+        ...
+
+
+class SqliteLease:
+    """A lease in a SQLite file, taken and renewed in IMMEDIATE transactions (see the module docstring)."""
+
+    def __init__(self, path: Path, holder: str, *, name: str = "controller", duration_s: float = DEFAULT_LEASE_S) -> None:
+        self.path = path
+        self.holder = holder
+        self.name = name
+        self.duration = timedelta(seconds=duration_s)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA busy_timeout = 10000")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+            "epoch INTEGER NOT NULL, expires_at TEXT NOT NULL)"
+        )
+
+    def _read(self) -> LeaseState | None:
+        row = self._conn.execute("SELECT holder, epoch, expires_at FROM leases WHERE name = ?", (self.name,)).fetchone()
+        return None if row is None else LeaseState(row[0], int(row[1]), datetime.fromisoformat(row[2]))
+
+    def current(self) -> LeaseState | None:
+        with self._lock:
+            return self._read()
+
+    def acquire(self, now: datetime) -> int | None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                state = self._read()
+                if state is not None and state.holder != self.holder and state.expires_at > now:
+                    self._conn.execute("COMMIT")
+                    return None
+                renew = state is not None and state.holder == self.holder and state.expires_at > now
+                epoch = state.epoch if renew and state is not None else (state.epoch + 1 if state else 1)
+                self._conn.execute(
+                    "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, "
+                    "expires_at = excluded.expires_at",
+                    (self.name, self.holder, epoch, (now + self.duration).isoformat()),
+                )
+                self._conn.execute("COMMIT")
+                return epoch
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def check(self, epoch: int, now: datetime) -> None:
+        state = self.current()
+        if state is None or state.holder != self.holder or state.epoch != epoch:
+            who = "nobody" if state is None else f"{state.holder} (epoch {state.epoch})"
+            raise Deposed(f"{self.holder} lost the lease of epoch {epoch}: it is held by {who}")
+        if state.expires_at <= now:
+            raise Deposed(f"{self.holder}'s lease of epoch {epoch} expired at {state.expires_at.isoformat()}")
+
+    def release(self) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
+                (datetime.min.replace(tzinfo=None).isoformat() + "+00:00", self.name, self.holder),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
