@@ -18,6 +18,7 @@ from burst.agent.cli import agent_cmd, agents_group
 from burst.model import Forecast, Plan, SteadyAdvice
 
 if TYPE_CHECKING:
+    from burst.api.server import ApiServer
     from burst.runtime import Runtime
     from forecasting.models import DemandSeries
 
@@ -105,7 +106,11 @@ STATE_OPTION = click.option(
               help="Stop after this long (e.g. 12h); simulated time on a sim clock. Default: run until SIGTERM.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line per event (start, action, gc, status, stop).")
 @click.option("--quiet", is_flag=True, help="Print only the final summary.")
-def run_cmd(config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool) -> None:
+@click.option("--api", "api_listen", default=None,
+              help="Serve the HTTP API on HOST:PORT, e.g. 127.0.0.1:8460 (default: the config's api.listen; none).")
+def run_cmd(
+    config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool, api_listen: str | None
+) -> None:
     """Run the controller: observe, plan, act and record every loop_interval, printing each decision.
 
     With no --config this is the embedded quickstart: a simulated on-prem rack and
@@ -119,7 +124,12 @@ def run_cmd(config_path: Path | None, state: Path | None, duration: str | None, 
 
     seconds = _parse_duration(duration, "--duration") if duration else None
     runtime = _open_runtime(config_path, state)
+    api = None
     try:
+        listen = api_listen or runtime.config.api.listen
+        if listen is not None:
+            api = _start_api(runtime, listen)
+            click.echo(f"API on {api.url} (OpenAPI at {api.url}/docs); bearer tokens in {api.tokens_dir}", err=True)
         start = runtime.now()
         until = start + timedelta(seconds=seconds) if seconds is not None else None
         printer = TickPrinter(runtime, as_json=as_json, quiet=quiet, echo=click.echo)
@@ -129,7 +139,23 @@ def run_cmd(config_path: Path | None, state: Path | None, duration: str | None, 
         stats = runtime.run(until=until, on_tick=printer.tick)
         printer.summary(stats)
     finally:
+        if api is not None:
+            api.stop()
         runtime.close()
+
+
+def _start_api(runtime: Runtime, listen: str) -> ApiServer:
+    """Start the API beside the loop; an ephemeral run keeps its tokens in its temporary directory."""
+    from burst.api.server import ApiStartError, start_api
+
+    if runtime.temp_dir is not None:
+        tokens_dir = Path(runtime.temp_dir.name) / "tokens"
+    else:
+        tokens_dir = runtime.config.tokens_path()
+    try:
+        return start_api(runtime, listen, tokens_dir=tokens_dir)
+    except ApiStartError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command("plan")

@@ -10,7 +10,7 @@ priced from capex, power and operations by the catalog.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -86,3 +86,19 @@ def attribute_costs(
         if usd > 0
     ]
 
+
+
+def spend_rate_by_tenant(
+    groups: Iterable[NodeGroup], nodes: Iterable[Node], jobs: Iterable[Job], group_price: Callable[[NodeGroup], float]
+) -> dict[str, float]:
+    """USD per hour each tenant's running jobs cost now: their GPUs at their node's per-GPU rate."""
+    by_id = {g.id: g for g in groups}
+    group_of = {n.id: by_id.get(n.group_id) for n in nodes}
+    rate: dict[str, float] = defaultdict(float)
+    for job in jobs:
+        if job.state not in HOLDING_STATES or not job.node_ids:
+            continue
+        group = group_of.get(job.node_ids[0])
+        if group is not None:
+            rate[job.tenant] += job.gpu_demand * group_price(group) / group.gpus_per_node
+    return dict(rate)

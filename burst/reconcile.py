@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -456,23 +457,30 @@ def run_loop(
     until: datetime | None = None,
     on_tick: Callable[[TickReport], None] | None = None,
     seed: int | None = None,
+    on_timing: Callable[[TickReport | None, float], None] | None = None,
 ) -> LoopStats:
     """Tick until `stop` is set or the clock passes `until`; `wait(seconds)` paces the ticks.
 
     A tick that raises is logged with its traceback and counted; the loop goes
     on. `stop` is checked between ticks, so SIGTERM lets the current tick finish.
+    `on_timing(report or None if it raised, seconds)` sees every tick (metrics).
     """
     rng = random.Random(seed)
     stats = LoopStats()
     while not stop.is_set():
         if until is not None and controller.clock() >= until:
             break
+        started = time.perf_counter()
         try:
             report = controller.tick()
         except Exception:
             stats.errors += 1
             log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
+            if on_timing is not None:
+                on_timing(None, time.perf_counter() - started)
         else:
+            if on_timing is not None:
+                on_timing(report, time.perf_counter() - started)
             if on_tick is not None:
                 on_tick(report)
         stats.ticks += 1

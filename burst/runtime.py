@@ -9,6 +9,8 @@ quickstart (`burst run` with no `--config`) is the config shipped at
 from __future__ import annotations
 
 import functools
+import os
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -18,6 +20,8 @@ from importlib import resources
 from pathlib import Path
 
 from burst.catalog import Catalog, OnPremCost, PriceRow
+from burst.lease import SqliteLease
+from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
 from burst.state import Store
@@ -95,6 +99,8 @@ class Runtime:
     temp_dir: tempfile.TemporaryDirectory[str] | None = None
     forecasts: ForecastService | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
 
     def now(self) -> datetime:
         return self.controller.clock()
@@ -133,7 +139,25 @@ class Runtime:
             stop=self.stop,
             until=until,
             on_tick=on_tick,
+            on_timing=self._timed,
         )
+
+    def _timed(self, report: TickReport | None, seconds: float) -> None:
+        """Feed the metrics (and any other listener, e.g. the API's view) one tick's report and duration."""
+        if report is None:
+            self.metrics.tick_failed(seconds)
+        else:
+            forecasts = self.forecasts.forecasts(report.at) if self.forecasts is not None and not report.standby else ()
+            self.metrics.observe_tick(
+                report,
+                seconds=seconds,
+                policies=self.reloader.current,
+                forecasts=forecasts,
+                spend_month_usd=report.snapshot.spend_month_usd if report.snapshot else None,
+                prices=self.catalog.group_price,
+            )
+        for listener in self.on_tick_timed:
+            listener(report, seconds)
 
     def close(self) -> None:
         self.store.close()
@@ -174,6 +198,12 @@ def build_runtime(
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
         clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
         providers: dict[str, Provider] = {"sim": _sim_provider(config, groups, catalog, clock)}
+        metrics = ControllerMetrics()
+        lease = (
+            SqliteLease(path, config.leader.holder or f"{socket.gethostname()}:{os.getpid()}",
+                        duration_s=config.leader.lease)
+            if config.leader.enabled else None
+        )
         reloader = PolicyReloader(config.policies_path())
         if reloader.last_errors:
             raise ConfigError("\n".join(str(e) for e in reloader.last_errors))
@@ -181,7 +211,8 @@ def build_runtime(
         policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
         forecasts = forecast_service(config, store, background=sim_clock is None)
         controller = Controller(
-            providers=providers,
+            providers={name: MeteredProvider(p, metrics) for name, p in providers.items()},
+            lease=lease,
             source=source,
             store=store,
             policies=policies,
@@ -206,6 +237,7 @@ def build_runtime(
         state_path=path,
         temp_dir=temp_dir,
         forecasts=forecasts,
+        metrics=metrics,
     )
 
 

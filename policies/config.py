@@ -381,6 +381,46 @@ class WorkloadDoc(StrictModel):
     )
 
 
+class ApiDoc(StrictModel):
+    """The daemon's HTTP API (`burst run`): off unless `listen` is set (or `burst run --api`)."""
+
+    listen: str | None = Field(
+        default=None, strict=True,
+        description="HOST:PORT the API binds, e.g. 127.0.0.1:8460 (default: no API). Bind beyond 127.0.0.1 only "
+        "behind TLS.",
+    )
+    tokens_dir: PathStr = Field(
+        default="tokens",
+        description="Directory of bearer tokens (admin.token, tenant-<name>.token), relative to this file; missing "
+        "ones are generated on start, readable by their owner only.",
+    )
+    agent_tokens: PathStr | None = Field(
+        default=None,
+        description="YAML mapping of on-prem node id to agent token; when set, the node agents' link is served "
+        "under /agent/v1.",
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{value!r} is not HOST:PORT, e.g. 127.0.0.1:8460")
+        return value
+
+
+class LeaderDoc(StrictModel):
+    """Leader election among daemons sharing one state file: only the lease holder acts."""
+
+    enabled: StrictBool = Field(default=False, description="Elect a leader through a lease in the state file.")
+    lease: PositiveDuration = Field(
+        default=30.0, description="Duration of the lease; a standby takes over within it after the leader stops."
+    )
+    holder: str | None = Field(default=None, strict=True, description="This daemon's name (default host:pid).")
+
+
 def duplicate_group_ids(ids: Sequence[object]) -> list[tuple[tuple[int | str, ...], str]]:
     """Decide which node-group ids repeat an earlier one: (loc below node_groups, message) per repeat."""
     seen: dict[str, int] = {}
@@ -441,10 +481,12 @@ class BurstConfig(StrictModel):
     catalog: CatalogDoc = Field(default=CatalogDoc(), description="Price catalog additions.")
     forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
     workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
+    api: ApiDoc = Field(default=ApiDoc(), description="The daemon's HTTP API.")
+    leader: LeaderDoc = Field(default=LeaderDoc(), description="Leader election between daemons.")
 
     _base_dir: Path | None = PrivateAttr(default=None)
 
-    @field_validator("catalog", "forecasting", "workload", mode="before")
+    @field_validator("catalog", "forecasting", "workload", "api", "leader", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return none_as_empty(value, {})
@@ -504,6 +546,14 @@ class BurstConfig(StrictModel):
     def state_file(self) -> Path:
         """Decide the absolute state (SQLite) file path (`state_path` against the config file's directory)."""
         return self._resolve(self.state_path)
+
+    def tokens_path(self) -> Path:
+        """Decide the absolute API tokens directory (`api.tokens_dir` against the config file's directory)."""
+        return self._resolve(self.api.tokens_dir)
+
+    def agent_tokens_path(self) -> Path | None:
+        """Decide the absolute agent tokens file, or None when the agent link is off."""
+        return self._resolve(self.api.agent_tokens) if self.api.agent_tokens is not None else None
 
     def catalog_path(self) -> Path | None:
         """Decide the absolute extra price CSV path, or None when `catalog.path` is not set."""

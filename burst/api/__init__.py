@@ -1,0 +1,1 @@
+"""The daemon's HTTP API: FastAPI app, bearer tokens, the status document."""

@@ -1,0 +1,238 @@
+"""The daemon's HTTP API (FastAPI): health, status, the current plan, the embedded job queue, metrics, agents.
+
+Served by `burst run --api HOST:PORT` (127.0.0.1 by default); the OpenAPI
+schema is at `/openapi.json` and browsable at `/docs`.
+
+| endpoint | who |
+| --- | --- |
+| `GET /healthz`, `GET /readyz` | anyone (liveness; ready once a tick ran recently) |
+| `GET /v1/status`, `GET /v1/plan`, `GET /metrics` | admin token |
+| `GET /v1/jobs`, `POST /v1/jobs`, `GET /v1/jobs/{id}`, `DELETE /v1/jobs/{id}` | admin, or a tenant token for its own jobs |
+| `/agent/v1/...` | each node agent's own token (burst.agent.router) |
+
+A missing or unknown token is 401; a tenant token reaching for another
+tenant's jobs, or for an admin endpoint, is 403; a bad payload is 422 naming
+the field. Job writes go to the state store's embedded queue (its own SQLite
+connection, beside the loop's: WAL lets them share the file).
+"""
+
+import contextlib
+import dataclasses
+import re
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from burst.agent.hub import AgentHub
+from burst.agent.router import agent_router
+from burst.api.tokens import ApiTokens, Principal
+from burst.codec import job_to_json
+from burst.model import Job, JobState
+from burst.state import JobExists, Store
+
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class DaemonView:
+    """What the loop last saw and decided, for the API to read (updated after every tick; thread-safe)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._status: dict[str, Any] = {}
+        self._plan: dict[str, Any] | None = None
+        self._at: datetime | None = None
+
+    def update(self, at: datetime, status: dict[str, Any], plan: dict[str, Any]) -> None:
+        with self._lock:
+            self._at, self._status, self._plan = at, status, plan
+
+    def read(self) -> tuple[datetime | None, dict[str, Any], dict[str, Any] | None]:
+        with self._lock:
+            return self._at, dict(self._status), self._plan
+
+
+class JobSubmission(BaseModel):
+    """A job for the embedded queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(min_length=1, description="Tenant the job belongs to (its policy applies).")
+    gpus: int = Field(ge=0, le=1024, description="Whole GPUs (0 with gpu_share for a fraction of one).")
+    gpu_share: float | None = Field(default=None, gt=0, le=1, description="Fraction of one GPU, with gpus 0.")
+    gpu_model: str | None = Field(default=None, description="GPU model needed, e.g. A100 (default any).")
+    priority: int | None = Field(default=None, description="Priority within the tenant.")
+    fault_tolerant: bool = Field(default=False, description="Resumes from checkpoints, so it may run on spot.")
+    checkpoint_interval: str | None = Field(default=None, description="How often it checkpoints, e.g. 15m.")
+    duration: str | None = Field(default=None, description="Expected run time, e.g. 2h.")
+    id: str | None = Field(default=None, description="Job id (default generated): letters, digits, . _ -")
+
+    @field_validator("checkpoint_interval", "duration")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        from policies import parse_duration
+
+        if value is not None:
+            parse_duration(value)  # raises ValueError with the reason
+        return value
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str | None) -> str | None:
+        if value is not None and not JOB_ID.match(value):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "JobSubmission":
+        if self.gpus == 0 and self.gpu_share is None:
+            raise ValueError("gpus must be >= 1, or 0 with a gpu_share")
+        if self.gpus > 0 and self.gpu_share is not None:
+            raise ValueError("gpu_share needs gpus 0")
+        if self.checkpoint_interval is not None and not self.fault_tolerant:
+            raise ValueError("checkpoint_interval needs fault_tolerant true")
+        return self
+
+    def to_job(self, submitted_at: datetime) -> Job:
+        from policies import parse_duration
+
+        return Job(
+            id=self.id or f"job-{uuid.uuid4().hex[:12]}",
+            tenant=self.tenant,
+            gpus=self.gpus,
+            gpu_share=self.gpu_share,
+            submitted_at=submitted_at,
+            gpu_model=self.gpu_model,
+            priority=self.priority,
+            fault_tolerant=self.fault_tolerant,
+            checkpoint_interval_s=parse_duration(self.checkpoint_interval) if self.checkpoint_interval else None,
+            duration_s=parse_duration(self.duration) if self.duration else None,
+        )
+
+
+def _field_error(field: str, msg: str) -> HTTPException:
+    return HTTPException(422, detail=[{"loc": ["body", field], "msg": msg, "type": "value_error"}])
+
+
+def api_app(
+    *,
+    store_path: Path,
+    tokens: ApiTokens,
+    view: DaemonView,
+    clock: Callable[[], datetime],
+    tenants: Callable[[], set[str]],
+    registry: CollectorRegistry | None = None,
+    hub: AgentHub | None = None,
+) -> FastAPI:
+    """The API app over the daemon's state file, its last view, and (optionally) the agents' hub."""
+    store_lock = threading.Lock()
+    store = Store.open(store_path)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = FastAPI(title="burst controller API", version="1", lifespan=lifespan)
+
+    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        who = tokens.resolve(token)
+        if who is None:
+            raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
+        return who
+
+    def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
+        if not who.is_admin:
+            raise HTTPException(403, "this endpoint needs the admin token")
+        return who
+
+    @app.get("/healthz", summary="Liveness: the process serves requests")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Readiness: a tick completed within three loop intervals")
+    def readyz(response: Response) -> dict[str, Any]:
+        at, _, _ = view.read()
+        ready = at is not None and (clock() - at).total_seconds() <= 3 * view.interval_s
+        if not ready:
+            response.status_code = 503
+        return {"ready": ready, "last_tick": at.isoformat() if at else None}
+
+    @app.get("/v1/status", summary="Tiers, groups, warm pools, queue and spend rate at the last tick")
+    def status(_: Annotated[Principal, Depends(admin)]) -> dict[str, Any]:
+        return view.read()[1]
+
+    @app.get("/v1/plan", summary="The plan of the last tick, with every action's reason and every hold")
+    def current_plan(_: Annotated[Principal, Depends(admin)]) -> dict[str, Any]:
+        plan = view.read()[2]
+        if plan is None:
+            raise HTTPException(404, "no tick has run yet")
+        return plan
+
+    @app.get("/v1/jobs", summary="Jobs in the embedded queue (a tenant token sees its own only)")
+    def list_jobs(
+        who: Annotated[Principal, Depends(principal)],
+        tenant: Annotated[str | None, Query(description="Only this tenant's jobs")] = None,
+        state: Annotated[list[JobState] | None, Query(description="Only jobs in these states")] = None,
+    ) -> list[dict[str, Any]]:
+        if tenant is not None and not who.may_see(tenant):
+            raise HTTPException(403, f"a token of tenant {who.tenant} cannot read tenant {tenant}'s jobs")
+        with store_lock:
+            jobs = store.jobs(states=state or None, tenant=tenant if tenant is not None else who.tenant)
+        return [job_to_json(j) for j in jobs]
+
+    @app.post("/v1/jobs", status_code=201, summary="Submit a job to the embedded queue")
+    def submit(body: JobSubmission, who: Annotated[Principal, Depends(principal)]) -> dict[str, Any]:
+        if not who.may_see(body.tenant):
+            raise HTTPException(403, f"a token of tenant {who.tenant} cannot submit for tenant {body.tenant}")
+        if body.tenant not in tenants():
+            raise _field_error("tenant", f"unknown tenant {body.tenant!r}: it has no policy file")
+        job = body.to_job(clock())
+        with store_lock:
+            try:
+                store.add_job(job, at=job.submitted_at)
+            except JobExists as exc:
+                raise HTTPException(409, str(exc)) from None
+        return job_to_json(job)
+
+    def _own_job(job_id: str, who: Principal) -> Job:
+        with store_lock:
+            job = store.get_job(job_id)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        if not who.may_see(job.tenant):
+            raise HTTPException(403, f"job {job_id} belongs to another tenant")
+        return job
+
+    @app.get("/v1/jobs/{job_id}", summary="One job")
+    def get_job(job_id: str, who: Annotated[Principal, Depends(principal)]) -> dict[str, Any]:
+        return job_to_json(_own_job(job_id, who))
+
+    @app.delete("/v1/jobs/{job_id}", summary="Cancel a job (pending or running); its GPUs are freed next tick")
+    def cancel(job_id: str, who: Annotated[Principal, Depends(principal)]) -> dict[str, Any]:
+        job = _own_job(job_id, who)
+        if not job.active:
+            raise HTTPException(409, f"job {job_id} is already {job.state.value}")
+        done = dataclasses.replace(job, state=JobState.CANCELLED)
+        with store_lock:
+            store.put_job(done, at=clock())
+        return job_to_json(done)
+
+    @app.get("/metrics", summary="Prometheus metrics (text exposition format)")
+    def metrics(_: Annotated[Principal, Depends(admin)]) -> Response:
+        body = generate_latest(registry) if registry is not None else b""
+        return Response(content=body, media_type=CONTENT_TYPE_LATEST)
+
+    if hub is not None:
+        app.include_router(agent_router(hub))
+    return app

@@ -1,0 +1,101 @@
+"""Serving the API beside the reconcile loop: uvicorn in a thread, on a socket bound before the first tick.
+
+Binding first means a taken port or a bad address is one clear error at
+start, not a traceback in a thread later.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import uvicorn
+
+from burst.agent.hub import AgentHub
+from burst.agent.router import load_tokens
+from burst.api.app import DaemonView, api_app
+from burst.api.status import daemon_status
+from burst.api.tokens import load_api_tokens
+from burst.reconcile import TickReport
+
+if TYPE_CHECKING:
+    from burst.runtime import Runtime
+
+
+class ApiStartError(RuntimeError):
+    """The API could not start (address taken, bad token files): one line saying why."""
+
+
+@dataclass
+class ApiServer:
+    """A running API: where it listens, where its tokens are, and how to stop it."""
+
+    url: str
+    tokens_dir: Path
+    view: DaemonView
+    hub: AgentHub | None
+    _server: uvicorn.Server
+    _thread: threading.Thread
+    _sock: socket.socket
+
+    def stop(self) -> None:
+        """Stop serving (finishing requests in flight) and release the port."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+
+
+def _bind(listen: str) -> socket.socket:
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ApiStartError(f"api: {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8460")
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), int(port)))
+    except OSError as exc:
+        raise ApiStartError(f"api: cannot listen on {listen}: {exc.strerror or exc}") from None
+    return sock
+
+
+def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
+    """Start the API for `runtime` on `listen` (HOST:PORT), tokens from (or generated into) `tokens_dir`."""
+    config = runtime.config
+    try:
+        tokens = load_api_tokens(tokens_dir, runtime.reloader.current.keys())
+        agent_file = config.agent_tokens_path()
+        hub = AgentHub(load_tokens(agent_file)) if agent_file is not None else None
+    except (OSError, ValueError) as exc:
+        raise ApiStartError(f"api: {exc}") from None
+    view = DaemonView(config.loop_interval)
+
+    def on_tick(report: TickReport | None, _seconds: float) -> None:
+        if report is not None:
+            view.update(report.at, daemon_status(report, runtime.catalog.group_price), report.plan.to_json())
+
+    runtime.on_tick_timed.append(on_tick)
+    app = api_app(
+        store_path=runtime.state_path,
+        tokens=tokens,
+        view=view,
+        clock=runtime.controller.clock,
+        tenants=lambda: set(runtime.reloader.current),
+        registry=runtime.metrics.registry,
+        hub=hub,
+    )
+    sock = _bind(listen)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="burst-api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise ApiStartError(f"api: the server on {listen} did not start")
+        time.sleep(0.01)
+    host, port = sock.getsockname()[:2]
+    return ApiServer(f"http://{host}:{port}", tokens_dir, view, hub, server, thread, sock)

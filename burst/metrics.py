@@ -1,0 +1,233 @@
+"""Prometheus metrics of the controller: what it sees, what it spends, how its ticks and provider calls go.
+
+`ControllerMetrics.observe_tick` reads one `TickReport` (the loop calls it
+after every tick); `MeteredProvider` wraps a provider to time every call and
+count its errors. Everything lives in one `CollectorRegistry` per daemon (not
+prometheus_client's global one), served on the API's `/metrics`.
+
+Metric names (all prefixed `burst_`):
+
+| metric | type | labels |
+| --- | --- | --- |
+| capacity_gpus | gauge | tier, group, state (ready / booting / warm) |
+| demand_gpus | gauge | tenant, state (running / pending) |
+| pending_jobs | gauge | tenant |
+| queue_wait_seconds | histogram | tenant (observed when a job starts) |
+| spend_usd_per_hour | gauge | tenant |
+| budget_remaining_usd | gauge | tenant (month budget less month-to-date spend) |
+| interruptions_total | counter | group |
+| lost_gpu_hours_total | counter | tenant (work lost beyond the last checkpoint) |
+| forecast_p50_gpus | gauge | tenant, gpu_model (the forecast at the plan's instant) |
+| forecast_abs_error_gpus | gauge | tenant, gpu_model (abs(demand now - its forecast P50 now)) |
+| provider_call_seconds | histogram | provider, method |
+| provider_errors_total | counter | provider, method, error |
+| tick_seconds | histogram | — |
+| ticks_total / tick_errors_total | counter | — |
+| actions_total | counter | kind, outcome (ok / failed) |
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from burst.costing import spend_rate_by_tenant
+from burst.model import (
+    ActionKind,
+    EventKind,
+    Forecast,
+    Job,
+    JobState,
+    Node,
+    NodeGroup,
+    NodeId,
+    NodeState,
+    Offering,
+    Policy,
+    ProviderEvent,
+    TenantName,
+    WarmState,
+)
+from burst.reconcile import TickReport
+from providers.base import Provider
+
+T = TypeVar("T")
+
+WAIT_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200)
+CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+
+
+class ControllerMetrics:
+    """The controller's metrics in `registry` (see the module docstring for the names)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.capacity = Gauge("burst_capacity_gpus", "GPUs by tier, group and node state", ["tier", "group", "state"], registry=r)
+        self.demand = Gauge("burst_demand_gpus", "GPUs demanded by tenant: running and pending", ["tenant", "state"], registry=r)
+        self.pending = Gauge("burst_pending_jobs", "Jobs waiting for GPUs, by tenant", ["tenant"], registry=r)
+        self.queue_wait = Histogram("burst_queue_wait_seconds", "Wait from submission to start, by tenant", ["tenant"],
+                                    buckets=WAIT_BUCKETS, registry=r)
+        self.spend = Gauge("burst_spend_usd_per_hour", "Spend rate by tenant (USD/hour)", ["tenant"], registry=r)
+        self.budget_left = Gauge("burst_budget_remaining_usd", "Monthly budget less month-to-date spend", ["tenant"], registry=r)
+        self.interruptions = Counter("burst_interruptions", "Spot interruption notices, by group", ["group"], registry=r)
+        self.lost = Counter("burst_lost_gpu_hours", "GPU-hours of work lost beyond the last checkpoint", ["tenant"], registry=r)
+        self.forecast = Gauge("burst_forecast_p50_gpus", "Forecast P50 demand now", ["tenant", "gpu_model"], registry=r)
+        self.forecast_error = Gauge("burst_forecast_abs_error_gpus", "abs(demand now - forecast P50 now)",
+                                    ["tenant", "gpu_model"], registry=r)
+        self.call_seconds = Histogram("burst_provider_call_seconds", "Provider call latency", ["provider", "method"],
+                                      buckets=CALL_BUCKETS, registry=r)
+        self.call_errors = Counter("burst_provider_errors", "Provider calls that raised", ["provider", "method", "error"], registry=r)
+        self.tick_seconds = Histogram("burst_tick_seconds", "Duration of one reconcile tick", buckets=TICK_BUCKETS, registry=r)
+        self.ticks = Counter("burst_ticks", "Reconcile ticks run", registry=r)
+        self.tick_errors = Counter("burst_tick_errors", "Reconcile ticks that raised", registry=r)
+        self.actions = Counter("burst_actions", "Provider actions executed, by kind and outcome", ["kind", "outcome"], registry=r)
+        self._known_tenants: set[str] = set()
+
+    def observe_tick(
+        self,
+        report: TickReport,
+        *,
+        seconds: float,
+        policies: Mapping[TenantName, Policy] | None = None,
+        forecasts: Sequence[Forecast] = (),
+        spend_month_usd: Mapping[TenantName, float] | None = None,
+        prices: Callable[[NodeGroup], float] | None = None,
+    ) -> None:
+        """Update every tick-driven metric from one tick's report."""
+        self.ticks.inc()
+        self.tick_seconds.observe(seconds)
+        snapshot = report.snapshot
+        if snapshot is not None:
+            self._capacity(snapshot.groups, snapshot.nodes)
+            self._demand(snapshot.jobs)
+            if prices is not None:
+                self._spend(snapshot.groups, snapshot.nodes, snapshot.jobs, prices)
+            self._forecasts(forecasts, snapshot.jobs, report.at)
+        if snapshot is not None:
+            placed = {a.target for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
+            for job in snapshot.jobs:
+                if job.id in placed and job.state is JobState.PENDING:
+                    self.queue_wait.labels(job.tenant).observe(max(0.0, (report.at - job.submitted_at).total_seconds()))
+        for job, lost_s in report.job_events.requeued:
+            self.lost.labels(job.tenant).inc(lost_s * job.gpu_demand / 3600.0)
+        self._events(report.provider_events)
+        for outcome in report.outcomes:
+            self.actions.labels(outcome.action.kind.value, "ok" if outcome.ok else "failed").inc()
+        for tenant, policy in (policies or {}).items():
+            cap = policy.budget.usd_per_month
+            if cap is not None:
+                self.budget_left.labels(tenant).set(cap - (spend_month_usd or {}).get(tenant, 0.0))
+
+    def tick_failed(self, seconds: float) -> None:
+        """Count a tick that raised."""
+        self.ticks.inc()
+        self.tick_errors.inc()
+        self.tick_seconds.observe(seconds)
+
+    def _capacity(self, groups: Sequence[NodeGroup], nodes: Sequence[Node]) -> None:
+        counts: dict[tuple[str, str, str], float] = {}
+        for g in groups:
+            for state in ("ready", "booting", "warm"):
+                counts[(g.tier.value, g.id, state)] = 0.0
+        tier_of = {g.id: g.tier.value for g in groups}
+        for n in nodes:
+            state = {NodeState.READY: "ready", NodeState.WARM: "warm"}.get(
+                n.state, "booting" if n.state in (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING) else ""
+            )
+            if state and n.group_id in tier_of:
+                counts[(tier_of[n.group_id], n.group_id, state)] += n.gpus
+        for labels, value in counts.items():
+            self.capacity.labels(*labels).set(value)
+
+    def _demand(self, jobs: Sequence[Job]) -> None:
+        running: dict[str, float] = defaultdict(float)
+        pending: dict[str, float] = defaultdict(float)
+        count: dict[str, int] = defaultdict(int)
+        for job in jobs:
+            if job.state is JobState.PENDING:
+                pending[job.tenant] += job.gpu_demand
+                count[job.tenant] += 1
+            elif job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
+                running[job.tenant] += job.gpu_demand
+        for tenant in set(running) | set(pending) | set(self._known_tenants):
+            self.demand.labels(tenant, "running").set(running.get(tenant, 0.0))
+            self.demand.labels(tenant, "pending").set(pending.get(tenant, 0.0))
+            self.pending.labels(tenant).set(count.get(tenant, 0))
+        self._known_tenants = set(running) | set(pending) | set(self._known_tenants)
+
+    def _spend(self, groups: Sequence[NodeGroup], nodes: Sequence[Node], jobs: Sequence[Job],
+               prices: Callable[[NodeGroup], float]) -> None:
+        rate = spend_rate_by_tenant(groups, nodes, jobs, prices)
+        for tenant in set(rate) | self._known_tenants:
+            self.spend.labels(tenant).set(rate.get(tenant, 0.0))
+
+    def _forecasts(self, forecasts: Sequence[Forecast], jobs: Sequence[Job], now: datetime) -> None:
+        demand: dict[tuple[str, str], float] = defaultdict(float)
+        for job in jobs:
+            if job.active:
+                demand[(job.tenant, job.gpu_model or "any")] += job.gpu_demand
+        for f in forecasts:
+            p50 = f.now_value(0.5, now)
+            self.forecast.labels(f.tenant, f.gpu_model).set(p50)
+            self.forecast_error.labels(f.tenant, f.gpu_model).set(abs(demand.get((f.tenant, f.gpu_model), 0.0) - p50))
+
+    def _events(self, events: Sequence[ProviderEvent]) -> None:
+        for e in events:
+            if e.kind is EventKind.INTERRUPTION:
+                self.interruptions.labels(e.group_id).inc()
+
+
+class MeteredProvider:
+    """A provider whose every call is timed and whose errors are counted (same contract as the one it wraps)."""
+
+    def __init__(self, inner: Provider, metrics: ControllerMetrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.name = inner.name
+
+    def _call(self, method: str, fn: Callable[[], T]) -> T:
+        start = time.perf_counter()
+        try:
+            return fn()
+        except Exception as exc:
+            self.metrics.call_errors.labels(self.name, method, type(exc).__name__).inc()
+            raise
+        finally:
+            self.metrics.call_seconds.labels(self.name, method).observe(time.perf_counter() - start)
+
+    def node_groups(self) -> Sequence[NodeGroup]:
+        return self._call("node_groups", self.inner.node_groups)
+
+    def offerings(self, group_id: str) -> Sequence[Offering]:
+        return self._call("offerings", lambda: self.inner.offerings(group_id))
+
+    def nodes(self) -> Mapping[NodeId, Node]:
+        return self._call("nodes", self.inner.nodes)
+
+    def target(self, group_id: str) -> int:
+        return self._call("target", lambda: self.inner.target(group_id))
+
+    def set_target(self, group_id: str, size: int, *, key: str) -> None:
+        self._call("set_target", lambda: self.inner.set_target(group_id, size, key=key))
+
+    def set_warm_pool(self, group_id: str, size: int, state: WarmState, *, key: str) -> None:
+        self._call("set_warm_pool", lambda: self.inner.set_warm_pool(group_id, size, state, key=key))
+
+    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
+        return self._call("warm_pool", lambda: self.inner.warm_pool(group_id))
+
+    def terminate(self, node_ids: Sequence[NodeId], *, key: str) -> None:
+        self._call("terminate", lambda: self.inner.terminate(node_ids, key=key))
+
+    def poll_events(self) -> Sequence[ProviderEvent]:
+        return self._call("poll_events", self.inner.poll_events)
+
+    def refresh(self) -> None:
+        self._call("refresh", self.inner.refresh)

@@ -1,0 +1,125 @@
+"""The daemon's HTTP API over a real uvicorn server on 127.0.0.1, beside a real runtime (quickstart, sim clock)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from burst.api.server import ApiServer, start_api
+from burst.cli import main
+from burst.runtime import Runtime, build_runtime, load_run_config
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[Runtime, ApiServer]]:
+    runtime = build_runtime(load_run_config(None), state_path=tmp_path / "burst.db")
+    api = start_api(runtime, "127.0.0.1:0", tokens_dir=tmp_path / "tokens")
+    runtime.run(until=runtime.now() + timedelta(minutes=30), realtime=False)
+    yield runtime, api
+    api.stop()
+    runtime.close()
+
+
+def token(api: ApiServer, who: str) -> dict[str, str]:
+    name = "admin.token" if who == "admin" else f"tenant-{who}.token"
+    return {"Authorization": f"Bearer {(api.tokens_dir / name).read_text().strip()}"}
+
+
+def test_health_needs_no_token_and_readiness_follows_the_ticks(daemon) -> None:
+    runtime, api = daemon
+    assert httpx.get(f"{api.url}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{api.url}/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    assert runtime.sim_clock is not None
+    runtime.sim_clock.advance(3600)  # an hour with no tick: not ready any more
+    assert httpx.get(f"{api.url}/readyz").status_code == 503
+
+
+def test_tokens_are_generated_private_and_guard_every_other_endpoint(daemon) -> None:
+    _, api = daemon
+    files = sorted(p.name for p in api.tokens_dir.iterdir())
+    assert files == ["admin.token", "tenant-batch.token", "tenant-prod.token", "tenant-research.token"]
+    assert all((api.tokens_dir / f).stat().st_mode & 0o077 == 0 for f in files)
+    for path in ("/v1/status", "/v1/plan", "/v1/jobs", "/metrics"):
+        assert httpx.get(f"{api.url}{path}").status_code == 401
+        assert httpx.get(f"{api.url}{path}", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx.post(f"{api.url}/v1/jobs", json={"tenant": "prod", "gpus": 1}).status_code == 401
+    assert httpx.get(f"{api.url}/v1/status", headers=token(api, "prod")).status_code == 403
+
+
+def test_status_and_plan_describe_the_last_tick(daemon) -> None:
+    _, api = daemon
+    status = httpx.get(f"{api.url}/v1/status", headers=token(api, "admin")).json()
+    assert {g["id"] for g in status["groups"]} == {"onprem-a100", "cloud-a100-od", "cloud-a100-spot"}
+    assert status["tiers"]["steady"]["ready_gpus"] == 32
+    assert set(status["queue"]) <= {"batch", "prod", "research"}
+    plan = httpx.get(f"{api.url}/v1/plan", headers=token(api, "admin")).json()
+    assert plan["id"] == status["plan_id"] and "actions" in plan and "holds" in plan
+
+
+def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
+    _, api = daemon
+    url = f"{api.url}/v1/jobs"
+    made = httpx.post(url, json={"tenant": "prod", "gpus": 2, "duration": "1h", "id": "p-1"}, headers=token(api, "prod"))
+    assert made.status_code == 201 and made.json()["state"] == "pending"
+    other = httpx.post(url, json={"tenant": "batch", "gpus": 1, "id": "b-1"}, headers=token(api, "admin"))
+    assert other.status_code == 201
+    assert httpx.post(url, json={"tenant": "batch", "gpus": 1}, headers=token(api, "prod")).status_code == 403
+    assert httpx.post(url, json={"tenant": "prod", "gpus": 2, "id": "p-1"}, headers=token(api, "prod")).status_code == 409
+
+    mine = httpx.get(url, headers=token(api, "prod")).json()
+    assert mine and {j["tenant"] for j in mine} == {"prod"}
+    assert httpx.get(url, params={"tenant": "batch"}, headers=token(api, "prod")).status_code == 403
+    assert httpx.get(f"{url}/b-1", headers=token(api, "prod")).status_code == 403
+    assert {j["id"] for j in httpx.get(url, params={"tenant": "batch"}, headers=token(api, "admin")).json()} >= {"b-1"}
+
+    cancelled = httpx.delete(f"{url}/p-1", headers=token(api, "prod"))
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert httpx.delete(f"{url}/p-1", headers=token(api, "prod")).status_code == 409
+    assert httpx.delete(f"{url}/b-1", headers=token(api, "prod")).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"tenant": "prod", "gpus": -1}, "gpus"),
+        ({"tenant": "prod", "gpus": 1, "duration": "soon"}, "duration"),
+        ({"tenant": "prod", "gpus": 1, "colour": "red"}, "colour"),
+        ({"tenant": "nobody", "gpus": 1}, "tenant"),
+        ({"tenant": "prod", "gpus": 1, "id": "has space"}, "id"),
+    ],
+)
+def test_bad_payloads_are_422_naming_the_field(daemon, body: dict[str, object], field: str) -> None:
+    _, api = daemon
+    reply = httpx.post(f"{api.url}/v1/jobs", json=body, headers=token(api, "admin"))
+    assert reply.status_code == 422
+    assert any(field in [str(part) for part in d["loc"]] for d in reply.json()["detail"]), reply.json()
+
+
+def test_metrics_scrape_parses_and_counts_the_ticks(daemon) -> None:
+    _, api = daemon
+    text = httpx.get(f"{api.url}/metrics", headers=token(api, "admin")).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    ticks = next(s.value for s in families["burst_ticks"].samples if s.name == "burst_ticks_total")
+    assert ticks == 30  # 30 minutes at the quickstart's 1-minute interval
+    ready = {s.labels["group"]: s.value for s in families["burst_capacity_gpus"].samples if s.labels["state"] == "ready"}
+    assert ready["onprem-a100"] == 32
+    calls = [s for s in families["burst_provider_call_seconds"].samples if s.name.endswith("_count")]
+    assert {s.labels["method"] for s in calls} >= {"refresh", "nodes", "target"}
+    for name in ("burst_demand_gpus", "burst_pending_jobs", "burst_tick_seconds", "burst_spend_usd_per_hour"):
+        assert name in families
+
+
+def test_burst_run_serves_the_api_and_refuses_a_bad_address(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", "--duration", "5m", "--quiet", "--api", "127.0.0.1:0",
+                                       "--state", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert "API on http://127.0.0.1:" in result.output
+    bad = CliRunner().invoke(main, ["run", "--duration", "5m", "--quiet", "--api", "nowhere"])
+    assert bad.exit_code != 0 and "is not HOST:PORT" in bad.output
