@@ -108,19 +108,29 @@ STATE_OPTION = click.option(
 @click.option("--quiet", is_flag=True, help="Print only the final summary.")
 @click.option("--api", "api_listen", default=None,
               help="Serve the HTTP API on HOST:PORT, e.g. 127.0.0.1:8460 (default: the config's api.listen; none).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Log lines on stderr: text, or one JSON object per line with plan and action ids.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+              show_default=True, help="Least severe log level written.")
 def run_cmd(
-    config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool, api_listen: str | None
+    config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool, api_listen: str | None,
+    log_format: str, log_level: str,
 ) -> None:
     """Run the controller: observe, plan, act and record every loop_interval, printing each decision.
 
     With no --config this is the embedded quickstart: a simulated on-prem rack and
     two simulated cloud groups (on-demand and spot), three tenants and a seeded
     synthetic workload, on an accelerated simulated clock. SIGTERM or Ctrl-C
-    finishes the current tick and stops.
+    finishes the current tick and stops. SIGHUP, or a change to a policy file,
+    reloads the tenant policies after the current tick; a policy set with an
+    error is refused and the last good one stays in force.
     """
     import signal
 
+    from burst.logs import configure_logging
     from burst.run_log import TickPrinter
+
+    configure_logging(log_format, log_level)
 
     seconds = _parse_duration(duration, "--duration") if duration else None
     runtime = _open_runtime(config_path, state)
@@ -135,6 +145,7 @@ def run_cmd(
         printer = TickPrinter(runtime, as_json=as_json, quiet=quiet, echo=click.echo)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: runtime.stop.set())
+        signal.signal(signal.SIGHUP, lambda *_: runtime.request_reload())
         printer.banner(until)
         stats = runtime.run(until=until, on_tick=printer.tick)
         printer.summary(stats)
@@ -362,6 +373,46 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
     for j in jobs:
         table.add_row(j.id, j.tenant, j.state.value, f"{j.gpu_demand:g}", j.submitted_at.isoformat(timespec="seconds"), ",".join(j.node_ids))
     Console().print(table)
+
+
+@main.command("explain")
+@click.argument("name")
+@CONFIG_OPTION
+@STATE_OPTION
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Most recent decisions shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of decisions, newest first.")
+def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: int, as_json: bool) -> None:
+    """Why something happened or did not: the decisions about job, node, group or tenant NAME, newest first.
+
+    Every action a plan takes and every hold (a decision not to act) is in the
+    decision log with its reason; this reads it from the state file.
+    """
+    from burst.state import Store
+
+    path = _store_path(config_path, state)
+    if not path.exists():
+        raise click.ClickException(f"{path}: no state file (run burst run with it first)")
+    with Store.open(path) as store:
+        found = store.decisions_about(name, limit=limit)
+        job = store.get_job(name)
+    if as_json:
+        click.echo(json.dumps([
+            {"at": d.at.isoformat(), "plan_id": d.plan_id, "subject": d.subject, "kind": d.kind, "reason": d.reason,
+             "data": d.data} for d in found
+        ], indent=2, sort_keys=True))
+        return
+    if job is not None:
+        click.echo(f"job {job.id}: {job.state.value}, tenant {job.tenant}, {job.gpu_demand:g} GPU(s)"
+                   + (f" on {', '.join(job.node_ids)}" if job.node_ids else ""))
+    if not found:
+        click.echo(f"no decision about {name} in {path}")
+        return
+    table = Table(title=f"decisions about {name} (newest first)")
+    for col in ("at", "plan", "kind", "reason"):
+        table.add_column(col, overflow="fold")
+    for d in found:
+        table.add_row(d.at.isoformat(timespec="seconds"), d.plan_id, d.kind, d.reason)
+    Console(width=200).print(table)
 
 
 @main.command("forecast")

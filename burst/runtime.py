@@ -9,6 +9,7 @@ quickstart (`burst run` with no `--config`) is the config shipped at
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import tempfile
@@ -34,6 +35,8 @@ from forecasting.service import ForecastService
 from policies import BurstConfig, PolicyReloader, load_config
 from providers.base import Provider
 from providers.sim import ManualClock, SimProvider
+
+log = logging.getLogger(__name__)
 
 FEED_CURSOR_KEY = "feed.synthetic.cursor"
 SIM_CLOCK_KEY = "reconcile.last_tick"
@@ -100,6 +103,8 @@ class Runtime:
     forecasts: ForecastService | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    _reload_requested: bool = False
+    _policy_stamp: tuple[tuple[str, int, int], ...] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
 
     def now(self) -> datetime:
@@ -142,8 +147,31 @@ class Runtime:
             on_timing=self._timed,
         )
 
+    def __post_init__(self) -> None:
+        self._policy_stamp = _dir_stamp(self.reloader.path)
+
+    def request_reload(self) -> None:
+        """Ask for the tenant policies to be reloaded after the current tick (SIGHUP's handler calls this)."""
+        self._reload_requested = True
+
+    def reload_if_changed(self) -> list[str] | None:
+        """Reload the policies if asked to or if their files changed; the errors (last good set kept), or None."""
+        stamp = _dir_stamp(self.reloader.path)
+        if not self._reload_requested and stamp == self._policy_stamp:
+            return None
+        self._reload_requested = False
+        self._policy_stamp = stamp
+        errors = [str(e) for e in self.reloader.reload()]
+        if errors:
+            log.error("policy reload failed; the last good policies stay in force", extra={"errors": errors})
+        else:
+            log.info("policies reloaded", extra={"tenants": sorted(self.reloader.current),
+                                                 "generation": self.reloader.generation})
+        return errors
+
     def _timed(self, report: TickReport | None, seconds: float) -> None:
         """Feed the metrics (and any other listener, e.g. the API's view) one tick's report and duration."""
+        self.reload_if_changed()
         if report is None:
             self.metrics.tick_failed(seconds)
         else:
@@ -239,6 +267,15 @@ def build_runtime(
         forecasts=forecasts,
         metrics=metrics,
     )
+
+
+def _dir_stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """Names, mtimes and sizes of a policy directory's YAML files: a change in any means a reload."""
+    try:
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+    except OSError:
+        return ()
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.exists())
 
 
 HISTORY_WINDOW_S = 30 * 86400.0

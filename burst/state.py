@@ -904,6 +904,26 @@ class Store:
             for i, a, p, s, k, r, j in self._query(sql, params)
         ]
 
+    def decisions_about(self, name: str, limit: int | None = 50) -> list[Decision]:
+        """Decisions about a job, node, group or tenant called `name`, newest first.
+
+        Matches the subject itself (an action's target), a hold's `job:`,
+        `group:`, `node:` or `tenant:` subject, and actions naming it among
+        their node ids.
+        """
+        subjects = [name, *(f"{k}:{name}" for k in ("job", "group", "node", "tenant"))]
+        marks = ", ".join("?" for _ in subjects)
+        sql = (
+            f"SELECT id, at, plan_id, subject, kind, reason, json FROM decisions WHERE subject IN ({marks}) "
+            "OR (json LIKE ? AND EXISTS (SELECT 1 FROM json_each(decisions.json, '$.node_ids') WHERE value = ?)) "
+            "ORDER BY at DESC, id DESC"
+        )
+        params: list[Any] = [*subjects, f'%"node_ids"%{json.dumps(name)[1:-1]}%', name]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [Decision(int(i), _dt(a), p, s, k, r, json.loads(j)) for i, a, p, s, k, r, j in self._query(sql, params)]
+
     # ---------------------------------------------------------------- misc
 
     @staticmethod
