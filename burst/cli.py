@@ -159,10 +159,13 @@ def _start_api(runtime: Runtime, listen: str) -> ApiServer:
     """Start the API beside the loop; an ephemeral run keeps its tokens in its temporary directory."""
     from burst.api.server import ApiStartError, start_api
 
+    from burst.runtime import quickstart_config_path
+
+    tokens_dir = runtime.config.tokens_path()
     if runtime.temp_dir is not None:
         tokens_dir = Path(runtime.temp_dir.name) / "tokens"
-    else:
-        tokens_dir = runtime.config.tokens_path()
+    elif tokens_dir.is_relative_to(quickstart_config_path().parent):
+        tokens_dir = runtime.state_path.parent / "tokens"  # never write into the installed package
     try:
         return start_api(runtime, listen, tokens_dir=tokens_dir)
     except ApiStartError as exc:
