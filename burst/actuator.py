@@ -95,9 +95,20 @@ class Actuator:
 
     # ------------------------------------------------------------ plans
 
-    def execute(self, plan: Plan) -> list[Outcome]:
-        """Send every provider action of `plan`, in order; job actions are the job source's."""
-        return [self._send(plan.id, a) for a in plan.actions if a.kind in PROVIDER_ACTIONS]
+    def execute(self, plan: Plan, *, skip: Mapping[str, str] | None = None) -> list[Outcome]:
+        """Send every provider action of `plan`, in order; job actions are the job source's.
+
+        Actions on a group in `skip` (its provider is down) are not sent: their outcome fails with the reason.
+        """
+        out: list[Outcome] = []
+        for a in plan.actions:
+            if a.kind not in PROVIDER_ACTIONS:
+                continue
+            if skip and a.target in skip:
+                out.append(Outcome(a, self.idempotency_key(plan.id, a), False, f"not sent: {skip[a.target]}"))
+                continue
+            out.append(self._send(plan.id, a))
+        return out
 
     def _fenced(self) -> None:
         """Raise `burst.lease.Deposed` if this daemon no longer leads (no journal write or call may follow)."""

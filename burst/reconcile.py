@@ -55,6 +55,7 @@ from burst.model import (
     ProviderEvent,
     Snapshot,
     TenantName,
+    WarmState,
 )
 from burst.planner import PIPELINE, PlanIds, Step, plan
 from burst.state import Store
@@ -155,6 +156,9 @@ class Controller:
         self._cooldowns: dict[GroupId, tuple[datetime, str]] = {}
         self._notices: dict[NodeId, datetime] = {}
         self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
+        self.down: dict[str, str] = {}  # providers whose reads failed this tick, and why
+        self._last_targets: dict[GroupId, int] = {}
+        self._last_pools: dict[GroupId, tuple[int, WarmState]] = {}
 
     def start(self) -> list[Outcome]:
         """Settle the intent journal against the providers; run once before the first plan."""
@@ -195,7 +199,8 @@ class Controller:
         for action in result.actions:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
-        outcomes = self.actuator.execute(result)
+        down = self._down_groups()
+        outcomes = self.actuator.execute(result, skip=down)
         self._cool_down_on_failures(outcomes, now)
         self._record(result, outcomes, snapshot, now)
         return TickReport(
@@ -230,7 +235,8 @@ class Controller:
         return self._plan(self._snapshot(nodes, jobs, targets, now), jobs, now, f"{self.cluster}-dry-{seq:07d}")
 
     def _targets(self) -> dict[GroupId, int]:
-        return {gid: self.group_provider[gid].target(gid) for gid in self.groups}
+        """Each group's target as its provider last reported it (this tick's, unless the provider is down)."""
+        return {gid: self._last_targets[gid] for gid in self.groups if gid in self._last_targets}
 
     def _snapshot(
         self, nodes: Sequence[Node], jobs: Sequence[Job], targets: Mapping[GroupId, int], now: datetime
@@ -241,10 +247,16 @@ class Controller:
             jobs=tuple(jobs),
             targets=targets,
             spend_month_usd=dict(self._spend_this_month(now)),
-            warm_pools={gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups},
-            unavailable=self.unavailable(now),
+            warm_pools=self._warm_pools(),
+            unavailable={**self.unavailable(now), **self._down_groups()},
             notices=dict(self._notices),
         )
+
+    def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:
+        down = self._down_groups()
+        pools = {gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups if gid not in down}
+        self._last_pools.update(pools)
+        return {gid: self._last_pools[gid] for gid in self.groups if gid in self._last_pools}
 
     def _cool_down_on_failures(self, outcomes: Sequence[Outcome], now: datetime) -> None:
         """Start a group's cooldown after this tick's launch there failed for capacity or quota (not a
@@ -300,14 +312,33 @@ class Controller:
         )
 
     def _observe(self, *, drain_events: bool) -> tuple[dict[NodeId, Node], list[ProviderEvent]]:
+        """Every provider's nodes and events; a provider whose reads fail is down for this tick (see `down`)."""
         observed: dict[NodeId, Node] = {}
         events: list[ProviderEvent] = []
-        for provider in self.providers.values():
-            provider.refresh()
-            if drain_events:
-                events.extend(provider.poll_events())
-            observed.update(provider.nodes())
+        self.down = {}
+        for name, provider in self.providers.items():
+            try:
+                provider.refresh()
+                found = list(provider.poll_events()) if drain_events else []
+                nodes = provider.nodes()
+                targets = {gid: provider.target(gid) for gid, p in self.group_provider.items() if p is provider}
+            except Exception as exc:  # an outage of one backend must not stop the others
+                self.down[name] = f"{type(exc).__name__}: {exc}"
+                log.warning("provider down for this tick", extra={"provider": name, "detail": self.down[name]})
+                continue
+            events.extend(found)
+            observed.update(nodes)
+            self._last_targets.update(targets)
         return observed, events
+
+    def _down_groups(self) -> dict[GroupId, str]:
+        """Groups whose provider is down this tick, with why: nothing is launched there or sent to them."""
+        out: dict[GroupId, str] = {}
+        for gid, provider in self.group_provider.items():
+            for name, why in self.down.items():
+                if self.providers[name] is provider:
+                    out[gid] = f"provider {name} is unreachable ({why}); acting on its last known state"
+        return out
 
     def _known_nodes(
         self, observed: Mapping[NodeId, Node], now: datetime, *, record: bool, also: Sequence[Node] = ()
@@ -330,10 +361,12 @@ class Controller:
                 continue
             idle_since = before.idle_since if before.state is node.state else node.idle_since
             known.append(node if node.idle_since == idle_since else replace(node, idle_since=idle_since))
+        down = self._down_groups()
+        known.extend(n for n in stored.values() if n.id not in observed and n.group_id in down and n.live)
         gone = [
             replace(n, state=NodeState.TERMINATED)
             for n in stored.values()
-            if n.id not in observed and n.group_id in self.groups
+            if n.id not in observed and n.group_id in self.groups and n.group_id not in down
         ]
         if gone and record:
             self.store.put_nodes(gone, at=now)

@@ -171,7 +171,16 @@ def test_a_tick_that_raises_is_logged_and_the_next_tick_runs(caplog: pytest.LogC
     store = Store(":memory:")
     ctl, sim, queue = build(store, clock)
     queue.submit(job("j", gpus=8, duration_s=600.0))
-    sim.inject_error("nodes", ProviderError("listing timed out"), times=1)
+    real_observe = queue.observe
+    failures: list[str] = []
+
+    def flaky_observe(now, nodes):  # the store's queue times out once
+        if not failures:
+            failures.append("queue")
+            raise TimeoutError("listing timed out")
+        return real_observe(now, nodes)
+
+    queue.observe = flaky_observe  # type: ignore[method-assign]
     stop = threading.Event()
     ticks = []
 
@@ -406,3 +415,43 @@ def test_nothing_new_lands_on_a_noticed_node_and_old_notices_are_forgotten() -> 
     clock.advance(3600)
     later = ctl.tick()
     assert later.snapshot is not None and node.id not in later.snapshot.notices
+
+
+def test_a_provider_outage_leaves_on_prem_scheduling_and_cloud_actions_resume_after() -> None:
+    clock = ManualClock(T0)
+    store = Store(":memory:")
+    rack = SimProvider([dataclasses.replace(ONPREM, provider="rack", boot_latency_s=BOOT_S)], clock=clock,
+                       cluster="test", initial={"onprem": 1}, name="rack")
+    cloud = SimProvider([dataclasses.replace(CLOUD, boot_latency_s=BOOT_S)], clock=clock, cluster="test")
+    queue = StoreQueue(store, complete_by_duration=True)
+    providers = {"rack": rack, "sim": cloud}
+    ctl = Controller(providers=providers, source=queue, store=store, policies=lambda: {}, prices=Prices(),
+                     clock=clock, cluster="test", actuator=Actuator(providers, store, cluster="test", clock=clock))
+    queue.submit(job("rack-early", gpus=8, duration_s=600.0))
+    ctl.tick()  # the rack takes the first job
+    queue.submit(job("cloud-early", gpus=8, duration_s=7200.0))
+    for _ in range(15):  # the rack runs the first job to its end; a cloud node comes up for the second
+        ctl.tick()
+        clock.advance(60)
+    assert store.get_job("rack-early").state is JobState.SUCCEEDED  # type: ignore[union-attr]
+    assert store.get_job("cloud-early").state is JobState.RUNNING  # type: ignore[union-attr]
+    cloud_nodes = sorted(cloud.nodes())
+    cloud.inject_error("refresh", ProviderError("endpoint unreachable"), times=-1)  # the cloud API is down
+    queue.submit(job("onprem-job", gpus=8, duration_s=600.0, submitted=clock.now))
+    queue.submit(job("needs-cloud", gpus=8, duration_s=600.0, submitted=clock.now))
+    report = ctl.tick()
+    assert "sim" in ctl.down and "endpoint unreachable" in ctl.down["sim"]
+    placed = {a.target: a.node_ids for a in report.plan.of_kind(ActionKind.PLACE_JOB)}
+    assert list(placed.values()) == [("onprem-00001",)]  # on-prem keeps scheduling: one of the two gets the rack
+    assert not report.plan.of_kind(ActionKind.SCALE_UP) and "provider sim is unreachable" in report.snapshot.unavailable["cloud"]
+    assert store.get_job("cloud-early").state is JobState.RUNNING  # type: ignore[union-attr]
+    assert sorted(n.id for n in store.live_nodes_by_id().values() if n.group_id == "cloud") == cloud_nodes
+    for _ in range(3):
+        clock.advance(60)
+        assert not ctl.tick().plan.of_kind(ActionKind.SCALE_UP)
+    cloud.clear_errors()  # the cloud comes back
+    clock.advance(60)
+    report = ctl.tick()
+    assert ctl.down == {}
+    (up,) = report.plan.of_kind(ActionKind.SCALE_UP)
+    assert up.target == "cloud" and all(o.ok for o in report.outcomes)
