@@ -158,7 +158,6 @@ def run_cmd(
 def _start_api(runtime: Runtime, listen: str) -> ApiServer:
     """Start the API beside the loop; an ephemeral run keeps its tokens in its temporary directory."""
     from burst.api.server import ApiStartError, start_api
-
     from burst.runtime import quickstart_config_path
 
     tokens_dir = runtime.config.tokens_path()
@@ -301,6 +300,8 @@ def _check_tenant(config_path: Path | None, tenant: str) -> None:
 @click.option("--fault-tolerant", is_flag=True, help="The job resumes from checkpoints, so it may run on spot.")
 @click.option("--checkpoint-interval", default=None, help="How often the job checkpoints, e.g. 15m.")
 @click.option("--id", "job_id", default=None, help="Job id (default: generated).")
+@click.option("--command", "command", default=None,
+              help="Command an on-prem node agent runs for the job, e.g. 'python train.py' (split like a shell).")
 @CONFIG_OPTION
 @STATE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted job as JSON.")
@@ -313,11 +314,13 @@ def submit_cmd(
     fault_tolerant: bool,
     checkpoint_interval: str | None,
     job_id: str | None,
+    command: str | None,
     config_path: Path | None,
     state: Path | None,
     as_json: bool,
 ) -> None:
     """Submit a job to the embedded queue in the state store; the running controller places it."""
+    import shlex
     import uuid
 
     from burst.codec import job_to_json
@@ -339,6 +342,7 @@ def submit_cmd(
         fault_tolerant=fault_tolerant,
         checkpoint_interval_s=_parse_duration(checkpoint_interval, "--checkpoint-interval") if checkpoint_interval else None,
         duration_s=_parse_duration(duration, "--duration") if duration else None,
+        command=tuple(shlex.split(command)) if command else (),
     )
     with Store.open(path) as store:
         try:

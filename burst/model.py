@@ -345,6 +345,7 @@ class Job:
     duration_s: float | None = None
     work_done_s: float = 0.0
     gpu_uuids: tuple[str, ...] = ()  # the GPUs the local scheduler bound on-prem (empty elsewhere)
+    command: tuple[str, ...] = ()  # argv a node agent runs for the job (empty: something else runs it)
 
     def __post_init__(self) -> None:
         if self.gpus < 0 or (self.gpus == 0 and self.gpu_share is None):

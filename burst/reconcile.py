@@ -38,6 +38,7 @@ from burst.costing import attribute_costs
 from burst.lease import LeaderLease
 from burst.model import (
     ANY_MODEL,
+    Action,
     ActionKind,
     DemandPoint,
     EventKind,
@@ -47,6 +48,7 @@ from burst.model import (
     Job,
     JobState,
     Node,
+    NodeGpus,
     NodeGroup,
     NodeId,
     NodeState,
@@ -102,6 +104,22 @@ model, as in the simulator's default set-up, 5 minutes of it raised cost on all 
 (ITP04 +2.4%) and lost work on ITP02 (+44%), since the work can only go to on-demand."""
 
 
+class AgentLink(Protocol):
+    """What the loop needs of the on-prem node agents (burst.agent.bridge.AgentBridge provides it)."""
+
+    def node_gpus(self) -> Mapping[NodeId, NodeGpus]:
+        """The GPUs each agent last reported, by node id."""
+        ...
+
+    def sync(self, now: datetime) -> None:
+        """Apply what the agents reported (exits, checkpoint acks) to the jobs."""
+        ...
+
+    def forward(self, action: Action, before: Job | None, now: datetime) -> None:
+        """Send a plan's job action to the agents of the job's nodes."""
+        ...
+
+
 Forecaster = Callable[[datetime, Sequence[Job]], Sequence[Forecast]]
 """Gives the forecasts a plan at `now` uses (cached by the forecaster; never blocks a tick)."""
 
@@ -128,8 +146,10 @@ class Controller:
         launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S,
         interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S,
         lease: LeaderLease | None = None,
+        agents: AgentLink | None = None,
     ) -> None:
         self.lease = lease
+        self.agents = agents
         self.launch_failure_cooldown_s = launch_failure_cooldown_s
         self.interruption_cooldown_s = interruption_cooldown_s
         self.providers = dict(providers)
@@ -189,6 +209,8 @@ class Controller:
         known = self._known_nodes(observed, now, record=True)
         self._note_interruptions(events, observed, now)
         self._cool_down_on_events(events)
+        if self.agents is not None:
+            self.agents.sync(now)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
@@ -196,9 +218,12 @@ class Controller:
         result = self._plan(snapshot, jobs, now, self._next_plan_id())
         if self.actuator.fence is not None:
             self.actuator.fence()
+        before = {j.id: j for j in jobs}
         for action in result.actions:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
+                if self.agents is not None:
+                    self.agents.forward(action, before.get(action.target), now)
         down = self._down_groups()
         outcomes = self.actuator.execute(result, skip=down)
         self._cool_down_on_failures(outcomes, now)
@@ -250,6 +275,7 @@ class Controller:
             warm_pools=self._warm_pools(),
             unavailable={**self.unavailable(now), **self._down_groups()},
             notices=dict(self._notices),
+            node_gpus=self.agents.node_gpus() if self.agents is not None else {},
         )
 
     def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:

@@ -20,6 +20,9 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 
+from burst.agent.bridge import AgentBridge
+from burst.agent.hub import AgentHub
+from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow
 from burst.lease import SqliteLease
 from burst.metrics import ControllerMetrics, MeteredProvider
@@ -103,6 +106,7 @@ class Runtime:
     forecasts: ForecastService | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    hub: AgentHub | None = None  # the on-prem node agents' link, when api.agent_tokens is set
     _reload_requested: bool = False
     _policy_stamp: tuple[tuple[str, int, int], ...] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
@@ -227,6 +231,7 @@ def build_runtime(
         clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
         providers: dict[str, Provider] = {"sim": _sim_provider(config, groups, catalog, clock)}
         metrics = ControllerMetrics()
+        hub = _agent_hub(config)
         lease = (
             SqliteLease(path, config.leader.holder or f"{socket.gethostname()}:{os.getpid()}",
                         duration_s=config.leader.lease)
@@ -241,6 +246,7 @@ def build_runtime(
         controller = Controller(
             providers={name: MeteredProvider(p, metrics) for name, p in providers.items()},
             lease=lease,
+            agents=AgentBridge(hub, store, policies) if hub is not None else None,
             source=source,
             store=store,
             policies=policies,
@@ -266,7 +272,19 @@ def build_runtime(
         temp_dir=temp_dir,
         forecasts=forecasts,
         metrics=metrics,
+        hub=hub,
     )
+
+
+def _agent_hub(config: BurstConfig) -> AgentHub | None:
+    """The node agents' hub, with the per-node tokens of `api.agent_tokens` (None when that is not set)."""
+    path = config.agent_tokens_path()
+    if path is None:
+        return None
+    try:
+        return AgentHub(load_tokens(path))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"api.agent_tokens: {exc}") from None
 
 
 def _dir_stamp(path: Path) -> tuple[tuple[str, int, int], ...]:

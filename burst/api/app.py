@@ -73,6 +73,9 @@ class JobSubmission(BaseModel):
     checkpoint_interval: str | None = Field(default=None, description="How often it checkpoints, e.g. 15m.")
     duration: str | None = Field(default=None, description="Expected run time, e.g. 2h.")
     id: str | None = Field(default=None, description="Job id (default generated): letters, digits, . _ -")
+    command: list[str] | None = Field(
+        default=None, min_length=1, description="argv an on-prem node agent runs for the job (default: none)."
+    )
 
     @field_validator("checkpoint_interval", "duration")
     @classmethod
@@ -114,6 +117,7 @@ class JobSubmission(BaseModel):
             fault_tolerant=self.fault_tolerant,
             checkpoint_interval_s=parse_duration(self.checkpoint_interval) if self.checkpoint_interval else None,
             duration_s=parse_duration(self.duration) if self.duration else None,
+            command=tuple(self.command or ()),
         )
 
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from burst.agent.hub import AgentHub
-from burst.agent.router import load_tokens
 from burst.api.app import DaemonView, api_app
 from burst.api.status import daemon_status
 from burst.api.tokens import load_api_tokens
@@ -67,10 +66,9 @@ def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
     config = runtime.config
     try:
         tokens = load_api_tokens(tokens_dir, runtime.reloader.current.keys())
-        agent_file = config.agent_tokens_path()
-        hub = AgentHub(load_tokens(agent_file)) if agent_file is not None else None
     except (OSError, ValueError) as exc:
         raise ApiStartError(f"api: {exc}") from None
+    hub = runtime.hub
     view = DaemonView(config.loop_interval)
 
     def on_tick(report: TickReport | None, _seconds: float) -> None:

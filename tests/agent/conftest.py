@@ -14,7 +14,7 @@ import uvicorn
 from burst.agent.hub import AgentHub
 from burst.agent.router import agent_app
 
-TOKENS = {"node-a": "token-a", "node-b": "token-b"}
+TOKENS = {"node-a": "token-a", "node-b": "token-b", "rack-00001": "token-rack"}
 
 
 @dataclass
