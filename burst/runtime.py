@@ -26,7 +26,7 @@ from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow
 from burst.lease import SqliteLease
 from burst.metrics import ControllerMetrics, MeteredProvider
-from burst.model import DemandPoint, NodeGroup, Policy, TenantName
+from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
 from burst.state import Store
 from burst.workloads.base import JobSource
@@ -211,14 +211,17 @@ def build_runtime(
     `sim_start` overrides the sim clock's start instant.
     """
     groups = config.node_groups_model()
-    if not groups:
+    discover_aws = config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups)
+    if not groups and not discover_aws:
         raise ConfigError("node_groups: the config has no node groups; add at least one")
-    unsupported = sorted({g.provider for g in groups} - {"sim"})
+    unsupported = sorted({g.provider for g in groups} - {"sim", "aws"})
     if unsupported:
         raise ConfigError(
             f"node_groups: provider(s) {', '.join(unsupported)} are not available in this build of burst; "
-            "use provider sim for these groups"
+            "use provider sim or aws for these groups"
         )
+    if any(g.provider == "aws" for g in groups) and config.aws is None:
+        raise ConfigError("node_groups: provider aws needs an aws: section with at least its region")
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
     path = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +232,17 @@ def build_runtime(
             catalog.group_price(g)  # an unknown instance type fails here, before anything runs
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
         clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
-        providers: dict[str, Provider] = {"sim": _sim_provider(config, groups, catalog, clock)}
+        providers: dict[str, Provider] = {}
+        sim_groups = tuple(g for g in groups if g.provider == "sim")
+        if sim_groups:
+            providers["sim"] = _sim_provider(config, sim_groups, catalog, clock)
+        if config.aws is not None and (discover_aws or len(sim_groups) < len(groups)):
+            providers["aws"] = _aws_provider(config, tuple(g for g in groups if g.provider == "aws"), catalog, clock)
+            if not providers["aws"].node_groups():
+                raise ConfigError("aws: no node groups found: tag Auto Scaling groups with burst:cluster "
+                                  f"{config.cluster} or set aws.terraform_outputs")
+            for g in providers["aws"].node_groups():
+                catalog.group_price(g)
         metrics = ControllerMetrics()
         hub = _agent_hub(config)
         lease = (
@@ -341,6 +354,37 @@ def _sim_provider(
         spot_hazard_per_hour={g.id: docs[g.id].spot_hazard_per_hour for g in groups},
         initial={g.id: docs[g.id].effective_initial_size for g in groups},
     )
+
+
+def _aws_provider(
+    config: BurstConfig, listed: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
+) -> Provider:
+    """The AWS provider for the config's aws section: the listed aws groups, else those it discovers."""
+    from providers.aws import AwsProvider  # boto3 is loaded only when a config uses AWS
+    from providers.aws.discovery import DiscoveryError
+    from providers.base import ProviderError
+
+    aws = config.aws
+    assert aws is not None
+
+    def price(instance_type: str, region: str, capacity: CapacityType) -> float | None:
+        row = catalog.find("aws", instance_type, region)
+        return row.cloud_price(capacity) if row is not None else None
+
+    try:
+        return AwsProvider(
+            cluster=config.cluster,
+            region=aws.region,
+            clock=clock,
+            endpoint_url=aws.endpoint_url,
+            groups=listed or None,
+            terraform_outputs=config.aws_terraform_outputs(),
+            events_queue_url=aws.events_queue_url,
+            prices=price,
+            sqs_wait_s=0 if config.clock == "sim" else 1,  # no long poll on a simulated clock
+        )
+    except (ProviderError, DiscoveryError) as exc:
+        raise ConfigError(f"aws: {exc}") from None
 
 
 def _job_source(

@@ -454,6 +454,29 @@ def _sim_start(value: Any) -> Any:
     return value
 
 
+class AwsDoc(StrictModel):
+    """The AWS provider's connection. Read by the runtime when a node group has provider aws, or to discover them."""
+
+    region: NonEmptyStr = Field(description="AWS region of the node groups, e.g. us-east-1.")
+    endpoint_url: NonEmptyStr | None = Field(
+        default=None, description="API endpoint to use instead of AWS's (an emulator such as moto); null = AWS."
+    )
+    events_queue_url: NonEmptyStr | None = Field(
+        default=None,
+        description="SQS queue carrying the EventBridge EC2 events (interruptions, rebalance, state changes); "
+        "null = the terraform outputs' burst_controller.events_queue_url, else no events.",
+    )
+    terraform_outputs: PathStr | None = Field(
+        default=None,
+        description="`terraform output -json` file whose burst_node_group outputs name the groups (relative to "
+        "this file); null = discover Auto Scaling groups by their burst:cluster tag.",
+    )
+    discover: StrictBool = Field(
+        default=True,
+        description="When no node group lists provider aws, manage the groups found by tags or terraform outputs.",
+    )
+
+
 class BurstConfig(StrictModel):
     """The whole `burst.yaml`. Every key is optional."""
 
@@ -479,6 +502,7 @@ class BurstConfig(StrictModel):
         default_factory=list, description="The fleet's node groups."
     )
     catalog: CatalogDoc = Field(default=CatalogDoc(), description="Price catalog additions.")
+    aws: AwsDoc | None = Field(default=None, description="AWS provider settings; null = no AWS groups.")
     forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
     workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
     api: ApiDoc = Field(default=ApiDoc(), description="The daemon's HTTP API.")
@@ -558,6 +582,12 @@ class BurstConfig(StrictModel):
     def catalog_path(self) -> Path | None:
         """Decide the absolute extra price CSV path, or None when `catalog.path` is not set."""
         return self._resolve(self.catalog.path) if self.catalog.path is not None else None
+
+    def aws_terraform_outputs(self) -> Path | None:
+        """Decide the absolute terraform outputs path of the aws section, or None when not set."""
+        if self.aws is None or self.aws.terraform_outputs is None:
+            return None
+        return self._resolve(self.aws.terraform_outputs)
 
     def node_groups_model(self) -> tuple[NodeGroup, ...]:
         """Decide the domain `NodeGroup`s this config describes, in file order."""
