@@ -155,10 +155,15 @@ def test_run_with_missing_group_keys_names_each_with_its_line(tmp_path: Path) ->
 
 def test_run_with_an_unavailable_provider_is_one_clear_error(tmp_path: Path) -> None:
     config = tmp_path / "burst.yaml"
-    config.write_text("cluster: x\n" + GROUP + "    gpu_model: A100\n    gpus_per_node: 8\n    max_size: 2\n")
+    rest = "    gpu_model: A100\n    gpus_per_node: 8\n    max_size: 2\n"
+    config.write_text("cluster: x\n" + GROUP.replace("provider: aws", "provider: gcp") + rest)
     out = burst("run", "--config", str(config), "--duration", "1h")
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "provider(s) aws are not available in this build" in out.stderr, out.stderr
+    assert "provider(s) gcp are not available in this build" in out.stderr, out.stderr
+    config.write_text("cluster: x\n" + GROUP + rest)  # aws is built in, but needs its connection settings
+    out = burst("run", "--config", str(config), "--duration", "1h")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "provider aws needs an aws: section" in out.stderr, out.stderr
 
 
 def test_run_with_a_bad_synthetic_section_names_the_key(tmp_path: Path) -> None:
