@@ -115,7 +115,7 @@ class ControllerMetrics:
             for job in snapshot.jobs:
                 if job.id in placed and job.state is JobState.PENDING:
                     self.queue_wait.labels(job.tenant).observe(max(0.0, (report.at - job.submitted_at).total_seconds()))
-        for job, lost_s in report.job_events.requeued:
+        for job, lost_s in [*report.job_events.requeued, *report.job_events.evicted]:
             self.lost.labels(job.tenant).inc(lost_s * job.gpu_demand / 3600.0)
         self._events(report.provider_events)
         for outcome in report.outcomes:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from burst import progress
 from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
 from burst.lease import LeaderLease
@@ -222,6 +223,10 @@ class Controller:
         for action in result.actions:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
+                was = before.get(action.target)
+                if action.kind in (ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB) and was is not None and was.active:
+                    back, lost = progress.requeue(was, now)
+                    job_events.evicted.append((back, lost))
                 if self.agents is not None:
                     self.agents.forward(action, before.get(action.target), now)
         down = self._down_groups()

@@ -17,12 +17,14 @@ A job's priority is its own when it has one, else its tenant's.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
+from collections.abc import Callable
 
 from burst.model import Action, ActionKind, Job
 from burst.planner.context import PlanContext, gpus_per_node_of
 from burst.planner.placement import candidate_groups
-from burst.planner.victims import Victim, select_victims
+from burst.planner.victims import LEAST_LOST_WORK, ORDERS, Victim, select_victims
 
 STEP = "preempt"
 PREEMPTING_KINDS = frozenset({"group_max", "no_group"})
@@ -33,8 +35,12 @@ def job_priority(ctx: PlanContext, job: Job) -> int:
     return job.priority if job.priority is not None else ctx.policy(job.tenant).priority
 
 
-def preempt_for_priority(ctx: PlanContext) -> None:
-    """Evict the cheapest allowed lower-priority jobs for pending jobs that cannot be served (see module doc)."""
+def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> None:
+    """Evict the cheapest allowed lower-priority jobs for pending jobs that cannot be served (see module doc).
+
+    `order` is the victim order (`burst.planner.victims.ORDERS`); burst uses least lost work, the others are
+    there to be measured against it.
+    """
     waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
     if not waiting:
         return
@@ -64,6 +70,7 @@ def preempt_for_priority(ctx: PlanContext) -> None:
                 if need <= 0 or not allowed:
                     continue
                 victims = select_victims(allowed, need, ctx.now, running_gpus=running_gpus, disrupted_gpus=disrupted,
+                                         order=order,
                                          freed_gpus={r.id: gpus_per_node_of(r) for r in allowed},
                                          purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
                 cost = sum(v.cost_gpu_s for v in victims)
@@ -88,4 +95,11 @@ def preempt_for_priority(ctx: PlanContext) -> None:
                  STEP, job.tenant)
 
 
-__all__ = ["STEP", "job_priority", "preempt_for_priority"]
+def preemption_step(order: str) -> Callable[[PlanContext], None]:
+    """The preemption step with victims taken in `order` (for the simulator's victim-order comparison)."""
+    if order not in ORDERS:
+        raise ValueError(f"unknown victim order {order!r}: expected one of {', '.join(ORDERS)}")
+    return functools.partial(preempt_for_priority, order=order)
+
+
+__all__ = ["STEP", "job_priority", "preempt_for_priority", "preemption_step"]

@@ -6,7 +6,8 @@ caller passes the candidates its policy allows (a lower priority, a tenant
 over its share); this module decides among them:
 
 1. order: `LEAST_LOST_WORK` (default) ranks a job by the GPU-seconds its
-   eviction costs: GPUs x the work since its last checkpoint (an eviction
+   eviction costs per GPU it frees where needed (the greedy rule for covering
+   a need at least cost): GPUs x the work since its last checkpoint (an eviction
    requeues the job at once, so it resumes from that checkpoint; a job that
    cannot resume loses everything it did in this run). Once the checkpoint
    protocol lands, a job whose measured checkpoint is shorter than that will
@@ -85,7 +86,7 @@ def select_victims(
         return []
     costs = {j.id: eviction_cost_gpu_s(j, now) for j in candidates}
     frees = {j.id: (freed_gpus or {}).get(j.id, j.gpu_demand) for j in candidates}
-    ranked = _ranked(candidates, costs, order, seed, now)
+    ranked = _ranked(candidates, costs, frees, order, seed, now)
     spent: dict[TenantName, float] = defaultdict(float, disrupted_gpus or {})
     chosen: list[Job] = []
     freed = 0.0
@@ -112,9 +113,12 @@ def select_victims(
     ]
 
 
-def _ranked(candidates: Sequence[Job], costs: Mapping[str, float], order: str, seed: int, now: datetime) -> list[Job]:
-    if order == LEAST_LOST_WORK:
-        return sorted(candidates, key=lambda j: (costs[j.id], j.id))
+def _ranked(
+    candidates: Sequence[Job], costs: Mapping[str, float], frees: Mapping[str, float], order: str, seed: int,
+    now: datetime,
+) -> list[Job]:
+    if order == LEAST_LOST_WORK:  # cheapest work lost per GPU freed first: the greedy rule for covering a need
+        return sorted(candidates, key=lambda j: (costs[j.id] / max(frees[j.id], 1e-9), costs[j.id], j.id))
     if order == MOST_RECENT:
         return sorted(candidates, key=lambda j: (-(j.started_at or now).timestamp(), j.id))
     shuffled = sorted(candidates, key=lambda j: j.id)

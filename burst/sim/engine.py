@@ -26,7 +26,8 @@ Metric definitions (the `burst simulate --json` contract):
   end of the run count with their wait so far (censored). `slo_violations`:
   jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
-  `lost_gpu_hours`: the work they lost since their last checkpoint × GPUs.
+  `evictions`: runs the plan evicted (priority preemption, unhealthy GPUs);
+  `lost_gpu_hours`: the work both lost since their last checkpoint × GPUs.
 - `warm_nodes_avg`: hot-pool (warm) nodes held on average over the run.
 - `checkpoint_violations`: interruptions in which a fault-tolerant job lost
   more than its checkpoint interval of work (must be 0); `spot_gpu_hours`:
@@ -61,7 +62,7 @@ from burst.model import ActionKind, CapacityType, GroupId, Job, JobState, NodeSt
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
 from burst.sim.strategies import StrategyRun
-from burst.state import Store
+from burst.state import CostEntry, Store
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import RUNNING_STATES, MemoryQueue
 from providers.sim import ManualClock, SimProvider
@@ -109,10 +110,12 @@ class StrategyResult:
     forecast_models: dict[str, int] = field(default_factory=dict)
     warm_nodes_avg: float = 0.0
     checkpoint_violations: int = 0
+    evictions: int = 0
     spot_gpu_hours: float = 0.0
     goodput: float = 0.0
     waits_s: list[float] = field(default_factory=list, repr=False)
     timeline: list[TimelinePoint] = field(default_factory=list, repr=False)
+    ledger: list[CostEntry] = field(default_factory=list, repr=False)  # the run's cost ledger, with keep_ledger
 
     def to_json(self) -> dict[str, Any]:
         """The contract keys plus run counters; the wait list and timeline stay out."""
@@ -142,6 +145,7 @@ class StrategyResult:
             "forecast_models": dict(sorted(self.forecast_models.items())),
             "warm_nodes_avg": round(self.warm_nodes_avg, 3),
             "checkpoint_violations": self.checkpoint_violations,
+            "evictions": self.evictions,
             "spot_gpu_hours": round(self.spot_gpu_hours, 4),
             "goodput": round(self.goodput, 6),
         }
@@ -185,6 +189,7 @@ class _Meter:
         self.first_start: dict[str, datetime] = {}
         self.interruptions = 0
         self.lost_gpu_s = 0.0
+        self.evictions = 0
         self.used_gpu_s = 0.0
         self.steady_used_gpu_s = 0.0
         self.seen_unplaced: set[str] = set()
@@ -224,6 +229,9 @@ class _Meter:
                 self.spot_lost_gpu_s += lost * job.gpu_demand
             if job.fault_tolerant and job.checkpoint_interval_s and lost > job.checkpoint_interval_s + 1e-6:
                 self.checkpoint_violations += 1
+        for job, lost in report.job_events.evicted:
+            self.evictions += 1
+            self.lost_gpu_s += lost * job.gpu_demand
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
         for job_id in placed:
             self.first_start.setdefault(job_id, now)
@@ -293,11 +301,14 @@ def simulate(
     on_progress: ProgressFn | None = None,
     keep_timeline: bool = False,
     prior: Sequence[Job] = (),
+    keep_ledger: bool = False,
 ) -> StrategyResult:
     """Replay `jobs` (submitted in [start, end)) under `run` and measure it; the run stops at `end`.
 
     `prior` are jobs from before `start`: the forecast history of a strategy
-    that forecasts (with `jobs` submitted before `start`, if any).
+    that forecasts (with `jobs` submitted before `start`, if any). With
+    `keep_ledger` the result carries the controller's cost ledger rows
+    (`StrategyResult.ledger`: spend over time, per tenant and line).
 
     Deterministic for a given (run, jobs, start, end, seed): the sim provider's
     spot interruptions are drawn from `seed`.
@@ -365,7 +376,10 @@ def simulate(
             step = max(interval, (due - now).total_seconds()) if due is not None else (end - now).total_seconds()
             step = math.ceil(step / interval - 1e-9) * interval
             clock.advance_to(min(end, now + timedelta(seconds=step)))
-        return _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
+        result = _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
+        if keep_ledger:
+            result.ledger = store.costs(since=start)
+        return result
     finally:
         store.close()
 
@@ -479,6 +493,7 @@ def _result(
         forecast_fits=forecaster.service.fits if forecaster else 0,
         checkpoint_violations=meter.checkpoint_violations,
         spot_gpu_hours=spot_paid_gpu_s / 3600.0,
+        evictions=meter.evictions,
         goodput=(meter.spot_used_gpu_s - meter.spot_lost_gpu_s) / spot_paid_gpu_s if spot_paid_gpu_s else 0.0,
         warm_nodes_avg=meter.warm_node_s / max(1.0, (end - start).total_seconds()),
         forecast_models=dict(forecaster.service.models_fitted) if forecaster else {},

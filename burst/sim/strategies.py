@@ -21,7 +21,10 @@ Run on request only (`POOL_STRATEGIES`, for the hot-pool benchmark):
 `burst` with a fixed pool of `fixed_pool_nodes` stopped nodes in the cheapest
 on-demand group instead of the forecast-sized one; `burst-periodic-only` is
 `burst-no-forecast` without checkpoint on notice (jobs resume from their last
-periodic checkpoint).
+periodic checkpoint); `burst-victims-most-recent` and `burst-victims-random` are
+`burst-no-forecast` with priority preemption's victims taken most recently
+started first (Kueue's default) or in seeded random order rather than least
+lost work first.
 
 Every baseline other than `reactive-hotpool` runs without warm pools.
 - `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
@@ -64,13 +67,19 @@ from burst.model import (
     WarmState,
 )
 from burst.planner import PIPELINE, Step
+from burst.planner.preempt import preemption_step
+from burst.planner.victims import MOST_RECENT, RANDOM
 from burst.planner.context import PlanContext
 from burst.reconcile import INTERRUPTION_COOLDOWN_S, LAUNCH_FAILURE_COOLDOWN_S
 from burst.sim.forecasts import SimForecasting
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 
-POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only")
+VICTIM_ORDER_STRATEGIES = {"burst-victims-most-recent": MOST_RECENT, "burst-victims-random": RANDOM}
+"""`burst-no-forecast` with priority preemption taking victims most recently started first (Kueue's default) or
+in seeded random order, instead of least lost work first."""
+
+POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *VICTIM_ORDER_STRATEGIES)
 """Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
 STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
@@ -111,6 +120,9 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
     if name == "burst-periodic-only":
         periodic = tuple((n, s) for n, s in PIPELINE if n != "checkpoint_on_notice")
         return StrategyRun(name, setup, periodic)
+    if name in VICTIM_ORDER_STRATEGIES:
+        step: Step = preemption_step(VICTIM_ORDER_STRATEGIES[name])
+        return StrategyRun(name, setup, tuple((n, step if n == "preempt" else s) for n, s in PIPELINE))
     if name == "burst-no-pool":
         return StrategyRun(name, _without_pools(setup), PIPELINE, forecasting=SimForecasting())
     if name == "burst-fixed-pool":

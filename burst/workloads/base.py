@@ -17,6 +17,7 @@ class JobEvents:
     completed: list[Job] = field(default_factory=list)
     requeued: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost)
     started: list[Job] = field(default_factory=list)
+    evicted: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost) by a plan's eviction
 
 
 class JobSource(Protocol):
