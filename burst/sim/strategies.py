@@ -67,9 +67,9 @@ from burst.model import (
     WarmState,
 )
 from burst.planner import PIPELINE, Step
+from burst.planner.context import PlanContext
 from burst.planner.preempt import preemption_step
 from burst.planner.victims import MOST_RECENT, RANDOM
-from burst.planner.context import PlanContext
 from burst.reconcile import INTERRUPTION_COOLDOWN_S, LAUNCH_FAILURE_COOLDOWN_S
 from burst.sim.forecasts import SimForecasting
 from burst.sim.setup import SimSetup
