@@ -1,0 +1,83 @@
+"""Synthetic job arrivals that realise a forecast demand path.
+
+How a path becomes jobs (`synthetic_jobs`):
+
+- the *mix* is the history's jobs as templates (tenant, GPUs or GPU share,
+  GPU model, duration), taken as they are: the projection keeps the trace's
+  empirical size and duration mix and its tenant shares;
+- each forecast step [t, t + step) owes ``demand(t) * step`` GPU-seconds of
+  new work: by Little's law, work arriving at D GPU-seconds per second keeps D
+  GPUs busy once the arrivals have run for a typical duration;
+- templates are drawn at random (seeded `random.Random`) and placed at a
+  uniform instant inside the step until the step's GPU-seconds are paid; the
+  overshoot of the last job is carried to the next steps, so the total work
+  matches the path's integral to within one job.
+
+Jobs come out PENDING and not fault-tolerant; the simulator's
+`with_fault_tolerance` marks the policy's share of them, as it does for a
+trace. Everything is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from burst.model import Job
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    """One job shape of the mix: who submits it, how many GPUs, for how long."""
+
+    tenant: str
+    gpus: int
+    duration_s: float
+    gpu_share: float | None = None
+    gpu_model: str | None = None
+
+    @property
+    def gpu_seconds(self) -> float:
+        return (float(self.gpus) if self.gpus else float(self.gpu_share or 0.0)) * self.duration_s
+
+
+def job_mix(jobs: Iterable[Job]) -> tuple[JobTemplate, ...]:
+    """The templates of `jobs` with a known duration, in (submission, id) order."""
+    ordered = sorted((j for j in jobs if j.duration_s and j.duration_s > 0), key=lambda j: (j.submitted_at, j.id))
+    return tuple(JobTemplate(j.tenant, j.gpus, float(j.duration_s or 0.0), j.gpu_share, j.gpu_model) for j in ordered)
+
+
+def synthetic_jobs(
+    start: datetime,
+    step_s: float,
+    demand_gpus: Sequence[float],
+    mix: Sequence[JobTemplate],
+    *,
+    seed: int = 0,
+    prefix: str = "proj",
+) -> list[Job]:
+    """Jobs arriving over ``len(demand_gpus)`` steps from `start` that realise the demand path (module doc)."""
+    mix = [t for t in mix if t.gpu_seconds > 0]
+    if not mix:
+        raise ValueError("the job mix is empty: the history has no job with a duration")
+    rng = random.Random(f"{seed}:{prefix}")
+    owed = 0.0
+    out: list[Job] = []
+    for k, gpus in enumerate(demand_gpus):
+        owed += max(0.0, gpus) * step_s
+        at0 = start + timedelta(seconds=k * step_s)
+        while owed > 0:
+            t = mix[rng.randrange(len(mix))]
+            at = at0 + timedelta(seconds=rng.random() * step_s)
+            out.append(
+                Job(id=f"{t.tenant}-{prefix}-{len(out)}", tenant=t.tenant, gpus=t.gpus, gpu_share=t.gpu_share,
+                    gpu_model=t.gpu_model, submitted_at=at, duration_s=t.duration_s)
+            )
+            owed -= t.gpu_seconds
+    out.sort(key=lambda j: (j.submitted_at, j.id))
+    return out
+
+
+__all__ = ["JobTemplate", "job_mix", "synthetic_jobs"]

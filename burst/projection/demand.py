@@ -1,0 +1,62 @@
+"""The demand a projection forecasts from: a trace's jobs or the store's demand history, pooled into one series.
+
+The series is every tenant's and GPU model's demand summed (GPUs of jobs
+submitted and not yet done, for a trace; running + pending GPUs, for the
+store), at `STEP_S`, over the `HISTORY_S` before the cutoff. It is fitted with
+burst's forecaster (`forecasting.models.forecast_series`: Prophet, with its
+fallbacks and guardrails) over the horizon.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+
+from burst.model import DemandPoint, Forecast, Job
+from burst.sim.forecasts import trace_demand
+from forecasting.models import DemandSeries, forecast_series
+
+STEP_S = 3600.0
+HISTORY_S = 30 * 86400.0
+
+Fit = Callable[..., Forecast]
+
+
+def series_of_jobs(jobs: Iterable[Job], cutoff: datetime, *, step_s: float = STEP_S, history_s: float = HISTORY_S) -> DemandSeries:
+    """The pooled unconstrained demand of `jobs` over [cutoff - history_s, cutoff)."""
+    since = cutoff - timedelta(seconds=history_s)
+    return _summed(trace_demand(jobs, since, cutoff, step_s), since, cutoff, step_s)
+
+
+def series_of_points(points: Iterable[DemandPoint], cutoff: datetime, *, step_s: float = STEP_S,
+                     history_s: float = HISTORY_S) -> DemandSeries:
+    """The store's demand samples, summed over tenants and models and averaged per step, over the history window."""
+    since = cutoff - timedelta(seconds=history_s)
+    return _summed([p for p in points if since <= p.at < cutoff], since, cutoff, step_s)
+
+
+def _summed(points: Sequence[DemandPoint], since: datetime, cutoff: datetime, step_s: float) -> DemandSeries:
+    if not points:
+        raise ValueError("no demand history before the cutoff")
+    first = min(p.at for p in points)
+    origin = since + timedelta(seconds=((first - since).total_seconds() // step_s) * step_s)
+    n = int(round((cutoff - origin).total_seconds() / step_s))
+    totals: dict[int, float] = defaultdict(float)
+    stamps: dict[int, set[datetime]] = defaultdict(set)
+    for p in points:
+        k = int((p.at - origin).total_seconds() // step_s)
+        if 0 <= k < n:
+            totals[k] += p.demand_gpus
+            stamps[k].add(p.at)
+    values = [totals[k] / max(1, len(stamps[k])) for k in range(n)]  # mean of the instants sampled in the step
+    times = tuple(origin + timedelta(seconds=step_s * k) for k in range(n))
+    return DemandSeries("all", "any", times, tuple(values), step_s)
+
+
+def fit_forecast(series: DemandSeries, horizon_s: float, fit: Fit = forecast_series) -> Forecast:
+    """The forecast of `series` over `horizon_s` after its last step (its P50, P90 and P99 paths)."""
+    return fit(series, horizon_s=horizon_s)
+
+
+__all__ = ["HISTORY_S", "STEP_S", "fit_forecast", "series_of_jobs", "series_of_points"]

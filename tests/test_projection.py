@@ -1,0 +1,217 @@
+"""Cost projections: arrivals, on-prem cost math, budget breach, what-ifs, and the spot discount on a tiny set-up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from burst.catalog import Catalog, OnPremCost
+from burst.model import (
+    Budget,
+    CapacityType,
+    Forecast,
+    GpuShape,
+    NodeGroup,
+    Policy,
+    SpotPolicy,
+    Tier,
+)
+from burst.projection.arrivals import JobTemplate, synthetic_jobs
+from burst.projection.budget import breach_at
+from burst.projection.capacity import HOURS_PER_MONTH, break_even, capacity_advice
+from burst.projection.project import path_jobs, project
+from burst.projection.whatif import WhatIf, WhatIfError, apply_what_if, load_what_if
+from burst.sim.setup import SimSetup
+from burst.sim.traces import TraceStats
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+CATALOG = Catalog.load()
+OD = 21.957642  # p4d.24xlarge us-east-1, per node-hour
+SPOT = 2.4655
+NO_STATS = TraceStats(jobs=0, gpu_hours=0.0, peak_gpus=8.0, p50_gpus=8.0, start=None, end=None)
+
+
+def _cloud(gid: str, capacity: CapacityType, region: str = "us-east-1") -> NodeGroup:
+    return NodeGroup(id=gid, provider="sim", region=region, tier=Tier.ELASTIC, capacity_type=capacity,
+                     shape=GpuShape("A100", 8, 40.0), instance_type="p4d.24xlarge", min_size=0, max_size=4,
+                     boot_latency_s=300.0)
+
+
+def tiny_setup(**policies: Policy) -> SimSetup:
+    """One on-demand and one spot p4d group, no steady tier, no spot interruptions."""
+    return SimSetup(
+        cluster="t", groups=(_cloud("od", CapacityType.ON_DEMAND), _cloud("spot", CapacityType.SPOT)),
+        initial={"od": 0, "spot": 0}, spot_hazard_per_hour={"spot": 0.0}, policies=dict(policies), catalog=CATALOG,
+        default_policy=Policy(tenant="_default"),
+    )
+
+
+def constant_forecast(gpus: float, hours: int, start: datetime = T0) -> Forecast:
+    stamps = tuple(start + timedelta(hours=k) for k in range(hours))
+    return Forecast(tenant="all", gpu_model="any", timestamps=stamps,
+                    quantiles={q: (gpus,) * hours for q in (0.5, 0.9, 0.99)}, model="scripted")
+
+
+# ------------------------------------------------------------------ arrivals
+
+
+def test_arrivals_pay_each_steps_gpu_seconds_with_the_mix_and_carry_the_overshoot() -> None:
+    mix = [JobTemplate("a", 4, 3600.0)]
+    jobs = synthetic_jobs(T0, 3600.0, [8.0, 8.0, 2.0, 2.0], mix, seed=1)
+    # 8 GPUs for an hour owe 2 jobs of 4 GPU-hours; the 2-GPU steps owe half a job each: one job pays both.
+    per_step = [sum(1 for j in jobs if T0 + timedelta(hours=k) <= j.submitted_at < T0 + timedelta(hours=k + 1))
+                for k in range(4)]
+    assert per_step == [2, 2, 1, 0]
+    assert all(j.gpus == 4 and j.duration_s == 3600.0 and j.tenant == "a" for j in jobs)
+    assert synthetic_jobs(T0, 3600.0, [8.0, 8.0, 2.0, 2.0], mix, seed=1) == jobs  # seeded
+
+
+def test_arrivals_refuse_an_empty_mix() -> None:
+    with pytest.raises(ValueError, match="mix is empty"):
+        synthetic_jobs(T0, 3600.0, [1.0], [])
+
+
+# ------------------------------------------------------------------ on-prem cost math
+
+
+def test_break_even_of_owned_gpus_from_the_on_prem_cost_model() -> None:
+    onprem = OnPremCost()  # capex 25000, power 0.7 kW x PUE 1.4 x 0.12 $/kWh, ops 0.25 $/GPU-h
+    # 16 GPUs over the steady tier for the whole (2-step, 1 h each) horizon, 8 GPUs bought, cloud at 3 $/GPU-h.
+    advice = break_even([16.0, 16.0], 3600.0, 32, 8, onprem, 3.0, above_share=1.0)
+    running = 8 * (0.7 * 1.4 * 0.12 + 0.25) * 730.0  # 8 x 0.3676 x 730 = 2146.784
+    avoided = 8 * 730.0 * 3.0  # the 8 GPUs are busy all month
+    assert advice.onprem_running_usd_month == pytest.approx(running)
+    assert advice.onprem_running_usd_month == pytest.approx(2146.784)
+    assert advice.cloud_avoided_usd_month == pytest.approx(avoided)
+    assert advice.capex_usd == 200000.0
+    assert advice.payback_months == pytest.approx(200000.0 / (avoided - running))  # 13.01 months
+    # Cloud cheaper than running the GPUs: never pays back.
+    assert break_even([16.0], 3600.0, 32, 8, onprem, 0.3).payback_months is None
+    assert OnPremCost().usd_per_gpu_hour == pytest.approx(25000 / 35040 + 0.7 * 1.4 * 0.12 + 0.25)
+
+
+def test_capacity_advice_needs_sustained_p50_above_the_steady_tier() -> None:
+    onprem = OnPremCost()
+    # Above 32 GPUs 3 steps of 4, by 4, 10, 20: the median excess (of 0, 4, 10, 20) is 4 -> one 8-GPU node.
+    advice = capacity_advice([30.0, 36.0, 42.0, 52.0], 3600.0, 32, onprem, 3.0)
+    assert advice.above_share == 0.75 and advice.add_gpus == 8
+    absorbed_h = 0 + 4 + 8 + 8  # min(8, excess) per 1 h step
+    assert advice.cloud_avoided_usd_month == pytest.approx(absorbed_h * HOURS_PER_MONTH / 4 * 3.0)
+    # Above the steady tier for one step in four: not sustained, nothing to buy.
+    assert capacity_advice([30.0, 30.0, 30.0, 52.0], 3600.0, 32, onprem, 3.0).add_gpus == 0
+
+
+# ------------------------------------------------------------------ budgets
+
+
+def test_breach_instant_interpolates_inside_the_interval_that_passes_the_budget() -> None:
+    points = [(T0 + timedelta(hours=h), 10.0) for h in range(1, 11)]  # 10 $ an hour
+    assert breach_at(points, 35.0, start=T0) == T0 + timedelta(hours=3.5)
+    assert breach_at(points, 35.0, start=T0, month_to_date_usd=20.0) == T0 + timedelta(hours=1.5)
+    assert breach_at(points, 1000.0, start=T0) is None
+    assert breach_at(points, None, start=T0) is None
+    assert breach_at(points, 35.0, start=T0, month_to_date_usd=40.0) == T0  # already over
+    # From 20:00 on 31 March: 60 $ spent in March plus 10 $ by 21:00, passing 75 $ half-way to 22:00 ...
+    end_of_month = datetime(2026, 3, 31, 20, tzinfo=UTC)
+    late = [(end_of_month + timedelta(hours=h), 10.0) for h in range(1, 11)]
+    assert breach_at(late, 75.0, start=end_of_month, month_to_date_usd=60.0) == end_of_month + timedelta(hours=1.5)
+    # ... but from zero, March ends at 30 $ and April's first 7 h (70 $) start again from zero: no breach.
+    assert breach_at(late, 75.0, start=end_of_month, month_to_date_usd=0.0) is None
+
+
+def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the_budget() -> None:
+    # prod runs one 8-GPU on-demand node from its first job on; 400 $ spent this month, budget 500 $.
+    setup = tiny_setup(prod=Policy(tenant="prod", budget=Budget(usd_per_month=500.0)))
+    forecast = constant_forecast(8.0, 8)
+    mix = [JobTemplate("prod", 8, 8 * 3600.0)]  # one job pays the whole 8 h path
+    result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=8 * 3600.0, strategy="burst-no-forecast",
+                     month_to_date={"prod": 400.0})
+    (job,) = path_jobs(forecast, 0.5, T0, 8 * 3600.0, mix, setup, 0)
+    started = result.baseline.p50.ledger[0].at  # the first tick that charges it (its node has booted)
+    assert job.submitted_at < started <= job.submitted_at + timedelta(seconds=300 + 2 * 60)
+    breach = result.baseline.exceeds_at["prod"]
+    assert breach is not None
+    expected = started + timedelta(hours=100.0 / OD)  # 100 $ left at 21.96 $/h: 4.55 h
+    assert abs((breach - expected).total_seconds()) <= 60.0  # within one loop interval (the ledger's sampling)
+    body = result.to_json()
+    assert body["by_tenant"]["prod"]["budget_usd_month"] == 500.0
+    assert body["by_tenant"]["prod"]["exceeds_budget_at"] == breach.isoformat()
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if"}
+
+
+# ------------------------------------------------------------------ what-ifs
+
+
+def test_disabling_spot_raises_cost_by_the_spot_discount_on_the_batch_share() -> None:
+    batch = Policy(tenant="batch", spot=SpotPolicy(allowed=True, fault_tolerant_fraction=1.0))
+    setup = tiny_setup(batch=batch, prod=Policy(tenant="prod"))
+    # 16 GPUs: half of the work is batch (fault-tolerant, spot allowed), half prod (on demand only).
+    forecast = constant_forecast(16.0, 6)
+    mix = [JobTemplate("batch", 8, 6 * 3600.0), JobTemplate("prod", 8, 6 * 3600.0)]
+    result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast",
+                     what_ifs=[WhatIf("no-spot", spot=False)])
+    base, no_spot = result.baseline.p50, result.what_if["no-spot"].p50
+    spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
+    assert spot_node_h > 0 and base.spot_gpu_hours == pytest.approx(8 * spot_node_h)
+    assert no_spot.cost_by_tier["elastic_spot"] == 0.0
+    # The same jobs on the same schedule: the batch node-hours move from spot to on-demand prices.
+    assert no_spot.cost_usd - base.cost_usd == pytest.approx(spot_node_h * (OD - SPOT), rel=1e-9)
+    assert no_spot.cost_by_tier["elastic_on_demand"] == pytest.approx(
+        base.cost_by_tier["elastic_on_demand"] + spot_node_h * OD, rel=1e-9)
+    assert result.to_json()["what_if"]["no-spot"]["total_usd"]["p50"] == pytest.approx(no_spot.cost_usd, abs=1e-3)
+
+
+def _write(tmp_path: Path, text: str, name: str = "w.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_what_if_file_loads_every_key(tmp_path: Path) -> None:
+    w = load_what_if(_write(tmp_path, "name: big\nspot: false\nhot_pool_nodes: 2\nsteady_gpus_delta: +16\nregion: us-west-2\n"))
+    assert (w.name, w.spot, w.hot_pool_nodes, w.steady_gpus_delta, w.region) == ("big", False, 2, 16, "us-west-2")
+    assert load_what_if(_write(tmp_path, "spot: false\n", "no-spot.yaml")).name == "no-spot"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("spot: false\nhot_pool: 3\n", r"w\.yaml:2: unknown key 'hot_pool' \(expected one of name, spot, hot_pool_nodes"),
+        ("spot: no-thanks\n", r"w\.yaml:1: spot must be true or false"),
+        ("name: x\nhot_pool_nodes: -1\n", r"w\.yaml:2: hot_pool_nodes must be a whole number >= 0"),
+        ("steady_gpus_delta: 1.5\n", r"w\.yaml:1: steady_gpus_delta must be a whole number"),
+        ("", r"w\.yaml:1: empty what-if"),
+        ("- spot\n", r"w\.yaml:1: a what-if is a mapping"),
+        ("name: only-a-name\n", r"give at least one of"),
+        ("spot: [\n", r"w\.yaml"),
+    ],
+)
+def test_bad_what_if_file_gives_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(WhatIfError, match=message):
+        load_what_if(_write(tmp_path, text))
+
+
+def test_what_if_the_set_up_cannot_take_fails_whole_and_leaves_the_set_up_alone() -> None:
+    setup = tiny_setup()
+    with pytest.raises(WhatIfError, match="no price for sim instance type 'p4d.24xlarge' in mars-1"):
+        apply_what_if(setup, WhatIf("mars", region="mars-1", spot=False))
+    with pytest.raises(WhatIfError, match="steady_gpus_delta needs a steady"):
+        apply_what_if(setup, WhatIf("more", steady_gpus_delta=16))
+    assert [g.region for g in setup.groups] == ["us-east-1", "us-east-1"]
+    moved = apply_what_if(setup, WhatIf("west", region="us-west-2"))
+    assert [g.region for g in moved.groups] == ["us-west-2", "us-west-2"]
+    assert CATALOG.group_price(moved.groups[1]) == 7.9992  # p4d spot in us-west-2
+
+
+def test_steady_delta_adds_whole_nodes() -> None:
+    steady = NodeGroup(id="onprem", provider="sim", region="dc1", tier=Tier.STEADY, capacity_type=CapacityType.ONPREM,
+                       shape=GpuShape("A100", 8, 40.0), instance_type="dgx-a100", min_size=2, max_size=2)
+    setup = SimSetup(cluster="t", groups=(steady,), initial={"onprem": 2}, spot_hazard_per_hour={}, policies={},
+                     catalog=CATALOG)
+    grown = apply_what_if(setup, WhatIf("more", steady_gpus_delta=12))  # 12 GPUs: 2 whole nodes
+    assert grown.initial["onprem"] == 4 and grown.steady_gpus() == 32
+    assert (grown.groups[0].min_size, grown.groups[0].max_size) == (4, 4)
+    shrunk = apply_what_if(setup, WhatIf("less", steady_gpus_delta=-8))
+    assert shrunk.steady_gpus() == 8
