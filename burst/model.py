@@ -132,6 +132,20 @@ class WarmPoolSettings:
 
 
 @dataclass(frozen=True)
+class PowerSaving:
+    """On-prem power saving (Slurm's SuspendTime / SuspendRate / ResumeRate): idle nodes powered off, woken on demand.
+
+    A powered-off node is a warm node in state `powered_off`; waking it takes the
+    group's `warm_wake_latency_s[powered_off]`. At most `suspend_rate` nodes are
+    powered off and `resume_rate` woken per minute (0: no limit).
+    """
+
+    suspend_after_s: float = 1800.0
+    suspend_rate: int = 0
+    resume_rate: int = 0
+
+
+@dataclass(frozen=True)
 class NodeGroup:
     """A set of identical nodes scaled as one unit (ASG, MIG, on-prem rack)."""
 
@@ -149,10 +163,32 @@ class NodeGroup:
     warm_wake_latency_s: Mapping[WarmState, float] = field(default_factory=dict)
     warm_pool: WarmPoolSettings = field(default_factory=WarmPoolSettings)
     scale_down_cooldown_s: float = 600.0
+    power_saving: PowerSaving | None = None  # on-prem only: idle nodes powered off, woken on demand
 
     @property
     def gpus_per_node(self) -> int:
         return self.shape.gpus_per_node
+
+    def with_power_saving(self, saving: PowerSaving) -> NodeGroup:
+        """This steady group, saving power under `saving`: its powered-off nodes are its warm pool.
+
+        Every node scaled in is parked powered off (reuse on scale-in, up to the
+        whole rack); the pool never prepares new nodes (size 0: on-prem has none
+        to buy); the suspend time is the scale-down cooldown; waking takes
+        `warm_wake_latency_s[powered_off]` (the boot latency unless given).
+        """
+        if self.tier is not Tier.STEADY:
+            raise ValueError(f"group {self.id}: power saving applies to on-prem (steady) groups only")
+        wake = dict(self.warm_wake_latency_s)
+        wake.setdefault(WarmState.POWERED_OFF, self.boot_latency_s)
+        return dataclasses.replace(
+            self,
+            power_saving=saving,
+            scale_down_cooldown_s=saving.suspend_after_s,
+            warm_wake_latency_s=wake,
+            warm_pool=WarmPoolSettings(min_size=0, max_prepared=self.max_size, state=WarmState.POWERED_OFF,
+                                       reuse_on_scale_in=True, max_age_s=self.warm_pool.max_age_s),
+        )
 
     @property
     def max_gpus(self) -> int:

@@ -26,7 +26,16 @@ from pydantic import (
     field_validator,
 )
 
-from burst.model import CapacityType, GpuShape, NodeGroup, SpecialEvent, Tier, WarmPoolSettings, WarmState
+from burst.model import (
+    CapacityType,
+    GpuShape,
+    NodeGroup,
+    PowerSaving,
+    SpecialEvent,
+    Tier,
+    WarmPoolSettings,
+    WarmState,
+)
 from policies.durations import Duration
 from policies.loader import LocatedValueError, read_yaml, validate_document
 from policies.schema import (
@@ -117,6 +126,21 @@ class WarmPoolDoc(StrictModel):
         )
 
 
+class PowerSavingDoc(StrictModel):
+    """On-prem power saving (Slurm semantics): idle nodes powered off, woken for pending or forecast demand."""
+
+    suspend_time: PositiveDuration = Field(
+        default=1800.0, description="Duration a node stays idle before it is powered off (default 30 min)."
+    )
+    suspend_rate: NonNegativeInt = Field(default=0, description="Most nodes powered off per minute (0: no limit).")
+    resume_rate: NonNegativeInt = Field(default=0, description="Most nodes woken per minute (0: no limit).")
+
+    def to_model(self) -> PowerSaving:
+        """Decide the domain `PowerSaving` for this section."""
+        return PowerSaving(suspend_after_s=self.suspend_time, suspend_rate=self.suspend_rate,
+                           resume_rate=self.resume_rate)
+
+
 class NodeGroupDoc(StrictModel):
     """One node group: identical nodes scaled as one unit (ASG, MIG, on-prem rack)."""
 
@@ -147,6 +171,11 @@ class NodeGroupDoc(StrictModel):
     scale_down_cooldown: Duration = Field(
         default=600.0, description="Duration a node stays idle before scale-in (default 600 s)."
     )
+    power_saving: PowerSavingDoc | None = Field(
+        default=None,
+        description="provider onprem only: power idle nodes off after suspend_time and wake them (warm_wake_latency "
+        "powered_off, default boot_latency) for pending or forecast demand; min_size nodes stay on.",
+    )
     spot_hazard_per_hour: NonNegativeNumber = Field(
         default=0.0, description="sim provider only: spot interruption hazard per node-hour (default 0)."
     )
@@ -166,6 +195,13 @@ class NodeGroupDoc(StrictModel):
             raise ValueError(
                 f"provider {provider} is cloud capacity: its tier must be elastic (steady is on-prem)"
             )
+        return value
+
+    @field_validator("power_saving")
+    @classmethod
+    def _power_saving_on_prem(cls, value: PowerSavingDoc | None, info: ValidationInfo) -> PowerSavingDoc | None:
+        if value is not None and info.data.get("tier") is not Tier.STEADY:
+            raise ValueError("power_saving applies to on-prem (tier steady) groups only")
         return value
 
     @field_validator("capacity_type")
@@ -228,7 +264,7 @@ class NodeGroupDoc(StrictModel):
 
     def to_model(self) -> NodeGroup:
         """Decide the domain `NodeGroup` this entry describes (durations in seconds)."""
-        return NodeGroup(
+        group = NodeGroup(
             id=self.id,
             provider=self.provider,
             region=self.region,
@@ -244,6 +280,7 @@ class NodeGroupDoc(StrictModel):
             warm_pool=self.warm_pool.to_model(),
             scale_down_cooldown_s=self.scale_down_cooldown,
         )
+        return group if self.power_saving is None else group.with_power_saving(self.power_saving.to_model())
 
 
 class PriceRowDoc(StrictModel):

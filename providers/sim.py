@@ -62,6 +62,7 @@ from burst.model import (
     NodeState,
     Offering,
     ProviderEvent,
+    Tier,
     WarmState,
 )
 from providers.base import (
@@ -590,7 +591,10 @@ class SimProvider:
             if rec.purpose == _SERVE and rec.state in LIVE_NODE_STATES:
                 self._targets[g.id] = max(self._targets[g.id] - 1, g.min_size)
             if rec.purpose == _SERVE and rec.state is NodeState.READY:
-                self._park_or_terminate(g, rec, self._warm_size[g.id])  # a pool below its size takes a healthy node
+                # A pool below its size takes a healthy node; an on-prem rack parks (powers off) every node it
+                # releases, up to its whole size: owned machines are switched off, never given back.
+                keep = max(self._warm_size[g.id], g.warm_pool.max_prepared) if g.tier is Tier.STEADY else self._warm_size[g.id]
+                self._park_or_terminate(g, rec, keep)
             else:
                 self._begin_termination(rec)
             touched[g.id] = g

@@ -28,6 +28,7 @@ from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, T
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
+from burst.planner.power import saves_power, wake_room
 
 STEP_PLACE = "place"
 STEP_SCALE_UP = "scale_up"
@@ -140,8 +141,10 @@ def place_and_scale_up(ctx: PlanContext) -> None:
                 step=STEP_SCALE_UP,
                 reason=(
                     f"{summary.jobs} pending job(s) ({tenants}) need {summary.gpus} GPU(s) that ready and booting "
-                    f"capacity cannot hold; {group_id} is the cheapest feasible group at "
-                    f"${cap.gpu_price:.2f}/GPU-h ({cap.target} -> {cap.target + summary.nodes} nodes)"
+                    f"capacity cannot hold; "
+                    + (f"wake {summary.nodes} powered-off on-prem node(s) of {group_id}" if cap.group.tier is Tier.STEADY
+                       else f"{group_id} is the cheapest feasible group at ${cap.gpu_price:.2f}/GPU-h")
+                    + f" ({cap.target} -> {cap.target + summary.nodes} nodes)"
                 ),
             )
         )
@@ -264,7 +267,7 @@ def _try_inflight(
     waiting: dict[str, int],
 ) -> bool:
     for cap in candidates:
-        if cap.group.tier is Tier.STEADY or not cap.inflight_free:
+        if (cap.group.tier is Tier.STEADY and not saves_power(cap.group)) or not cap.inflight_free:
             continue
         if cap.group.id in ctx.snapshot.unavailable:  # what it shows as booting keeps failing: look elsewhere
             continue
@@ -295,10 +298,12 @@ def _try_launch(
     launches: dict[str, _LaunchSummary],
 ) -> bool:
     for cap in candidates:
-        if cap.group.tier is Tier.STEADY:
+        if cap.group.tier is Tier.STEADY and not saves_power(cap.group):
             if job.whole_gpus > cap.gpn * cap.group.max_size:
                 refusals.add("too_large", f"{job.whole_gpus} GPUs exceed {cap.group.id}'s whole size")
             continue
+        if cap.group.tier is Tier.STEADY and wake_room(ctx, cap) < -(-job.whole_gpus // cap.gpn):
+            continue  # not enough powered-off nodes to wake here: the cloud is next
         unavailable = ctx.snapshot.unavailable.get(cap.group.id)
         if unavailable is not None:
             refusals.add("unavailable", f"{cap.group.id} is cooling down: {unavailable}")

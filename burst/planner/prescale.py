@@ -55,14 +55,16 @@ from burst.model import (
     Tier,
 )
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
+from burst.planner.power import saves_power, wake_latency_s, wake_room
 
 STEP = "prescale"
 MIN_HISTORY_S = 24 * 3600.0
 
 
 def lead_time_s(group: NodeGroup, policy: Policy) -> float:
-    """How far ahead of forecast demand `group` is scaled for a tenant: its boot latency plus the buffer."""
-    return group.boot_latency_s + policy.prescale.buffer_s
+    """How far ahead of forecast demand `group` is scaled for a tenant: its boot (on-prem: wake) latency plus the buffer."""
+    latency = wake_latency_s(group) if saves_power(group) else group.boot_latency_s
+    return latency + policy.prescale.buffer_s
 
 
 def serves(group: NodeGroup, gpu_model: str) -> bool:
@@ -71,17 +73,18 @@ def serves(group: NodeGroup, gpu_model: str) -> bool:
 
 
 def prescale_options(ctx: PlanContext, policy: Policy, gpu_model: str) -> list[GroupCapacity]:
-    """On-demand elastic groups the tenant may pre-scale for `gpu_model`, cheapest per GPU-hour first."""
+    """Groups the tenant may pre-scale for `gpu_model`: on-prem groups with powered-off nodes to wake first, then
+    on-demand elastic groups, cheapest per GPU-hour first."""
     caps = [
         c
         for c in ctx.groups.values()
-        if c.group.tier is Tier.ELASTIC
-        and c.group.capacity_type is CapacityType.ON_DEMAND
+        if ((c.group.tier is Tier.ELASTIC and c.group.capacity_type is CapacityType.ON_DEMAND)
+            or (saves_power(c.group) and wake_room(ctx, c) > 0))
         and serves(c.group, gpu_model)
         and policy.allows_group(c.group)
         and c.group.id not in ctx.snapshot.unavailable
     ]
-    return sorted(caps, key=lambda c: (c.gpu_price, c.group.id))
+    return sorted(caps, key=lambda c: (c.group.tier is not Tier.STEADY, c.gpu_price, c.group.id))
 
 
 def prescale_elastic(ctx: PlanContext) -> None:
@@ -151,7 +154,8 @@ def _launch(ctx: PlanContext, tenant: str, policy: Policy, options: list[GroupCa
     for cap in options:
         if short <= 0:
             break
-        nodes = min(math.ceil(short / cap.gpn - 1e-9), cap.group.max_size - cap.planned_size)
+        room = wake_room(ctx, cap) if cap.group.tier is Tier.STEADY else cap.group.max_size - cap.planned_size
+        nodes = min(math.ceil(short / cap.gpn - 1e-9), room)
         if nodes <= 0:
             ctx.hold(f"group:{cap.group.id}", f"{why}; {cap.group.id} is at its max_size {cap.group.max_size}", STEP)
             continue

@@ -1,4 +1,4 @@
-"""Step: release elastic nodes that have been idle past their group's cooldown."""
+"""Step: release elastic nodes idle past their group's cooldown, and power off idle on-prem nodes that save power."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 
 from burst.model import Action, ActionKind, Tier
 from burst.planner.context import PlanContext
+from burst.planner.power import saves_power, suspend_room
 from burst.planner.prescale import serves
 
 STEP = "scale_down"
@@ -23,7 +24,8 @@ def scale_down_idle(ctx: PlanContext) -> None:
     for group_id in sorted(ctx.groups):
         cap = ctx.groups[group_id]
         group = cap.group
-        if group.tier is not Tier.ELASTIC or group_id in scaled_up:
+        power = saves_power(group)
+        if (group.tier is not Tier.ELASTIC and not power) or group_id in scaled_up:
             continue
         idle = []
         for node_id in cap.idle_ready():
@@ -40,7 +42,10 @@ def scale_down_idle(ctx: PlanContext) -> None:
         forecast_bound = min((max(0, math.floor(spare / cap.gpn + 1e-9)) for spare in spares.values()), default=removable)
         due = [node_id for seconds, node_id in idle if seconds >= group.scale_down_cooldown_s]
         held_for_forecast = len(due) > forecast_bound and forecast_bound < removable
-        due = due[: min(removable, forecast_bound)]
+        limit = min(removable, forecast_bound)
+        rate = suspend_room(ctx, group) if power else None
+        rated = rate is not None and rate < min(limit, len(due))
+        due = due[: limit if rate is None else min(limit, rate)]
         for m in spares:
             ctx.forecast_spare_gpus[m] -= len(due) * cap.gpn
         if due:
@@ -52,7 +57,10 @@ def scale_down_idle(ctx: PlanContext) -> None:
                     size=cap.target - len(due),
                     node_ids=tuple(sorted(due)),
                     step=STEP,
-                    reason=f"{len(due)} node(s) idle for at least the {group.scale_down_cooldown_s / 60:g} min cooldown "
+                    reason=(f"power off {len(due)} on-prem node(s) idle for at least the "
+                            f"{group.scale_down_cooldown_s / 60:g} min suspend time ({cap.target} -> "
+                            f"{cap.target - len(due)} nodes on)") if power else
+                    f"{len(due)} node(s) idle for at least the {group.scale_down_cooldown_s / 60:g} min cooldown "
                     f"({cap.target} -> {cap.target - len(due)} nodes)",
                 )
             )
@@ -60,6 +68,8 @@ def scale_down_idle(ctx: PlanContext) -> None:
         if kept:
             if held_for_forecast:
                 why = "forecast demand within the pre-scaling lead time needs them"
+            elif rated:
+                why = f"power-off rate limit ({group.power_saving.suspend_rate if group.power_saving else 0}/min)"
             elif all(s >= group.scale_down_cooldown_s for s, _ in kept):
                 why = f"group is at its min_size {group.min_size}"
             else:
