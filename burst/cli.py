@@ -16,6 +16,7 @@ from rich.table import Table
 import burst
 from burst.agent.cli import agent_cmd, agents_group
 from burst.model import Forecast, Plan, SteadyAdvice
+from burst.projection.cli import cost_cmd, usage_cmd
 
 if TYPE_CHECKING:
     from burst.api.server import ApiServer
@@ -659,6 +660,8 @@ SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes"
 
 main.add_command(agent_cmd)
 main.add_command(agents_group)
+main.add_command(cost_cmd)
+main.add_command(usage_cmd)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,273 @@
+"""`burst cost` (dry-run cost projection) and `burst usage` (metering), registered on the main CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from burst.catalog import COST_LINES
+
+MAX_HORIZON_S = 30 * 86400.0
+
+
+def _instant(value: str, hint: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 8601 instant, e.g. 2026-03-02T10:30:00Z", param_hint=hint) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _horizon(value: str) -> float:
+    from policies import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--horizon") from None
+    if not 3600.0 <= seconds <= MAX_HORIZON_S:
+        raise click.BadParameter(f"{value!r}: the horizon must be between 1h and 30d (e.g. 7d or 30d)", param_hint="--horizon")
+    return seconds
+
+
+def _config(config_path: Path) -> Any:
+    from burst.runtime import load_run_config
+    from policies import PolicyValidationError
+
+    try:
+        return load_run_config(config_path)
+    except PolicyValidationError as exc:
+        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
+
+
+@click.command("cost")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="burst.yaml whose node groups, prices and tenant policies the projection runs on.")
+@click.option("--history", "history_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Job trace (Philly, ITP, Alibaba 2023 or generic CSV) to forecast from and take the job mix of.")
+@click.option("--format", "trace_format", default="auto", show_default=True,
+              type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Format of the --history trace.")
+@click.option("--from-store", is_flag=True,
+              help="Forecast from the state store's demand history and take the job mix from its jobs instead.")
+@click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SQLite state file for --from-store and month-to-date spend (default: the config's state_path).")
+@click.option("--horizon", "horizon", default="7d", show_default=True, help="How far to project: 7d or 30d (1h to 30d).")
+@click.option("--at", "at", default=None,
+              help="ISO instant the projection starts at (default: the end of the trace, or now with --from-store).")
+@click.option("--what-if", "what_if_paths", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="What-if YAML (keys name, spot, hot_pool_nodes, steady_gpus_delta, region); repeatable.")
+@click.option("--strategy", default="burst", show_default=True, type=click.Choice(["burst", "burst-no-forecast"]),
+              help="Strategy simulated: the full planner with forecasts, or without (faster).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of synthetic arrivals, fault tolerance, spot interruptions.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Simulations run in parallel (default: one per CPU, at most the runs needed).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier, what_if.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
+def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, from_store: bool, state: Path | None,
+             horizon: str, at: str | None, what_if_paths: tuple[Path, ...], strategy: str, seed: int, workers: int | None,
+             as_json: bool, report_dir: Path | None) -> None:
+    """Project next week's or month's cost per tenant and cost line, with P50 and P90 totals.
+
+    Fits the demand forecast on the history, turns its P50 and P90 paths into
+    synthetic jobs of the history's size and duration mix, replays them with
+    the real planner in the simulator, and prints cost per tenant and per line
+    (steady, elastic_on_demand, elastic_spot, hot_pool), queue waits, budget
+    status and capacity advice; each what-if is run on the same jobs and shown
+    beside the baseline. Progress goes to stderr.
+    """
+    from burst.catalog import UnknownInstanceType
+    from burst.projection.arrivals import job_mix
+    from burst.projection.budget import month_start
+    from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs, series_of_points
+    from burst.projection.project import project
+    from burst.projection.whatif import WhatIfError, load_what_if
+    from burst.sim.setup import setup_from_config
+    from burst.sim.traces import Trace, TraceError, load_trace
+    from burst.state import Store
+    from forecasting.models import SeriesError
+
+    if (history_path is None) == (not from_store):
+        raise click.UsageError("give one of --history TRACE or --from-store")
+    horizon_s = _horizon(horizon)
+    try:
+        what_ifs = [load_what_if(p) for p in what_if_paths]
+    except WhatIfError as exc:
+        raise click.ClickException(str(exc)) from None
+    config = _config(config_path)
+    try:
+        setup = setup_from_config(config)
+    except UnknownInstanceType as exc:
+        raise click.ClickException(str(exc)) from None
+    store_path = state or config.state_file()
+
+    def say(message: str) -> None:
+        click.echo(message, err=True)
+
+    month_to_date: dict[str, float] = {}
+    try:
+        if history_path is not None:
+            try:
+                trace = load_trace(history_path, format=trace_format)
+            except TraceError as exc:
+                raise click.ClickException(str(exc)) from None
+            start = _instant(at, "--at") if at else _hour_after(trace.jobs[-1].submitted_at)
+            history = tuple(j for j in trace.jobs if j.submitted_at < start)
+            series = series_of_jobs(history, start)
+        else:
+            if not store_path.exists():
+                raise click.ClickException(f"{store_path}: no state file to read demand history from (give --state)")
+            with _store(Store, store_path) as store:
+                start = _instant(at, "--at") if at else _hour_after(datetime.now(UTC) - timedelta(hours=1))
+                points = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
+                history = tuple(j for j in store.jobs() if j.submitted_at < start)
+                month_to_date = store.spend_by_tenant(since=month_start(start), until=start)
+            series = series_of_points(points, start)
+    except (ValueError, SeriesError) as exc:
+        raise click.ClickException(f"history: {exc}") from None
+    mix = job_mix(j for j in history if j.submitted_at >= start - timedelta(seconds=HISTORY_S))
+    if not mix:
+        raise click.ClickException("history: no job with a duration to take the size and duration mix from")
+    say(f"fitting the demand forecast on {series.history_s / 86400:.1f} days of history ...")
+    forecast = fit_forecast(series, horizon_s)
+    say(f"forecast by {forecast.model}; simulating {2 * (1 + len(what_ifs))} run(s) of {horizon_s / 3600:g} h ...")
+    stats = Trace(path=history_path or store_path, format="history", jobs=tuple(history)).stats()
+    runs = 2 * (1 + len(what_ifs))
+    try:
+        projection = project(
+            setup, stats, forecast, mix, start=start, horizon_s=horizon_s, strategy=strategy, what_ifs=what_ifs,
+            seed=seed, month_to_date=month_to_date, prior=history,
+            workers=workers or max(1, min(runs, os.cpu_count() or 1)),
+            on_progress=lambda what, i, n: say(f"  [{i}/{n}] {what} done"),
+        )
+    except (WhatIfError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if report_dir is not None:
+        from burst.projection.report import write_report
+
+        say(f"wrote {write_report(projection, report_dir)}")
+    if as_json:
+        click.echo(json.dumps(projection.to_json(), indent=2))
+        return
+    _print_projection(projection)
+
+
+def _hour_after(at: datetime) -> datetime:
+    """The first whole hour after `at`."""
+    return at.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+
+
+class _store:
+    """A read-only use of the store that closes it."""
+
+    def __init__(self, cls: Any, path: Path) -> None:
+        self.store = cls.open(path)
+
+    def __enter__(self) -> Any:
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+
+def _money(x: float) -> str:
+    return f"{x:,.0f}" if math.isfinite(x) else "n/a"
+
+
+def _print_projection(projection: Any) -> None:
+    console = Console(width=None)
+    base = projection.baseline
+    table = Table(title=f"candidates: {projection.horizon_s / 3600:g} h from {projection.start:%Y-%m-%d %H:%M} UTC")
+    for col in ("option", "USD/hour", "P50 total $", "P90 total $", "wait P50 s", "wait P95 s"):
+        table.add_column(col, justify="left" if col == "option" else "right")
+    for s in projection.scenarios():
+        table.add_row(s.name, f"{s.usd_per_hour():,.2f}", _money(s.p50.cost_usd), _money(s.p90.cost_usd),
+                      f"{s.p50.wait_p50_s:,.0f}", f"{s.p50.wait_p95_s:,.0f}")
+    console.print(table)
+    table = Table(title="per cost line $ (P50 / P90)")
+    table.add_column("option")
+    for line in COST_LINES:
+        table.add_column(line, justify="right")
+    for s in projection.scenarios():
+        table.add_row(s.name, *(f"{_money(s.p50.cost_by_tier.get(ln, 0.0))} / {_money(s.p90.cost_by_tier.get(ln, 0.0))}"
+                                for ln in COST_LINES))
+    console.print(table)
+    table = Table(title="per tenant (baseline; idle capacity and hot pools are on no tenant)")
+    for col in ("tenant", "P50 $", "P90 $", "budget $/month", "exceeds budget at"):
+        table.add_column(col, justify="left" if col == "tenant" else "right")
+    for t in base.tenants():
+        budget = base.budgets.get(t)
+        breach = base.exceeds_at.get(t)
+        table.add_row(t, _money(base.p50.cost_by_tenant.get(t, 0.0)), _money(base.p90.cost_by_tenant.get(t, 0.0)),
+                      "" if budget is None else _money(budget), breach.isoformat() if breach else "")
+    console.print(table)
+    cap = projection.capacity
+    if cap is not None:
+        if cap.add_gpus:
+            payback = "never" if cap.payback_months is None else f"{cap.payback_months:,.1f} months"
+            click.echo(f"capacity: forecast P50 above the steady tier ({cap.steady_gpus} GPUs) {cap.above_share:.0%} of the "
+                       f"horizon: add {cap.add_gpus} on-prem GPU(s); saves ${cap.cloud_avoided_usd_month:,.0f}/month of "
+                       f"cloud for ${cap.onprem_running_usd_month:,.0f}/month to run and ${cap.capex_usd:,.0f} capex: "
+                       f"pays back in {payback}")
+        else:
+            click.echo(f"capacity: forecast P50 above the steady tier ({cap.steady_gpus} GPUs) {cap.above_share:.0%} of the "
+                       "horizon: no on-prem GPUs to add")
+
+
+@click.command("usage")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="burst.yaml naming the node groups (GPU models, prices) and the state file (default: the quickstart).")
+@click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SQLite state file whose cost ledger is metered (default: the config's state_path).")
+@click.option("--tenant", default=None, help="Only this tenant.")
+@click.option("--since", default=None, help="ISO instant to meter from (default: the start of this month, UTC).")
+@click.option("--until", default=None, help="ISO instant to meter to (default: now).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: tenants (gpu_hours, usd, by_tier, by_gpu_model), warm_pool.")
+def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, since: str | None, until: str | None,
+              as_json: bool) -> None:
+    """Meter the cost ledger: GPU-hours per tenant by cost line and GPU model, and warm-pool GPU-hours."""
+    from burst.projection.budget import month_start
+    from burst.projection.usage import meter
+    from burst.runtime import catalog_from_config
+    from burst.state import Store
+
+    if config_path is None and state is None:
+        raise click.UsageError("give --state FILE or --config burst.yaml")
+    config = _config(config_path) if config_path is not None else None
+    if state is not None:
+        path = state
+    else:
+        assert config is not None  # one of the two is given (checked above)
+        path = config.state_file()
+    if not Path(path).exists():
+        raise click.ClickException(f"{path}: no state file")
+    t0 = _instant(since, "--since") if since else month_start(datetime.now(UTC))
+    t1 = _instant(until, "--until") if until else None
+    groups = {g.id: g for g in config.node_groups_model()} if config is not None else {}
+    catalog = catalog_from_config(config) if config is not None else None
+    with _store(Store, Path(path)) as store:
+        rows = store.costs(since=t0, until=t1)
+    usage = meter(rows, groups, catalog.standby_price if catalog is not None else (lambda g: 0.0), tenant=tenant)
+    if as_json:
+        click.echo(json.dumps({"since": t0.isoformat(), "until": t1.isoformat() if t1 else None, **usage.to_json()}, indent=2))
+        return
+    table = Table(title=f"usage since {t0.isoformat()}")
+    for col in ("tenant", "GPU-hours", "USD", *COST_LINES, "by GPU model"):
+        table.add_column(col, justify="left" if col in ("tenant", "by GPU model") else "right")
+    for name, u in sorted(usage.tenants.items()):
+        table.add_row(name, f"{u.gpu_hours:,.2f}", f"{u.usd:,.2f}", *(f"{u.by_tier.get(ln, 0.0):,.2f}" for ln in COST_LINES),
+                      ", ".join(f"{m}: {h:,.2f}" for m, h in sorted(u.by_gpu_model.items())))
+    Console(width=None).print(table)
+    click.echo(f"warm pools: {usage.warm_pool_gpu_hours:,.2f} GPU-hours, ${usage.warm_pool_usd:,.2f}")
+
+
+__all__ = ["cost_cmd", "usage_cmd"]

@@ -1,0 +1,103 @@
+"""`burst usage`: metering a scripted cost ledger in a real SQLite store, and `burst cost --json` end to end."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from burst.cli import main
+from burst.state import CostEntry, Store
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+CONFIG = """cluster: meter
+policies_dir: policies
+node_groups:
+  - {id: onprem, provider: sim, region: dc1, tier: steady, capacity_type: onprem, instance_type: dgx-a100,
+     gpu_model: A100, gpus_per_node: 8, min_size: 1, max_size: 1, initial_size: 1}
+  - {id: od, provider: sim, region: us-east-1, tier: elastic, capacity_type: on_demand, instance_type: p4d.24xlarge,
+     gpu_model: A100, gpus_per_node: 8, max_size: 4}
+  - {id: h100, provider: sim, region: us-east-1, tier: elastic, capacity_type: spot, instance_type: p5.48xlarge,
+     gpu_model: H100, gpus_per_node: 8, max_size: 2}
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    (tmp_path / "policies").mkdir()
+    path = tmp_path / "burst.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def test_usage_json_gives_exact_gpu_hours_by_tier_and_model_per_tenant(config: Path, tmp_path: Path) -> None:
+    state = tmp_path / "burst.db"
+    store = Store.open(state)
+    standby = 0.05 * 21.957642  # a stopped p4d node-hour
+    store.record_costs([
+        CostEntry(T0, "steady", 10.0, 8.0, "a", "onprem"),
+        CostEntry(T0 + timedelta(hours=1), "elastic_on_demand", 20.0, 3.5, "a", "od"),
+        CostEntry(T0 + timedelta(hours=1), "elastic_spot", 5.0, 2.25, "a", "h100"),
+        CostEntry(T0 + timedelta(hours=2), "elastic_spot", 7.0, 4.0, "b", "h100"),
+        CostEntry(T0 + timedelta(hours=2), "steady", 3.0, 0.0, None, "onprem"),  # idle overhead
+        CostEntry(T0 + timedelta(hours=2), "hot_pool", 3 * standby, 0.0, None, "od"),  # 3 warm node-hours
+        CostEntry(T0 - timedelta(hours=1), "steady", 99.0, 99.0, "a", "onprem"),  # before --since
+    ])
+    store.close()
+    runner = CliRunner()
+    out = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat(), "--json"])
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.output)
+    assert body["tenants"] == {
+        "a": {"gpu_hours": 13.75, "usd": 35.0, "by_tier": {"elastic_on_demand": 3.5, "elastic_spot": 2.25, "steady": 8.0},
+              "by_gpu_model": {"A100": 11.5, "H100": 2.25}},
+        "b": {"gpu_hours": 4.0, "usd": 7.0, "by_tier": {"elastic_spot": 4.0}, "by_gpu_model": {"H100": 4.0}},
+    }
+    assert body["warm_pool"]["gpu_hours"] == pytest.approx(24.0)  # 3 node-hours x 8 GPUs
+    one = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat(),
+                               "--tenant", "b", "--json"])
+    assert list(json.loads(one.output)["tenants"]) == ["b"]
+    table = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat()])
+    assert table.exit_code == 0 and "13.75" in table.output
+
+
+def test_cost_json_has_the_documented_schema_and_the_report_links_its_plots(config: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    rows = ["submit_time,duration_s,gpus,tenant"]
+    for h in range(48):  # two days: a daily swing of 2-hour jobs
+        for k in range(1 + (h % 24) // 6):
+            rows.append(f"{(T0 + timedelta(hours=h, minutes=10 * k)).isoformat()},7200,{4 if k % 2 else 8},{'ab'[k % 2]}")
+    trace.write_text("\n".join(rows) + "\n")
+    what_if = tmp_path / "no-spot.yaml"
+    what_if.write_text("spot: false\n")
+    report = tmp_path / "report"
+    out = CliRunner().invoke(main, ["cost", "--config", str(config), "--history", str(trace), "--horizon", "12h",
+                                    "--strategy", "burst-no-forecast", "--what-if", str(what_if), "--workers", "1",
+                                    "--json", "--report", str(report)])
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.stdout)
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if"}
+    assert body["horizon_h"] == 12.0
+    assert set(body["total_usd"]) == {"p50", "p90"}
+    assert set(body["by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
+    for entry in body["by_tenant"].values():
+        assert set(entry) == {"p50", "p90", "budget_usd_month", "exceeds_budget_at"}
+    assert set(body["what_if"]) == {"no-spot"}
+    assert set(body["what_if"]["no-spot"]) == {"horizon_h", "total_usd", "by_tenant", "by_tier"}
+    page = (report / "index.html").read_text()
+    for png in ("cost_over_time.png", "by_tenant.png", "by_tier.png"):
+        assert (report / png).stat().st_size > 0 and png in page
+
+
+def test_cost_rejects_a_bad_what_if_before_simulating(config: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spot: false\nregoin: us-west-2\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_time,duration_s,gpus\n2026-03-02T00:00:00Z,3600,1\n")
+    out = CliRunner().invoke(main, ["cost", "--config", str(config), "--history", str(trace), "--what-if", str(bad)])
+    assert out.exit_code != 0
+    assert f"{bad}:2: unknown key 'regoin'" in out.output
