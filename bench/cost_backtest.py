@@ -1,0 +1,107 @@
+"""Benchmark: backtest of the cost projection on the real traces, week by week.
+
+    python bench/cost_backtest.py            # the docs table: ITP clusters 02 and 04, every full week
+    python bench/cost_backtest.py --small    # one week of one trace (CI keeps the script from rotting)
+
+For week N+1 (7 days from the trace's first midnight + 7(N+1) days; only full
+weeks with a full week of history before them): the set-up is sized from the
+history up to week N (burst.sim.setup.default_setup), the projection fits the
+forecast on the 30 days before the cutoff and replays its P50 and P90 paths as
+synthetic jobs (burst.projection); then week N+1's real jobs are replayed on
+the same set-up with the same strategy. Reported: the P50 error of the weekly
+total, |P50 - actual| / actual, and whether the actual fell in [P50, P90].
+Target, reported not enforced: P50 error under 10%. The strategy simulated is
+`burst-no-forecast` (the real planner without in-run forecast refits) to keep
+the full run within minutes on two cores. Traces are read from
+$BURST_DATA_DIR (default ../shared/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from benchdoc import write_doc
+
+from burst.projection.arrivals import job_mix
+from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs
+from burst.projection.project import project
+from burst.settings import data_dir
+from burst.sim.engine import simulate
+from burst.sim.setup import default_setup, with_fault_tolerance
+from burst.sim.strategies import strategy_run
+from burst.sim.traces import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks" / "cost-projection.md"
+STRATEGY = "burst-no-forecast"
+FULL = ("itp-cluster02.csv", "itp-cluster04.csv")
+SMALL = ("itp-cluster02.csv",)
+WEEK = timedelta(days=7)
+
+
+def one_week(name: str, week: int) -> dict[str, Any]:
+    """Project week `week` (0-based from the first midnight) from the history before it, then replay it."""
+    trace = load_trace(data_dir() / "traces" / name)
+    first = trace.jobs[0].submitted_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    cut = first + week * WEEK
+    history = tuple(j for j in trace.jobs if j.submitted_at < cut)
+    hist_trace = trace.window(history[0].submitted_at, (cut - history[0].submitted_at).total_seconds() / 86400)
+    stats = hist_trace.stats()
+    setup = default_setup(stats)
+    forecast = fit_forecast(series_of_jobs(history, cut), WEEK.total_seconds())
+    mix = job_mix(j for j in history if j.submitted_at >= cut - timedelta(seconds=HISTORY_S))
+    proj = project(setup, stats, forecast, mix, start=cut, horizon_s=WEEK.total_seconds(), strategy=STRATEGY,
+                   prior=history)
+    actual_jobs = [j for j in trace.jobs if cut <= j.submitted_at < cut + WEEK]
+    actual = simulate(strategy_run(STRATEGY, setup, stats), with_fault_tolerance(actual_jobs, setup, 0),
+                      start=cut, end=cut + WEEK, prior=history)
+    p50, p90 = proj.baseline.p50.cost_usd, proj.baseline.p90.cost_usd
+    return {"trace": name, "week": week, "start": cut, "p50": p50, "p90": p90, "actual": actual.cost_usd,
+            "error": abs(p50 - actual.cost_usd) / actual.cost_usd if actual.cost_usd else float("nan"),
+            "inside": p50 <= actual.cost_usd <= p90, "model": forecast.model.split(" (")[0],
+            "wait_p95": proj.baseline.p50.wait_p95_s, "actual_wait_p95": actual.wait_p95_s}
+
+
+def weeks_of(name: str) -> list[int]:
+    """Weeks 1.. whose 7 days end before the trace's last submission (week 0 is history only)."""
+    trace = load_trace(data_dir() / "traces" / name)
+    first = trace.jobs[0].submitted_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    last = trace.jobs[-1].submitted_at
+    return [w for w in range(1, 100) if first + (w + 1) * WEEK <= last]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help="one week of one trace; prints, writes no doc")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    cases = [(SMALL[0], 1)] if args.small else [(n, w) for n in FULL for w in weeks_of(n)]
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        rows = list(pool.map(one_week, *zip(*cases, strict=True)))
+    lines = ["| trace | week from | forecast | P50 $ | P90 $ | actual $ | P50 error | actual in P50-P90 | "
+             "wait P95 s (P50 run / actual) |", "|---|---|---|---:|---:|---:|---:|---|---:|"]
+    for r in rows:
+        lines.append(f"| {r['trace']} | {r['start']:%Y-%m-%d} | {r['model']} | {r['p50']:,.0f} | {r['p90']:,.0f} | "
+                     f"{r['actual']:,.0f} | {r['error']:.1%} | {'yes' if r['inside'] else 'no'} | "
+                     f"{r['wait_p95']:,.0f} / {r['actual_wait_p95']:,.0f} |")
+    errors = sorted(r["error"] for r in rows)
+    median = errors[(len(errors) - 1) // 2]
+    inside = sum(r["inside"] for r in rows)
+    summary = (f"{len(rows)} weeks: median P50 error {median:.1%} (target under 10%: "
+               f"{'met' if median < 0.10 else 'not met'}); {sum(e < 0.10 for e in errors)} weeks under 10%; "
+               f"actual inside the P50-P90 band in {inside} of {len(rows)} weeks.")
+    print("\n".join([*lines, "", summary]))
+    if not args.small:
+        write_doc(DOC, "cost_backtest.py", "Cost projection backtest",
+                  "Each week is projected from the history before it, then replayed as it happened (see the script's "
+                  "docstring for the method).", ["", *lines, "", summary, ""])
+    print(summary, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
