@@ -15,6 +15,7 @@ from rich.table import Table
 
 import burst
 from burst.agent.cli import agent_cmd, agents_group
+from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
 from burst.projection.cli import cost_cmd, usage_cmd
 
@@ -659,6 +660,7 @@ SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes"
 
 
 main.add_command(agent_cmd)
+main.add_command(gpus_cmd)
 main.add_command(agents_group)
 main.add_command(cost_cmd)
 main.add_command(usage_cmd)
