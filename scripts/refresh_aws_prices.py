@@ -1,0 +1,125 @@
+"""Refresh the AWS on-demand prices of burst's price catalog (burst/data/prices.csv) from the AWS Price List API.
+
+    python scripts/refresh_aws_prices.py [--csv burst/data/prices.csv] [--dry-run]
+
+For every `aws` row of the CSV it asks `pricing.get_products` (service
+AmazonEC2, the endpoint in us-east-1) for the Linux, shared-tenancy, no
+pre-installed software, "Used" capacity product of that instance type and
+region, and rewrites the row's on-demand price, source and read_on date.
+Spot prices are left alone (the provider reads them live from
+describe_spot_price_history). Credentials come from boto3's default chain;
+the Price List API needs `pricing:GetProducts`.
+
+Response shape: each `PriceList` entry is a JSON *string* holding one product
+and its terms, as documented for the Price List Query API
+(docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html):
+`{"product": {"attributes": {"instanceType", "regionCode", "operatingSystem",
+...}}, "terms": {"OnDemand": {OFFER: {"priceDimensions": {RATE: {"unit":
+"Hrs", "pricePerUnit": {"USD": "32.7726000000"}}}}}}}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from burst.catalog import COLUMNS  # noqa: E402
+
+SOURCE = "AWS Price List API (pricing.get_products, AmazonEC2 OnDemand, Linux/Shared/NA/Used)"
+LINUX_FILTERS = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
+
+
+def product_filters(instance_type: str, region: str) -> list[dict[str, str]]:
+    wanted = {"instanceType": instance_type, "regionCode": region, **LINUX_FILTERS}
+    return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in wanted.items()]
+
+
+def parse_price_list(price_list: Iterable[str]) -> dict[tuple[str, str], float]:
+    """On-demand USD/hour per (instance type, region) from `get_products` PriceList entries (JSON strings).
+
+    Only Linux, shared-tenancy, no-software, "Used" products with an hourly
+    USD price count; a product with several hourly rates keeps the highest
+    (a free tier's 0 must not win).
+    """
+    out: dict[tuple[str, str], float] = {}
+    for text in price_list:
+        doc = json.loads(text)
+        attrs = doc.get("product", {}).get("attributes", {})
+        if any(attrs.get(k) != v for k, v in LINUX_FILTERS.items()):
+            continue
+        key = (str(attrs.get("instanceType", "")), str(attrs.get("regionCode", "")))
+        for term in doc.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                if dim.get("unit") != "Hrs" or "USD" not in dim.get("pricePerUnit", {}):
+                    continue
+                price = float(dim["pricePerUnit"]["USD"])
+                if price > 0:
+                    out[key] = max(out.get(key, 0.0), price)
+    return out
+
+
+def fetch_on_demand(pricing: Any, instance_type: str, region: str) -> float | None:
+    """The on-demand price of one instance type in one region (None if the API lists none)."""
+    params: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": product_filters(instance_type, region),
+                              "FormatVersion": "aws_v1", "MaxResults": 100}
+    found: dict[tuple[str, str], float] = {}
+    while True:
+        page = pricing.get_products(**params)
+        found.update(parse_price_list(page.get("PriceList", [])))
+        if not page.get("NextToken"):
+            break
+        params["NextToken"] = page["NextToken"]
+    return found.get((instance_type, region))
+
+
+def refresh(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
+    """The CSV `text` with its aws rows' on-demand prices refreshed, and one line per change."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    changes: list[str] = []
+    for row in rows:
+        if row["provider"] != "aws":
+            continue
+        price = fetch_on_demand(pricing, row["instance_type"], row["region"])
+        if price is None:
+            changes.append(f"{row['instance_type']} {row['region']}: not in the Price List API, kept")
+            continue
+        if float(row["on_demand_usd_per_hour"]) != price:
+            changes.append(f"{row['instance_type']} {row['region']}: {row['on_demand_usd_per_hour']} -> {price:g}")
+        row["on_demand_usd_per_hour"] = f"{price:g}"
+        row["source"] = SOURCE if not row["spot_usd_per_hour"] else f"{SOURCE}; spot: {row['source']}"
+        row["read_on"] = today
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue(), changes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", type=Path, default=ROOT / "burst" / "data" / "prices.csv")
+    parser.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
+    args = parser.parse_args(argv)
+    import boto3
+
+    pricing = boto3.client("pricing", region_name="us-east-1")
+    text, changes = refresh(args.csv.read_text(), pricing, datetime.now(UTC).date().isoformat())
+    for line in changes:
+        print(line)
+    if not args.dry_run:
+        args.csv.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
