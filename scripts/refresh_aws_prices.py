@@ -82,6 +82,11 @@ def fetch_on_demand(pricing: Any, instance_type: str, region: str) -> float | No
     return found.get((instance_type, region))
 
 
+def _usd(price: float) -> str:
+    """A price as the catalog writes it: up to 6 decimals (AWS quotes 10), trailing zeros dropped."""
+    return f"{price:.6f}".rstrip("0").rstrip(".")
+
+
 def refresh(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
     """The CSV `text` with its aws rows' on-demand prices refreshed, and one line per change."""
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -94,8 +99,8 @@ def refresh(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
             changes.append(f"{row['instance_type']} {row['region']}: not in the Price List API, kept")
             continue
         if float(row["on_demand_usd_per_hour"]) != price:
-            changes.append(f"{row['instance_type']} {row['region']}: {row['on_demand_usd_per_hour']} -> {price:g}")
-        row["on_demand_usd_per_hour"] = f"{price:g}"
+            changes.append(f"{row['instance_type']} {row['region']}: {row['on_demand_usd_per_hour']} -> {_usd(price)}")
+        row["on_demand_usd_per_hour"] = _usd(price)
         row["source"] = SOURCE if not row["spot_usd_per_hour"] else f"{SOURCE}; spot: {row['source']}"
         row["read_on"] = today
     out = io.StringIO()

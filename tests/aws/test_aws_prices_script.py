@@ -73,7 +73,7 @@ def test_refresh_rewrites_the_aws_rows_from_get_products() -> None:
     rows = list(csv.DictReader(io.StringIO(text)))
     aws_row, gcp_row = rows
     assert (aws_row["instance_type"], aws_row["on_demand_usd_per_hour"], aws_row["spot_usd_per_hour"]) == (
-        "p4d.24xlarge", "21.9576", "2.4655")
+        "p4d.24xlarge", "21.957642", "2.4655")
     assert aws_row["source"].startswith("AWS Price List API") and aws_row["read_on"] == "2026-12-03"
     assert (gcp_row["source"], gcp_row["read_on"]) == ("gcp list", "2026-01-01")  # other providers untouched
-    assert changes == ["p4d.24xlarge us-east-1: 20.0 -> 21.9576"]
+    assert changes == ["p4d.24xlarge us-east-1: 20.0 -> 21.957642"]
