@@ -17,6 +17,7 @@ import burst
 from burst.agent.cli import agent_cmd, agents_group
 from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
+from burst.nodegroups_cli import nodegroups_group
 from burst.projection.cli import cost_cmd, usage_cmd
 
 if TYPE_CHECKING:
@@ -664,6 +665,7 @@ main.add_command(gpus_cmd)
 main.add_command(agents_group)
 main.add_command(cost_cmd)
 main.add_command(usage_cmd)
+main.add_command(nodegroups_group)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,151 @@
+# A GPU node group burst scales on GCP: instance template (GPUs, Spot option,
+# shutdown script hook), zonal or regional MIG whose target size burst owns,
+# standby pool for on-demand groups, and the discovery labels burst reads.
+
+locals {
+  spot     = var.capacity_type == "spot"
+  regional = length(var.zones) > 1
+
+  # Cross-variable checks (Terraform 1.0 has no preconditions): tonumber() of
+  # the message fails the plan with the message in the error.
+  min_size      = var.min_size <= var.max_size ? var.min_size : tonumber("min_size (${var.min_size}) is above max_size (${var.max_size})")
+  standby_count = var.warm_pool == null ? 0 : (local.spot ? tonumber("warm_pool is for on_demand groups only: spot groups get no standby pool") : 1)
+  standby_size  = local.standby_count == 1 ? var.warm_pool.min_size : 0
+
+  # The labels burst discovers its groups by (DESIGN.md, "discovery tags"): lower-case values.
+  discovery_labels = {
+    burst-cluster       = lower(var.cluster)
+    burst-tier          = "elastic"
+    burst-capacity-type = lower(var.capacity_type)
+    burst-gpu-model     = lower(var.gpu_model)
+    burst-group         = lower(var.name)
+  }
+  labels = merge(var.labels, local.discovery_labels)
+
+  metadata = merge(
+    { enable-oslogin = "TRUE" },
+    var.startup_script == "" ? {} : { startup-script = var.startup_script },
+    var.shutdown_script == "" ? {} : { shutdown-script = var.shutdown_script },
+  )
+}
+
+resource "google_compute_instance_template" "this" {
+  project      = var.project
+  name_prefix  = "${var.name}-"
+  description  = "burst ${var.cluster} node group ${var.name}"
+  machine_type = var.machine_type
+  region       = var.region
+  labels       = local.labels
+  tags         = var.network_tags
+  metadata     = local.metadata
+
+  disk {
+    source_image = var.image
+    boot         = true
+    auto_delete  = true
+    disk_size_gb = var.boot_disk_size_gb
+    disk_type    = "pd-ssd"
+    labels       = local.labels
+  }
+
+  dynamic "guest_accelerator" {
+    for_each = var.gpu_type == null ? [] : [var.gpu_type]
+    content {
+      type  = guest_accelerator.value
+      count = var.gpus_per_node
+    }
+  }
+
+  network_interface {
+    subnetwork = var.subnetwork
+  }
+
+  scheduling {
+    provisioning_model          = local.spot ? "SPOT" : "STANDARD"
+    preemptible                 = local.spot
+    automatic_restart           = !local.spot
+    on_host_maintenance         = "TERMINATE"
+    instance_termination_action = local.spot ? "DELETE" : null
+  }
+
+  service_account {
+    email  = var.node_service_account
+    scopes = ["cloud-platform"]
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "google_compute_instance_group_manager" "zonal" {
+  count              = local.regional ? 0 : 1
+  project            = var.project
+  name               = var.name
+  zone               = var.zones[0]
+  base_instance_name = var.name
+  target_size        = local.min_size
+
+  version {
+    instance_template = google_compute_instance_template.this.id
+  }
+
+  # A new template reaches new instances only: running GPU jobs are not replaced.
+  update_policy {
+    type                  = "OPPORTUNISTIC"
+    minimal_action        = "REPLACE"
+    max_surge_fixed       = 0
+    max_unavailable_fixed = 1
+  }
+
+  dynamic "standby_policy" {
+    for_each = range(local.standby_count)
+    content {
+      initial_delay_sec = var.standby_initial_delay_s
+      mode              = "MANUAL"
+    }
+  }
+  target_stopped_size = local.standby_count == 1 ? local.standby_size : null
+
+  lifecycle {
+    # burst owns the target size; an apply must not reset it.
+    ignore_changes = [target_size]
+  }
+}
+
+resource "google_compute_region_instance_group_manager" "regional" {
+  count                            = local.regional ? 1 : 0
+  project                          = var.project
+  name                             = var.name
+  region                           = var.region
+  distribution_policy_zones        = var.zones
+  distribution_policy_target_shape = var.distribution_shape
+  base_instance_name               = var.name
+  target_size                      = local.min_size
+
+  version {
+    instance_template = google_compute_instance_template.this.id
+  }
+
+  update_policy {
+    type                         = "OPPORTUNISTIC"
+    minimal_action               = "REPLACE"
+    instance_redistribution_type = "NONE"
+    max_surge_fixed              = 0
+    max_unavailable_fixed        = length(var.zones)
+  }
+
+  dynamic "standby_policy" {
+    for_each = range(local.standby_count)
+    content {
+      initial_delay_sec = var.standby_initial_delay_s
+      mode              = "MANUAL"
+    }
+  }
+  target_stopped_size = local.standby_count == 1 ? local.standby_size : null
+
+  lifecycle {
+    # burst owns the target size; an apply must not reset it.
+    ignore_changes = [target_size]
+  }
+}
