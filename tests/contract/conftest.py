@@ -159,9 +159,62 @@ def aws_harness() -> Iterator[Harness]:
         )
 
 
+def _libcloud_env() -> None:
+    """Put tests/libcloud (its helpers; it is no package, so it cannot shadow libcloud) on the import path."""
+    import sys
+    from pathlib import Path
+
+    path = str(Path(__file__).resolve().parents[1] / "libcloud")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+@contextmanager
+def libcloud_dummy_harness() -> Iterator[Harness]:
+    """The libcloud provider over libcloud's Dummy driver, extended with names, metadata, a 60 s boot and
+    stop/start (tests/libcloud/dummy_env.py): the provider's generic logic. No interruption source."""
+    _libcloud_env()
+    from libcloud_env import dummy_provider
+
+    clock = FakeClock()
+    provider, _ = dummy_provider(clock, cluster=CLUSTER)
+    yield Harness(
+        name="libcloud-dummy",
+        provider=provider,
+        clock=clock,
+        group_id="od-a100",
+        spot_group_id="spot-a100",
+        supports_warm_pool=True,
+    )
+
+
+@contextmanager
+def libcloud_ec2_harness() -> Iterator[Harness]:
+    """The libcloud provider over libcloud's own EC2 driver, on HTTP to a moto server on 127.0.0.1
+    (tests/libcloud/ec2_env.py). moto's instances run at once (boot 0 s), are listed from the next refresh
+    (one 1 s step) and can be stopped and started, so warm pools work; libcloud has no interruption feed."""
+    _libcloud_env()
+    from libcloud_env import ec2_provider
+
+    clock = FakeClock()
+    with ec2_provider(clock, cluster=CLUSTER) as setup:
+        yield Harness(
+            name="libcloud-ec2",
+            provider=setup.provider,
+            clock=clock,
+            group_id="od-a100",
+            spot_group_id="spot-a100",
+            supports_warm_pool=True,
+            boot_latency_s=0.0,
+            max_list_delay_s=1.0,
+        )
+
+
 HARNESSES: list[tuple[str, HarnessFactory]] = [
     ("sim", sim_harness),
     ("aws", aws_harness),
+    ("libcloud-dummy", libcloud_dummy_harness),
+    ("libcloud-ec2", libcloud_ec2_harness),
 ]
 """Every provider the contract suite runs against: (id, factory)."""
 
