@@ -70,3 +70,11 @@ def k8s_node(name: str, provider_id: str, *, gpus: int | None = None, ready: boo
             "spec": {"providerID": provider_id},
             "status": {"allocatable": allocatable,
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+class Prices:
+    def group_price(self, g: object) -> float:
+        return 10.0
+
+    def standby_price(self, g: object) -> float:
+        return 0.0
