@@ -180,7 +180,11 @@ class KubernetesJobSource:
             if after is not None and after[1] == seen.pod:
                 continue
             if was_running and (after is not None or seen.pod in self.drainer.removed):
-                back, lost = progress.requeue(seen.job, now)
+                job = seen.job
+                acked = self.drainer.acked.pop(seen.pod, None)
+                if acked is not None and job.fault_tolerant:  # an acknowledged checkpoint is complete when acked
+                    job = dataclasses.replace(job, last_checkpoint_at=acked, checkpoint_duration_s=None)
+                back, lost = progress.requeue(job, now)
                 self._banked[jid] = back
                 events.requeued.append((back, lost))
             elif after is None and was_running:

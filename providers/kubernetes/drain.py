@@ -76,16 +76,21 @@ def fault_tolerant(pod: Obj) -> bool:
     return value.strip().lower() in ("true", "1", "yes")
 
 
+def _time(value: str | None) -> datetime | None:
+    try:
+        at = datetime.fromisoformat((value or "").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None
+
+
 def _outstanding(annotations: dict[str, str], now: datetime) -> tuple[str, datetime] | None:
     """The pod's unanswered checkpoint request still inside its deadline: (request id, deadline)."""
     request = annotations.get(names.CHECKPOINT_REQUEST)
     if not request or annotations.get(names.CHECKPOINT_ACK) == request:
         return None
-    try:
-        deadline = datetime.fromisoformat(annotations.get(names.CHECKPOINT_DEADLINE, "").replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (request, deadline) if deadline.tzinfo is not None and deadline > now else None
+    deadline = _time(annotations.get(names.CHECKPOINT_DEADLINE))
+    return (request, deadline) if deadline is not None and deadline > now else None
 
 
 def pods_on(cluster: KubeCluster, node_name: str) -> list[PodKey]:
@@ -106,6 +111,8 @@ class Drainer:
         self._draining: dict[str, tuple[datetime | None, str]] = {}  # node name -> (reclaim deadline, reason)
         self.removed: set[PodKey] = set()
         """Pods burst evicted or deleted (their jobs are requeued, not completed)."""
+        self.acked: dict[PodKey, datetime] = {}
+        """When each acknowledged checkpoint was taken (its `burst.dev/last-checkpoint`, else when the ack was read)."""
 
     # ------------------------------------------------------------ asking
 
@@ -195,6 +202,7 @@ class Drainer:
             return False
         if annotations.get(names.CHECKPOINT_ACK) == victim.request_id:
             report.acked.append(victim.pod)
+            self.acked[victim.pod] = _time(annotations.get(names.LAST_CHECKPOINT)) or now
             return True
         if now >= victim.deadline:
             log.warning("checkpoint deadline passed without an ack; evicting", extra={"pod": "/".join(victim.pod)})
