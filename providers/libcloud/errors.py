@@ -104,6 +104,10 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, RateLimitReachedError | MalformedResponseError):
         return True
+    if isinstance(exc, BaseHTTPError | LibcloudError) and (CAPACITY.search(message_of(exc)) or (
+        QUOTA.search(message_of(exc)) and not THROTTLING.search(message_of(exc))
+    )):
+        return False  # a definite answer, whatever the status (Nova's "No valid host" can be a 500)
     status = http_status(exc)
     if status == 429 or status >= 500:
         return True
