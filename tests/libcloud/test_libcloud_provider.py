@@ -13,8 +13,16 @@ from libcloud_env import dummy_provider
 
 from burst.model import EventKind, NodeState, WarmState
 from providers.base import CredentialsError, InsufficientCapacity, NotFound, NotSupported, QuotaExceeded
-from providers.libcloud import CLUSTER_KEY, GROUP_KEY, BackendUnavailable, LibcloudConfigError, node_name
-from providers.libcloud import GroupSpec, LibcloudProvider, supports_stop_start
+from providers.libcloud import (
+    CLUSTER_KEY,
+    GROUP_KEY,
+    BackendUnavailable,
+    GroupSpec,
+    LibcloudConfigError,
+    LibcloudProvider,
+    node_name,
+    supports_stop_start,
+)
 from providers.sim import ManualClock
 
 GID = "od-a100"
