@@ -17,6 +17,7 @@ well within the lease duration.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +35,7 @@ class KubernetesLease:
 
     def __init__(self, api: client.ApiClient, holder: str, *, name: str = "burst-controller",
                  namespace: str = "burst-system", duration_s: float = DEFAULT_LEASE_S) -> None:
-        self.api: Any = client.CoordinationV1Api(api)  # Any: MicroTimes are written as strings
+        self.api: Any = client.CoordinationV1Api(api)  # Any: Leases go as dicts (MicroTime strings kept exact)
         self.holder = holder
         self.name = name
         self.namespace = namespace
@@ -42,61 +43,66 @@ class KubernetesLease:
         self.conflicts = 0
         """How many writes lost a race (409): each one meant another replica wrote first."""
 
-    def _read(self) -> Any | None:
+    def _read(self) -> dict[str, Any] | None:
         try:
-            return self.api.read_namespaced_lease(self.name, self.namespace)
+            raw = self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False)
         except ApiException as exc:
             if exc.status == NOT_FOUND:
                 return None
             raise
+        lease: dict[str, Any] = json.loads(raw.data)
+        return lease
 
     @staticmethod
-    def _expires(lease: Any) -> datetime:
-        spec = lease.spec
-        renewed = spec.renew_time or spec.acquire_time or datetime.min.replace(tzinfo=UTC)
-        return _aware(renewed) + timedelta(seconds=spec.lease_duration_seconds or 0)
+    def _state(lease: dict[str, Any]) -> LeaseState:
+        spec = lease.get("spec") or {}
+        renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime")) or datetime.min.replace(tzinfo=UTC)
+        expires = renewed + timedelta(seconds=spec.get("leaseDurationSeconds") or 0)
+        return LeaseState(spec.get("holderIdentity") or "", int(spec.get("leaseTransitions") or 0), expires)
 
     def current(self) -> LeaseState | None:
         lease = self._read()
-        if lease is None or not lease.spec.holder_identity:
-            return None if lease is None else LeaseState("", lease.spec.lease_transitions or 0, self._expires(lease))
-        return LeaseState(lease.spec.holder_identity, lease.spec.lease_transitions or 0, self._expires(lease))
+        return None if lease is None else self._state(lease)
 
     def acquire(self, now: datetime) -> int | None:
         """Create, renew or take over the Lease: its epoch while this replica leads, else None."""
         lease = self._read()
         if lease is None:
-            spec: Any = client.V1LeaseSpec
-            body = client.V1Lease(
-                metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                spec=spec(holder_identity=self.holder, lease_duration_seconds=self.duration_s,
-                                        acquire_time=micro(now), renew_time=micro(now), lease_transitions=0),
-            )
-            return self._write(lambda: self.api.create_namespaced_lease(self.namespace, body), 0)
-        spec = lease.spec
-        epoch = spec.lease_transitions or 0
-        mine = spec.holder_identity == self.holder
-        live = bool(spec.holder_identity) and self._expires(lease) > now
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration_s,
+                             "acquireTime": micro(now), "renewTime": micro(now), "leaseTransitions": 0}}
+            return self._write("POST", f"{self._path}", body, 0)
+        state = self._state(lease)
+        mine = state.holder == self.holder
+        live = bool(state.holder) and state.expires_at > now
         if live and not mine:
             return None
+        spec = lease.setdefault("spec", {})
+        epoch = state.epoch
         if not (live and mine):  # take over an expired or released lease: a new epoch
             epoch += 1
-            spec.holder_identity = self.holder
-            spec.acquire_time = now
-            spec.lease_transitions = epoch
-        spec.renew_time = micro(now)
-        spec.acquire_time = micro(_aware(spec.acquire_time or now))
-        spec.lease_duration_seconds = self.duration_s
-        return self._write(lambda: self.api.replace_namespaced_lease(self.name, self.namespace, lease), epoch)
+            spec.update(holderIdentity=self.holder, acquireTime=micro(now), leaseTransitions=epoch)
+        spec.update(renewTime=micro(now), leaseDurationSeconds=self.duration_s)
+        return self._write("PUT", f"{self._path}/{self.name}", lease, epoch)
 
-    def _write(self, call: Any, epoch: int) -> int | None:
-        try:
-            call()
-        except ApiException as exc:
-            if exc.status == CONFLICT:  # another replica wrote since our read: it leads, not us
-                self.conflicts += 1
-                return None
-            raise
+    @property
+    def _path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+
+    def _write(self, method: str, path: str, body: dict[str, Any], epoch: int) -> int | None:
+        """POST or PUT the Lease as JSON, as written: the client's typed methods would re-parse its MicroTimes
+        into datetimes and write them back without the microseconds the API server's format requires."""
+        api = self.api.api_client
+        request = api.param_serialize(method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
+                                      header_params={"Content-Type": "application/json", "Accept": "application/json"})
+        response = api.call_api(*request)
+        response.read()
+        if response.status == CONFLICT:  # another replica wrote since our read: it leads, not us
+            self.conflicts += 1
+            return None
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response, body=response.data.decode(errors="replace"))
         return epoch
 
     def check(self, epoch: int, now: datetime) -> None:
@@ -110,12 +116,10 @@ class KubernetesLease:
     def release(self) -> None:
         """Give the Lease up (holder cleared), so a standby takes it at once; nothing if another holds it."""
         lease = self._read()
-        if lease is None or lease.spec.holder_identity != self.holder:
+        if lease is None or self._state(lease).holder != self.holder:
             return
-        lease.spec.holder_identity = ""
-        lease.spec.acquire_time = micro(_aware(lease.spec.acquire_time or datetime.now(UTC)))
-        lease.spec.renew_time = micro(_aware(lease.spec.renew_time or datetime.now(UTC)))
-        self._write(lambda: self.api.replace_namespaced_lease(self.name, self.namespace, lease), 0)
+        lease["spec"]["holderIdentity"] = ""
+        self._write("PUT", f"{self._path}/{self.name}", lease, 0)
 
 
 def micro(at: datetime) -> str:
@@ -125,6 +129,15 @@ def micro(at: datetime) -> str:
 
 def _aware(at: datetime) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _parse(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return _aware(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
 
 
 __all__ = ["KubernetesLease"]

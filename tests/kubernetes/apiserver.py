@@ -19,6 +19,10 @@ strategic merge patch (maps merge, null deletes, `spec.taints` merges by
 `key`) and refuses other patch types with 415; an eviction is refused with
 429 while a matching PodDisruptionBudget allows no disruption.
 
+A test can run a one-shot `before_answer` hook between deciding a GET and
+answering it, so another writer's request lands in between (a race made
+deterministic).
+
 Where it is simpler: a watch ends once it has sent what it has (a real one
 stays open until `timeoutSeconds`); an eviction or delete removes the pod at
 once (no grace period); PodDisruptionBudgets have their `disruptionsAllowed`
@@ -38,7 +42,7 @@ import copy
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -100,6 +104,8 @@ class ApiServer:
         self.calls: list[tuple[str, str, str]] = []
         self.patch_types: list[tuple[str, str]] = []  # (resource, content type)
         self.evictions: list[tuple[str, str, int]] = []  # (namespace, name, status code answered)
+        self.before_answer: dict[tuple[str, str], Callable[[], None]] = {}
+        """One-shot: run after a (verb, resource) request is decided and before it is answered (a racing writer)."""
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.http.daemon_threads = True
         self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
@@ -336,6 +342,9 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             if name is not None:
                 self._record("get", group, resource)
                 obj = server.get(resource, name, ns or "")
+                hook = server.before_answer.pop(("get", resource), None)
+                if hook is not None:
+                    hook()
                 if obj is None:
                     self._send(404, status(404, "NotFound", f'{resource} "{name}" not found'))
                 else:
