@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from apiserver import ApiServer
 
 from providers.kubernetes.cluster import KubeCluster, connect
-from apiserver import ApiServer
 
 SEEN: set[tuple[str, str, str]] = set()
 PATCH_TYPES: set[str] = set()
