@@ -156,7 +156,7 @@ def test_the_fixture_is_the_examples_outputs() -> None:
     scope = example_scope(ex, EXAMPLE_INPUTS)
     fixture = json.loads(FIXTURE.read_text())
     assert set(fixture) == set(ex.outputs)
-    for name, output in fixture.items():
+    for output in fixture.values():
         assert set(output) == {"sensitive", "type", "value"} and output["sensitive"] is False
     assert fixture["onprem_node_groups"]["value"] == scope["local"]["onprem_node_groups"]
     calls = {**example_calls("aws-gpu-node-group"), **example_calls("gcp-gpu-node-group")}
