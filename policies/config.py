@@ -514,6 +514,46 @@ class AwsDoc(StrictModel):
     )
 
 
+class LibcloudGroupDoc(StrictModel):
+    """How the libcloud provider creates one node group's nodes."""
+
+    size: NonEmptyStr = Field(description="Driver size (flavor, VM size, plan) id or name, e.g. p4d.24xlarge.")
+    image: NonEmptyStr = Field(description="Driver image id or name the nodes boot.")
+    location: NonEmptyStr | None = Field(
+        default=None, description="Driver location (zone, region, facility) id or name; null = the driver's default."
+    )
+    create_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra create_node arguments, e.g. {ex_spot: true} (EC2) or {ex_keyname: ops, networks: [...]}.",
+    )
+
+
+class LibcloudDoc(StrictModel):
+    """The libcloud provider's driver. Read by the runtime when a node group has provider libcloud."""
+
+    driver: NonEmptyStr = Field(
+        description="libcloud compute driver name: ec2, openstack, azure_arm, equinixmetal, gce, ... (Provider.*)."
+    )
+    key_env: NonEmptyStr | None = Field(
+        default=None, description="Environment variable holding the driver's key (user, access key, client id)."
+    )
+    secret_env: NonEmptyStr | None = Field(
+        default=None, description="Environment variable holding the driver's secret (password, secret key)."
+    )
+    driver_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Other driver constructor arguments (region, ex_force_auth_url, host, port, ...); no secrets.",
+    )
+    metadata_arg: NonEmptyStr | None = Field(
+        default="ex_metadata",
+        description="create_node argument that carries node metadata (ex_metadata: EC2, OpenStack; ex_tags: Azure); "
+        "null = nodes are known by name only.",
+    )
+    groups: dict[str, LibcloudGroupDoc] = Field(
+        default_factory=dict, description="Per node group id (provider libcloud): size, image, location."
+    )
+
+
 class BurstConfig(StrictModel):
     """The whole `burst.yaml`. Every key is optional."""
 
@@ -540,6 +580,9 @@ class BurstConfig(StrictModel):
     )
     catalog: CatalogDoc = Field(default=CatalogDoc(), description="Price catalog additions.")
     aws: AwsDoc | None = Field(default=None, description="AWS provider settings; null = no AWS groups.")
+    libcloud: LibcloudDoc | None = Field(
+        default=None, description="libcloud provider settings; null = no libcloud groups."
+    )
     forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
     workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
     api: ApiDoc = Field(default=ApiDoc(), description="The daemon's HTTP API.")
