@@ -410,11 +410,43 @@ class ForecastingDoc(StrictModel):
         return value
 
 
+class KubernetesWorkloadDoc(StrictModel):
+    """A Kubernetes cluster's GPU pods as the jobs; its Nodes labelled, drained and cleaned up. Read by the runtime."""
+
+    kubeconfig: PathStr | None = Field(
+        default=None, description="kubeconfig file (relative to this file); null = the in-cluster service account, "
+        "else ~/.kube/config."
+    )
+    context: NonEmptyStr | None = Field(default=None, description="kubeconfig context; null = its current one.")
+    api_url: NonEmptyStr | None = Field(
+        default=None, description="Plain-HTTP API endpoint without credentials (kubectl proxy) instead of a kubeconfig."
+    )
+    tenant_label: NonEmptyStr = Field(
+        default="burst.dev/tenant", description="Namespace label naming a pod's tenant (else the namespace's name)."
+    )
+    checkpoint_grace: PositiveDuration = Field(
+        default=120.0, description="Duration a fault-tolerant pod has to acknowledge a checkpoint before eviction "
+        "(a spot notice's deadline when sooner)."
+    )
+    pdb_retry: PositiveDuration = Field(
+        default=300.0, description="Duration an eviction a PodDisruptionBudget refuses (429) is retried."
+    )
+    on_pdb_timeout: Literal["wait", "delete"] = Field(
+        default="wait", description="After pdb_retry: wait (keep honouring the budget) or delete the pod."
+    )
+    drain_timeout: PositiveDuration = Field(
+        default=900.0, description="Duration a node burst terminates is drained before its instance goes anyway."
+    )
+
+
 class WorkloadDoc(StrictModel):
     """Built-in job sources. Read by the quickstart."""
 
     synthetic: dict[str, Any] | None = Field(
         default=None, description="Synthetic generator settings (free-form)."
+    )
+    kubernetes: KubernetesWorkloadDoc | None = Field(
+        default=None, description="GPU pods of a Kubernetes cluster as the jobs; null = the embedded queue."
     )
 
 
@@ -456,6 +488,12 @@ class LeaderDoc(StrictModel):
         default=30.0, description="Duration of the lease; a standby takes over within it after the leader stops."
     )
     holder: str | None = Field(default=None, strict=True, description="This daemon's name (default host:pid).")
+    kind: Literal["sqlite", "kubernetes"] = Field(
+        default="sqlite", description="sqlite: a lease in the state file; kubernetes: a coordination.k8s.io Lease "
+        "(through workload.kubernetes' connection, else the in-cluster service account)."
+    )
+    name: NonEmptyStr = Field(default="burst-controller", description="kubernetes only: the Lease's name.")
+    namespace: NonEmptyStr = Field(default="burst-system", description="kubernetes only: the Lease's namespace.")
 
 
 def duplicate_group_ids(ids: Sequence[object]) -> list[tuple[tuple[int | str, ...], str]]:
@@ -668,6 +706,11 @@ class BurstConfig(StrictModel):
         if self.aws is None or self.aws.terraform_outputs is None:
             return None
         return self._resolve(self.aws.terraform_outputs)
+
+    def kubeconfig_path(self) -> Path | None:
+        """Decide the absolute kubeconfig of workload.kubernetes, or None when not set."""
+        kube = self.workload.kubernetes
+        return self._resolve(kube.kubeconfig) if kube is not None and kube.kubeconfig is not None else None
 
     def node_groups_model(self) -> tuple[NodeGroup, ...]:
         """Decide the domain `NodeGroup`s this config describes, in file order."""
