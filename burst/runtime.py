@@ -214,14 +214,17 @@ def build_runtime(
     discover_aws = config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups)
     if not groups and not discover_aws:
         raise ConfigError("node_groups: the config has no node groups; add at least one")
-    unsupported = sorted({g.provider for g in groups} - {"sim", "aws"})
+    unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "libcloud"})
     if unsupported:
         raise ConfigError(
             f"node_groups: provider(s) {', '.join(unsupported)} are not available in this build of burst; "
-            "use provider sim or aws for these groups"
+            "use provider sim, aws or libcloud for these groups"
         )
     if any(g.provider == "aws" for g in groups) and config.aws is None:
         raise ConfigError("node_groups: provider aws needs an aws: section with at least its region")
+    if any(g.provider == "libcloud" for g in groups) and config.libcloud is None:
+        raise ConfigError("node_groups: provider libcloud needs a libcloud: section with its driver and each "
+                          "group's size and image")
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
     path = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -243,6 +246,9 @@ def build_runtime(
                                   f"{config.cluster} or set aws.terraform_outputs")
             for g in providers["aws"].node_groups():
                 catalog.group_price(g)
+        libcloud_groups = tuple(g for g in groups if g.provider == "libcloud")
+        if libcloud_groups:
+            providers["libcloud"] = _libcloud_provider(config, libcloud_groups, catalog, clock)
         metrics = ControllerMetrics()
         hub = _agent_hub(config)
         lease = (
@@ -385,6 +391,34 @@ def _aws_provider(
         )
     except (ProviderError, DiscoveryError) as exc:
         raise ConfigError(f"aws: {exc}") from None
+
+
+def _libcloud_provider(
+    config: BurstConfig, groups: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
+) -> Provider:
+    """The libcloud provider for the config's libcloud section and its node groups."""
+    from providers.base import ProviderError
+    from providers.libcloud import GroupSpec, LibcloudConfigError, LibcloudProvider, connect
+
+    doc = config.libcloud
+    assert doc is not None
+    missing = [g.id for g in groups if g.id not in doc.groups]
+    if missing:
+        raise ConfigError(f"libcloud.groups: no size and image for node group(s) {', '.join(missing)}; "
+                          "add an entry per libcloud group")
+
+    def price(instance_type: str, region: str, capacity: CapacityType) -> float | None:
+        row = catalog.find("libcloud", instance_type, region)
+        return row.cloud_price(capacity) if row is not None else None
+
+    specs = {gid: GroupSpec(size=g.size, image=g.image, location=g.location, create_args=dict(g.create_args))
+             for gid, g in doc.groups.items()}
+    try:
+        driver = connect(doc.driver, key_env=doc.key_env, secret_env=doc.secret_env, args=doc.driver_args)
+        return LibcloudProvider(driver, groups, specs, cluster=config.cluster, clock=clock, prices=price,
+                                metadata_arg=doc.metadata_arg)
+    except (ProviderError, LibcloudConfigError) as exc:
+        raise ConfigError(f"libcloud: {exc}") from None
 
 
 def _job_source(
