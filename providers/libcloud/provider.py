@@ -194,8 +194,9 @@ class LibcloudProvider:
         """Resolve each group's size, image and location on the driver, then list its nodes.
 
         `metadata_arg` is the `create_node` keyword that carries metadata
-        (`ex_metadata` for EC2 and OpenStack; None: the driver keeps none, and
-        members are known by name only). `warm_pools` None means "where the
+        (`ex_metadata` for EC2 and OpenStack, `ex_tags` for Azure; None, or a
+        driver whose `create_node` does not take it: members are known by
+        name only). `warm_pools` None means "where the
         driver can stop and start nodes". A node created but not yet listed is
         kept as booting for `list_grace_s` before it counts as lost.
 
@@ -482,7 +483,7 @@ class LibcloudProvider:
         kwargs: dict[str, Any] = {"name": name, "size": g.size, "image": g.image}
         if g.location is not None:
             kwargs["location"] = g.location
-        if self._metadata_arg:
+        if self._metadata_arg and self._takes(self._metadata_arg):
             kwargs[self._metadata_arg] = {CLUSTER_KEY: self.cluster, GROUP_KEY: gid}
         if "ex_clienttoken" in self._create_params:
             kwargs["ex_clienttoken"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"burst:{key}:{name}"))
@@ -511,6 +512,9 @@ class LibcloudProvider:
         self._members[nid] = member
         self._gone.discard(nid)
         self._set_node(member, NodeState.REQUESTED, None)
+
+    def _takes(self, keyword: str) -> bool:
+        return keyword in self._create_params or "**" in self._create_params
 
     def _destroy(self, m: _Member) -> None:
         def gone_already() -> None:
@@ -674,10 +678,12 @@ _SUFFIX = re.compile(r"[0-9a-f]{8}-[0-9]+")
 
 
 def _parameters(fn: Any) -> frozenset[str]:
+    """The keyword names `fn` takes ("**" among them when it takes any)."""
     try:
-        return frozenset(inspect.signature(fn).parameters)
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return frozenset()
+        return frozenset({"**"})
+    return frozenset("**" if p.kind is inspect.Parameter.VAR_KEYWORD else p.name for p in params)
 
 
 def _pick(items: Sequence[Any], wanted: str) -> Any:

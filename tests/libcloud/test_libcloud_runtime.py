@@ -141,3 +141,34 @@ def test_an_unknown_driver_or_size_is_a_config_error(endpoint: Ec2Proxy, tmp_pat
     with pytest.raises(ConfigError, match="size 'p9.huge' is not one the driver lists"):
         build_runtime(load_config(write(tmp_path, section(endpoint.port).replace("size: p4d.24xlarge", "size: p9.huge"))),
                       ephemeral=True)
+
+
+@pytest.mark.parametrize(
+    ("driver", "args", "expected"),
+    [
+        ("azure_arm", {"tenant_id": "t-1", "subscription_id": "s-1"}, {"tenant_id": "t-1", "subscription_id": "s-1"}),
+        ("gce", {"project": "p-1"}, {"user_id": "the-key", "key": "the-secret"}),
+    ],
+)
+def test_credentials_reach_the_driver_constructor_by_its_parameter_names(
+    driver: str, args: dict[str, str], expected: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import inspect
+
+    from libcloud.compute.providers import get_driver
+
+    from providers.libcloud import connect
+
+    seen: dict[str, object] = {}
+    cls = get_driver(driver)
+    real = inspect.signature(cls.__init__)
+
+    def record(self: object, *a: object, **kw: object) -> None:  # what the real constructor would be given
+        seen.update(real.bind(self, *a, **kw).arguments)
+
+    record.__signature__ = real  # type: ignore[attr-defined]
+    monkeypatch.setattr(cls, "__init__", record)
+    connect(driver, key_env="K", secret_env="S", args=args, environ={"K": "the-key", "S": "the-secret"})
+    assert {k: seen[k] for k in expected} == expected
+    if driver == "azure_arm":
+        assert (seen["key"], seen["secret"]) == ("the-key", "the-secret")
