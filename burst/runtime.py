@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow
-from burst.lease import SqliteLease
+from burst.lease import LeaderLease, SqliteLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
@@ -38,6 +39,9 @@ from forecasting.service import ForecastService
 from policies import BurstConfig, PolicyReloader, load_config
 from providers.base import Provider
 from providers.sim import ManualClock, SimProvider
+
+if TYPE_CHECKING:
+    from burst.workloads.kubernetes import KubernetesParts
 
 log = logging.getLogger(__name__)
 
@@ -251,21 +255,23 @@ def build_runtime(
             providers["libcloud"] = _libcloud_provider(config, libcloud_groups, catalog, clock)
         metrics = ControllerMetrics()
         hub = _agent_hub(config)
-        lease = (
-            SqliteLease(path, config.leader.holder or f"{socket.gethostname()}:{os.getpid()}",
-                        duration_s=config.leader.lease)
-            if config.leader.enabled else None
-        )
+        kube = _kubernetes(config)
+        holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
+        lease: LeaderLease | None = SqliteLease(path, holder, duration_s=config.leader.lease) if config.leader.enabled \
+            and config.leader.kind == "sqlite" else None
+        if config.leader.enabled and config.leader.kind == "kubernetes":
+            lease = (kube or _kubernetes(config, need=True)).lease(  # type: ignore[union-attr]
+                holder, name=config.leader.name, namespace=config.leader.namespace, duration_s=config.leader.lease)
         reloader = PolicyReloader(config.policies_path())
         if reloader.last_errors:
             raise ConfigError("\n".join(str(e) for e in reloader.last_errors))
-        source = _job_source(config, store, clock, complete_by_duration=True)
+        source = kube.source if kube is not None else _job_source(config, store, clock, complete_by_duration=True)
         policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
         forecasts = forecast_service(config, store, background=sim_clock is None)
         controller = Controller(
-            providers={name: MeteredProvider(p, metrics) for name, p in providers.items()},
+            providers={name: MeteredProvider(kube.wrap(p, clock) if kube else p, metrics) for name, p in providers.items()},
             lease=lease,
-            agents=AgentBridge(hub, store, policies) if hub is not None else None,
+            agents=kube.link if kube is not None else AgentBridge(hub, store, policies) if hub is not None else None,
             source=source,
             store=store,
             policies=policies,
@@ -419,6 +425,26 @@ def _libcloud_provider(
                                 metadata_arg=doc.metadata_arg)
     except (ProviderError, LibcloudConfigError) as exc:
         raise ConfigError(f"libcloud: {exc}") from None
+
+
+def _kubernetes(config: BurstConfig, *, need: bool = False) -> KubernetesParts | None:
+    """The job source, checkpoint channel and node handling of `workload.kubernetes` (None when it is not set,
+    unless `need`: for the Lease alone, through the in-cluster service account or ~/.kube/config)."""
+    doc = config.workload.kubernetes
+    if doc is None and not need:
+        return None
+    from burst.workloads.kubernetes import KubernetesSettings, kubernetes_parts  # the client loads only here
+    from providers.base import CredentialsError
+
+    kubeconfig = config.kubeconfig_path()
+    settings = KubernetesSettings() if doc is None else KubernetesSettings(
+        kubeconfig=str(kubeconfig) if kubeconfig else None, context=doc.context, api_url=doc.api_url,
+        tenant_label=doc.tenant_label, checkpoint_grace_s=doc.checkpoint_grace, pdb_retry_s=doc.pdb_retry,
+        on_pdb_timeout=doc.on_pdb_timeout, drain_timeout_s=doc.drain_timeout)
+    try:
+        return kubernetes_parts(settings, will_wrap=True)
+    except CredentialsError as exc:
+        raise ConfigError(f"workload.kubernetes: {exc}") from None
 
 
 def _job_source(

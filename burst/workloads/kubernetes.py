@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,10 +38,12 @@ from burst import progress
 from burst.model import Action, ActionKind, Job, JobState, Node, NodeGpus, NodeId
 from burst.workloads.base import JobEvents
 from policies.durations import parse_duration
+from providers.base import Provider
 from providers.kubernetes import names
-from providers.kubernetes.cluster import KubeCluster, Obj
-from providers.kubernetes.drain import Drainer, PodKey, fault_tolerant
-from providers.kubernetes.nodes import instance_id
+from providers.kubernetes.cluster import KubeCluster, Obj, connect
+from providers.kubernetes.drain import Drainer, Escalation, PodKey, fault_tolerant
+from providers.kubernetes.lease import KubernetesLease
+from providers.kubernetes.nodes import KubernetesNodes, instance_id
 
 log = logging.getLogger(__name__)
 
@@ -244,4 +246,57 @@ class KubernetesLink:
             self.drainer.evict(pods, now, reason=action.reason)
 
 
-__all__ = ["KubernetesJobSource", "KubernetesLink", "job_id", "requested_gpus"]
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """How to reach the cluster and how patiently to drain it (`workload.kubernetes` in burst.yaml)."""
+
+    kubeconfig: str | None = None  # None: the in-cluster service account, else ~/.kube/config
+    context: str | None = None
+    api_url: str | None = None  # a plain-HTTP endpoint without auth (kubectl proxy)
+    tenant_label: str = names.TENANT
+    watch_timeout_s: float = 1.0
+    checkpoint_grace_s: float = 120.0
+    pdb_retry_s: float = 300.0
+    on_pdb_timeout: Escalation = "wait"
+    drain_timeout_s: float = 900.0
+
+
+@dataclass
+class KubernetesParts:
+    """The pieces the runtime wires into a controller: one cluster cache shared by the job source, the
+    checkpoint channel (agent link) and the node handling wrapped around each provider."""
+
+    settings: KubernetesSettings
+    api: Any
+    cluster: KubeCluster
+    drainer: Drainer
+    source: KubernetesJobSource
+    link: KubernetesLink
+    _wrapped: int = 0
+
+    def wrap(self, provider: Provider, clock: Callable[[], datetime]) -> Provider:
+        """`provider` seen through the cluster's Nodes; the first wrapped provider syncs the cache each tick."""
+        self._wrapped += 1
+        return KubernetesNodes(provider, self.cluster, self.drainer, clock=clock, sync=self._wrapped == 1,
+                               drain_timeout_s=self.settings.drain_timeout_s)
+
+    def lease(self, holder: str, *, name: str, namespace: str, duration_s: float) -> KubernetesLease:
+        return KubernetesLease(self.api, holder, name=name, namespace=namespace, duration_s=duration_s)
+
+
+def kubernetes_parts(settings: KubernetesSettings, *, will_wrap: bool) -> KubernetesParts:
+    """Connect (raises providers.base.CredentialsError) and build the parts; with `will_wrap`, the node
+    wrapper syncs the cache at the start of each tick, else the job source does."""
+    api = connect(kubeconfig=settings.kubeconfig, context=settings.context, host=settings.api_url)
+    cluster = KubeCluster(api, watch_timeout_s=max(1, round(settings.watch_timeout_s)),
+                          tenant_label=settings.tenant_label)
+    drainer = Drainer(cluster, checkpoint_grace_s=settings.checkpoint_grace_s, pdb_retry_s=settings.pdb_retry_s,
+                      on_pdb_timeout=settings.on_pdb_timeout)
+    source = KubernetesJobSource(cluster, drainer, sync=not will_wrap)
+    return KubernetesParts(settings, api, cluster, drainer, source, KubernetesLink(source, drainer))
+
+
+__all__ = ["KubernetesJobSource", "KubernetesLink", "KubernetesParts", "KubernetesSettings", "job_id",
+           "kubernetes_parts", "requested_gpus"]
