@@ -84,7 +84,16 @@ class ApiError(Exception):
         self.code, self.message, self.reason = code, message, reason
 
 
-STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+INJECTED = {
+    403: ("Required '{method}' permission for 'projects/{project}'", "forbidden"),
+    429: ("Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service "
+          "'compute.googleapis.com'", "rateLimitExceeded"),
+    500: ("Internal error. Please try again or contact Google Support.", "backendError"),
+    503: ("Internal error. Please try again or contact Google Support.", "backendError"),
+}
+"""What an injected error answers, per HTTP status: message and reason, as the Compute API words them."""
+
+STATUS_NAMES = {403: "PERMISSION_DENIED", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
                 503: "UNAVAILABLE"}
 
 
@@ -144,6 +153,7 @@ class ComputeServer:
         self.request_ids: dict[str, tuple[str, str]] = {}  # requestId -> (zone, operation name)
         self.log: list[tuple[str, dict[str, str], Any, int]] = []  # (method id, query, body, HTTP status)
         self._ids = 1000
+        self.created: list[str] = []  # every VM a group ever created, in order
         self._lock = threading.RLock()
         server = self
 
@@ -237,8 +247,8 @@ class ComputeServer:
             queued = self.faults.errors.get(method)
             if queued:
                 code = queued.pop(0)
-                raise ApiError(code, "Rate Limit Exceeded" if code == 429 else "Internal error. Please try again.",
-                               "rateLimitExceeded" if code == 429 else "backendError")
+                message, reason = INJECTED.get(code, INJECTED[503])
+                raise ApiError(code, message.format(method=method, project=self.project), reason)
             body = json.loads(raw) if raw else None
             self._validate(method, query, body)
             with self._lock:
@@ -483,6 +493,7 @@ class ComputeServer:
                 f"The zone 'projects/{self.project}/zones/{zone}' does not have enough resources available to fulfill "
                 "the request. Try a different zone, or try again later.")}]
         self.vms[(zone, vm.name)] = vm
+        self.created.append(vm.name)
         return vm
 
     def _delete(self, vm: Vm) -> None:

@@ -106,6 +106,9 @@ def _message(exc: BaseException) -> str:
 
 def map_error(exc: BaseException, what: str) -> ProviderError:
     """The typed provider error for an exception raised by the Compute API method `what`."""
+    rejected = (auth_exceptions.RefreshError, auth_exceptions.InvalidOperation, core.Unauthorized)
+    if isinstance(exc, rejected):  # a 401, and the credentials could not be refreshed
+        return CredentialsError(f"the Compute API rejected the credentials (401) on {what}: {CREDENTIALS_FIX}")
     if isinstance(exc, auth_exceptions.DefaultCredentialsError):
         return CredentialsError(f"GCP credentials not found (Application Default Credentials): {CREDENTIALS_FIX}")
     if isinstance(exc, auth_exceptions.GoogleAuthError):
@@ -114,8 +117,6 @@ def map_error(exc: BaseException, what: str) -> ProviderError:
     message = _message(exc)
     if codes & CAPACITY_CODES or "ZONE_RESOURCE_POOL_EXHAUSTED" in message:
         return InsufficientCapacity(f"ZONE_RESOURCE_POOL_EXHAUSTED on {what}: {message}")
-    if isinstance(exc, core.Unauthorized):
-        return CredentialsError(f"the Compute API rejected the credentials (401) on {what}: {CREDENTIALS_FIX}")
     if codes & QUOTA_CODES:
         return QuotaExceeded(f"quota exceeded on {what}: {message}")
     if isinstance(exc, core.Forbidden | core.PermissionDenied):
