@@ -166,6 +166,8 @@ def node_state(m: Managed, spot: bool, before: NodeState | None) -> tuple[NodeSt
         return NodeState.BOOTING, None
     if status == "RUNNING":
         return NodeState.READY, None
+    if spot and status == "STOPPING" and before is NodeState.READY:
+        return NodeState.READY, None  # being preempted: it serves out its 30 s notice (the job can checkpoint)
     if spot and status in ("STOPPING", "TERMINATED", "STOPPED"):
         return NodeState.INTERRUPTED, None  # preempted: a Spot group keeps no standby VMs
     if status in ("TERMINATED", "STOPPED"):
