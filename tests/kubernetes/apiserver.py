@@ -108,7 +108,7 @@ class ApiServer:
         """One-shot: run after a (verb, resource) request is decided and before it is answered (a racing writer)."""
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.http.daemon_threads = True
-        self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:
