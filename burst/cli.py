@@ -85,7 +85,8 @@ def _open_runtime(config_path: Path | None, state: Path | None, **kw: object) ->
     try:
         config = load_run_config(config_path)
         ephemeral = config_path is None and state is None
-        return build_runtime(config, state_path=state, ephemeral=ephemeral, **kw)  # type: ignore[arg-type]
+        return build_runtime(config, state_path=state, ephemeral=ephemeral,
+                             config_file=config_path, **kw)  # type: ignore[arg-type]
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
     except (ConfigError, UnknownInstanceType) as exc:

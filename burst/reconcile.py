@@ -514,10 +514,10 @@ class LoopStats:
 def run_loop(
     controller: Controller,
     *,
-    interval_s: float,
+    interval_s: float | Callable[[], float],
     wait: Callable[[float], None],
     stop: threading.Event,
-    jitter_s: float = 0.0,
+    jitter_s: float | Callable[[], float] = 0.0,
     until: datetime | None = None,
     on_tick: Callable[[TickReport], None] | None = None,
     seed: int | None = None,
@@ -528,6 +528,7 @@ def run_loop(
     A tick that raises is logged with its traceback and counted; the loop goes
     on. `stop` is checked between ticks, so SIGTERM lets the current tick finish.
     `on_timing(report or None if it raised, seconds)` sees every tick (metrics).
+    `interval_s` and `jitter_s` may be callables, read before each wait (a reload re-paces the loop).
     """
     rng = random.Random(seed)
     stats = LoopStats()
@@ -550,5 +551,7 @@ def run_loop(
         stats.ticks += 1
         if stop.is_set():
             break
-        wait(interval_s + (rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0))
+        interval = interval_s() if callable(interval_s) else interval_s
+        jitter = jitter_s() if callable(jitter_s) else jitter_s
+        wait(interval + (rng.uniform(0.0, jitter) if jitter > 0 else 0.0))
     return stats

@@ -69,6 +69,11 @@ def catalog_from_config(config: BurstConfig) -> Catalog:
     extra: list[PriceRow] = []
     for doc in config.catalog.overrides:
         known = base.find(doc.provider, doc.instance_type, doc.region)
+        if doc.read_on is None:
+            raise ConfigError(
+                f"catalog.overrides: {doc.provider}/{doc.instance_type}/{doc.region} needs read_on, the date "
+                "the price was read (YYYY-MM-DD), so cost reports can say how old it is"
+            )
         gpu_model = doc.gpu_model or (known.gpu_model if known else None)
         gpus = doc.gpus or (known.gpus if known else None)
         if gpu_model is None or gpus is None:
@@ -87,7 +92,7 @@ def catalog_from_config(config: BurstConfig) -> Catalog:
                 on_demand_usd_per_hour=doc.on_demand_usd_per_hour,
                 spot_usd_per_hour=doc.spot_usd_per_hour,
                 source=doc.source or "burst.yaml catalog.overrides",
-                read_on=(doc.read_on.isoformat() if doc.read_on else ""),
+                read_on=doc.read_on.isoformat(),
             )
         )
     onprem = OnPremCost(**config.catalog.onprem.model_dump()) if config.catalog.onprem else OnPremCost()
@@ -111,8 +116,10 @@ class Runtime:
     stop: threading.Event = field(default_factory=threading.Event)
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
     hub: AgentHub | None = None  # the on-prem node agents' link, when api.agent_tokens is set
+    config_file: Path | None = None  # the burst.yaml the daemon re-reads on SIGHUP or change; None = never
     _reload_requested: bool = False
     _policy_stamp: tuple[tuple[str, int, int], ...] | None = None
+    _config_stamp: tuple[int, int] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
 
     def now(self) -> datetime:
@@ -146,8 +153,8 @@ class Runtime:
 
         return run_loop(
             self.controller,
-            interval_s=cfg.loop_interval,
-            jitter_s=cfg.loop_jitter,
+            interval_s=lambda: self.config.loop_interval,  # a reloaded config re-paces the next wait
+            jitter_s=lambda: self.config.loop_jitter,
             wait=wait,
             stop=self.stop,
             until=until,
@@ -157,17 +164,25 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self._policy_stamp = _dir_stamp(self.reloader.path)
+        self._config_stamp = _file_stamp(self.config_file)
 
     def request_reload(self) -> None:
-        """Ask for the tenant policies to be reloaded after the current tick (SIGHUP's handler calls this)."""
+        """Ask for the config and policies to be reloaded after the current tick (SIGHUP's handler calls this)."""
         self._reload_requested = True
 
     def reload_if_changed(self) -> list[str] | None:
-        """Reload the policies if asked to or if their files changed; the errors (last good set kept), or None."""
-        stamp = _dir_stamp(self.reloader.path)
-        if not self._reload_requested and stamp == self._policy_stamp:
+        """Reload burst.yaml and the policies if asked to or if their files changed; the errors, or None.
+
+        On any error the last good config or policy set stays in force.
+        """
+        stamp, config_stamp = _dir_stamp(self.reloader.path), _file_stamp(self.config_file)
+        if not self._reload_requested and stamp == self._policy_stamp and config_stamp == self._config_stamp:
             return None
-        self._reload_requested = False
+        asked, self._reload_requested = self._reload_requested, False
+        config_errors: list[str] = []
+        if asked or config_stamp != self._config_stamp:
+            self._config_stamp = config_stamp
+            config_errors = self._reload_config()
         self._policy_stamp = stamp
         errors = [str(e) for e in self.reloader.reload()]
         if errors:
@@ -175,6 +190,38 @@ class Runtime:
         else:
             log.info("policies reloaded", extra={"tenants": sorted(self.reloader.current),
                                                  "generation": self.reloader.generation})
+        return config_errors + errors
+
+    def _reload_config(self) -> list[str]:
+        """Re-read `config_file` and apply its live keys; the errors (nothing applied when there are any)."""
+        from burst.catalog import UnknownInstanceType
+        from burst.config_reload import apply_live, diff_config
+        from policies import PolicyValidationError
+
+        if self.config_file is None:
+            return []
+        try:
+            reloaded = load_config(self.config_file)
+            change = diff_config(self.config, reloaded)
+            catalog = catalog_from_config(reloaded) if "catalog" in change.live else self.catalog
+            for provider in self.providers.values():
+                for group in provider.node_groups():
+                    catalog.group_price(group)  # a catalog that cannot price a running group is refused
+        except PolicyValidationError as exc:
+            errors = [str(e) for e in exc.errors]
+        except (ConfigError, UnknownInstanceType, OSError) as exc:
+            errors = [f"{self.config_file}: {exc}"]
+        else:
+            if change.restart:
+                log.warning("config keys changed that take effect only after a restart; their running values stay",
+                            extra={"keys": list(change.restart)})
+            if change.live:
+                self.config = apply_live(self.config, reloaded, change)
+                self.catalog = catalog
+                self.controller.prices = catalog
+                log.info("config reloaded", extra={"keys": list(change.live)})
+            return []
+        log.error("config reload failed; the last good config stays in force", extra={"errors": errors})
         return errors
 
     def _timed(self, report: TickReport | None, seconds: float) -> None:
@@ -207,12 +254,14 @@ def build_runtime(
     state_path: Path | None = None,
     ephemeral: bool = False,
     sim_start: datetime | None = None,
+    config_file: Path | None = None,
 ) -> Runtime:
     """Build the controller `config` describes.
 
     `state_path` overrides the config's; `ephemeral` keeps state in a fresh
     temporary directory removed on `close()` (the quickstart's default).
-    `sim_start` overrides the sim clock's start instant.
+    `sim_start` overrides the sim clock's start instant. `config_file` is the
+    file `config` was read from, re-read on SIGHUP or change (None: never).
     """
     groups = config.node_groups_model()
     discover_aws = config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups)
@@ -243,7 +292,7 @@ def build_runtime(
         sim_groups = tuple(g for g in groups if g.provider == "sim")
         if sim_groups:
             providers["sim"] = _sim_provider(config, sim_groups, catalog, clock)
-        if config.aws is not None and (discover_aws or len(sim_groups) < len(groups)):
+        if config.aws is not None and (discover_aws or any(g.provider == "aws" for g in groups)):
             providers["aws"] = _aws_provider(config, tuple(g for g in groups if g.provider == "aws"), catalog, clock)
             if not providers["aws"].node_groups():
                 raise ConfigError("aws: no node groups found: tag Auto Scaling groups with burst:cluster "
@@ -298,6 +347,7 @@ def build_runtime(
         forecasts=forecasts,
         metrics=metrics,
         hub=hub,
+        config_file=config_file,
     )
 
 
@@ -310,6 +360,17 @@ def _agent_hub(config: BurstConfig) -> AgentHub | None:
         return AgentHub(load_tokens(path))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"api.agent_tokens: {exc}") from None
+
+
+def _file_stamp(path: Path | None) -> tuple[int, int] | None:
+    """A file's mtime and size (None when unset or unreadable): a change in either means a reload."""
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _dir_stamp(path: Path) -> tuple[tuple[str, int, int], ...]:

@@ -57,3 +57,56 @@ def test_json_log_lines_keep_plan_and_action_ids() -> None:
     line = json.loads(stream.getvalue())
     assert line["message"] == "action failed" and line["level"] == "warning"
     assert (line["plan_id"], line["action_id"], line["detail"]) == ("c-0000007", "c-0000007.2", "ICE")
+
+
+def test_config_reload_applies_pacing_and_prices_keeps_the_rest_and_survives_a_broken_file(tmp_path: Path) -> None:
+    config = copy_quickstart(tmp_path)
+    original = config.read_text()
+    runtime = build_runtime(load_run_config(config), state_path=tmp_path / "s.db", config_file=config)
+    od = next(g for g in runtime.providers["sim"].node_groups() if g.id == "cloud-a100-od")
+    price_before = runtime.catalog.group_price(od)
+    try:
+        start = runtime.now()
+        runtime.run(until=start + timedelta(minutes=3), realtime=False)
+        assert runtime.now() == start + timedelta(minutes=3)  # 1m ticks
+
+        config.write_text(
+            original.replace("loop_interval: 1m", "loop_interval: 5m").replace("cluster: quickstart", "cluster: other")
+            + "catalog:\n  overrides:\n    - {provider: sim, instance_type: p4d.24xlarge, region: us-east-1,"
+              " on_demand_usd_per_hour: 99.0, spot_usd_per_hour: 9.0, read_on: 2026-12-01}\n"
+        )
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = records.append  # type: ignore[method-assign]
+        logging.getLogger("burst").addHandler(handler)
+        try:
+            tick = runtime.now()
+            runtime.run(until=tick + timedelta(minutes=10), realtime=False)
+        finally:
+            logging.getLogger("burst").removeHandler(handler)
+        assert runtime.config.loop_interval == 300.0
+        assert runtime.now() == tick + timedelta(minutes=10)  # reloaded after the first tick: two 5m waits, not ten 1m
+        assert runtime.catalog.group_price(od) == 99.0 != price_before
+        assert runtime.controller.prices is runtime.catalog
+        assert runtime.config.cluster == "quickstart"  # needs a restart: the running value stays
+        restart = [r for r in records if "only after a restart" in r.getMessage()]
+        assert restart and restart[0].keys == ["cluster"]  # type: ignore[attr-defined]
+
+        config.write_text("loop_interval: [1m\n")  # broken YAML
+        errors = runtime.reload_if_changed()
+        assert errors and "burst.yaml" in errors[0]
+        assert runtime.config.loop_interval == 300.0 and runtime.catalog.group_price(od) == 99.0
+
+        config.write_text(original.replace("loop_interval: 1m", "loop_interval: -3m"))  # valid YAML, bad value
+        runtime.request_reload()
+        errors = runtime.reload_if_changed()
+        assert errors and "loop_interval" in errors[0]
+        assert runtime.config.loop_interval == 300.0
+
+        config.write_text(original + "catalog:\n  overrides:\n    - {provider: sim, instance_type: new-type,"
+                          " region: us-east-1, on_demand_usd_per_hour: 5.0, read_on: 2026-12-01}\n")
+        errors = runtime.reload_if_changed()  # a new type needs its GPU shape: refused whole
+        assert errors and "gpu_model and gpus" in errors[0]
+        assert runtime.catalog.group_price(od) == 99.0
+    finally:
+        runtime.close()
