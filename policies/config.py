@@ -592,6 +592,28 @@ class LibcloudDoc(StrictModel):
     )
 
 
+class GcpDoc(StrictModel):
+    """The GCP provider's connection. Read by the runtime when a node group has provider gcp, or to discover them."""
+
+    project: NonEmptyStr = Field(description="GCP project id of the managed instance groups.")
+    zones: Annotated[list[NonEmptyStr], Strict()] = Field(
+        default_factory=list, description="Zones to find zonal managed instance groups in, e.g. [us-central1-a]."
+    )
+    region: NonEmptyStr | None = Field(
+        default=None, description="Region whose zones are searched when zones is empty, e.g. us-central1."
+    )
+    endpoint: NonEmptyStr | None = Field(
+        default=None,
+        description="Compute API endpoint to use instead of Google's (a local emulator); a plain http:// one is "
+        "called without credentials. null = compute.googleapis.com with Application Default Credentials.",
+    )
+    discover: StrictBool = Field(
+        default=True,
+        description="When no node group lists provider gcp, manage the groups whose instance template is labelled "
+        "burst-cluster with this cluster.",
+    )
+
+
 class BurstConfig(StrictModel):
     """The whole `burst.yaml`. Every key is optional."""
 
@@ -621,6 +643,7 @@ class BurstConfig(StrictModel):
     libcloud: LibcloudDoc | None = Field(
         default=None, description="libcloud provider settings; null = no libcloud groups."
     )
+    gcp: GcpDoc | None = Field(default=None, description="GCP provider settings; null = no GCP groups.")
     forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
     workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
     api: ApiDoc = Field(default=ApiDoc(), description="The daemon's HTTP API.")
