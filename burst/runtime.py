@@ -265,16 +265,19 @@ def build_runtime(
     """
     groups = config.node_groups_model()
     discover_aws = config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups)
-    if not groups and not discover_aws:
+    discover_gcp = config.gcp is not None and config.gcp.discover and not any(g.provider == "gcp" for g in groups)
+    if not groups and not discover_aws and not discover_gcp:
         raise ConfigError("node_groups: the config has no node groups; add at least one")
-    unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "libcloud"})
+    unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "gcp", "libcloud"})
     if unsupported:
         raise ConfigError(
             f"node_groups: provider(s) {', '.join(unsupported)} are not available in this build of burst; "
-            "use provider sim, aws or libcloud for these groups"
+            "use provider sim, aws, gcp or libcloud for these groups"
         )
     if any(g.provider == "aws" for g in groups) and config.aws is None:
         raise ConfigError("node_groups: provider aws needs an aws: section with at least its region")
+    if any(g.provider == "gcp" for g in groups) and config.gcp is None:
+        raise ConfigError("node_groups: provider gcp needs a gcp: section with its project and zones (or region)")
     if any(g.provider == "libcloud" for g in groups) and config.libcloud is None:
         raise ConfigError("node_groups: provider libcloud needs a libcloud: section with its driver and each "
                           "group's size and image")
@@ -298,6 +301,13 @@ def build_runtime(
                 raise ConfigError("aws: no node groups found: tag Auto Scaling groups with burst:cluster "
                                   f"{config.cluster} or set aws.terraform_outputs")
             for g in providers["aws"].node_groups():
+                catalog.group_price(g)
+        if config.gcp is not None and (discover_gcp or any(g.provider == "gcp" for g in groups)):
+            providers["gcp"] = _gcp_provider(config, tuple(g for g in groups if g.provider == "gcp"), catalog, clock)
+            if not providers["gcp"].node_groups():
+                raise ConfigError("gcp: no node groups found: label managed instance groups' templates with "
+                                  f"burst-cluster {config.cluster} (and burst-max-size), or list them in node_groups")
+            for g in providers["gcp"].node_groups():
                 catalog.group_price(g)
         libcloud_groups = tuple(g for g in groups if g.provider == "libcloud")
         if libcloud_groups:
@@ -427,6 +437,36 @@ def _sim_provider(
         spot_hazard_per_hour={g.id: docs[g.id].spot_hazard_per_hour for g in groups},
         initial={g.id: docs[g.id].effective_initial_size for g in groups},
     )
+
+
+def _gcp_provider(
+    config: BurstConfig, listed: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
+) -> Provider:
+    """The GCP provider for the config's gcp section: the listed gcp groups, else those it discovers."""
+    from providers.base import ProviderError
+    from providers.gcp import GcpProvider  # google-cloud-compute is loaded only when a config uses GCP
+    from providers.gcp.discovery import DiscoveryError
+
+    gcp = config.gcp
+    assert gcp is not None
+
+    def price(instance_type: str, region: str, capacity: CapacityType) -> float | None:
+        row = catalog.find("gcp", instance_type, region)
+        return row.cloud_price(capacity) if row is not None else None
+
+    try:
+        return GcpProvider(
+            cluster=config.cluster,
+            project=gcp.project,
+            zones=tuple(gcp.zones),
+            region=gcp.region,
+            clock=clock,
+            endpoint=gcp.endpoint,
+            groups=listed or None,
+            prices=price,
+        )
+    except (ProviderError, DiscoveryError) as exc:
+        raise ConfigError(f"gcp: {exc}") from None
 
 
 def _aws_provider(
