@@ -335,6 +335,10 @@ def write_config(path: Path, doc: Mapping[str, Any], *, dry_run: bool) -> str:
         if not dry_run:
             if path.exists():
                 os.chmod(tmp, path.stat().st_mode & 0o7777)
+            else:  # mkstemp's file is 0600; a new config gets the usual mode
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,9 @@ def test_import_writes_the_examples_groups_into_a_valid_burst_yaml(tmp_path: Pat
     models = {g.id: g for g in cfg.node_groups_model()}
     assert models["onprem-a100"].shape.gpus_per_node == 8 and models["aws-od-a100"].warm_pool.max_prepared == 2
     assert leftovers(tmp_path) == []
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "burst.yaml").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_json_output_and_a_second_import_changes_nothing(tmp_path: Path) -> None:
