@@ -114,6 +114,22 @@ GCP_API_METHODS = frozenset(
 )
 """Every Compute API method (REST discovery id) the provider calls; the README maps them to IAM permissions."""
 
+GCP_IAM_PERMISSIONS: Mapping[str, str] = {
+    "compute.instanceGroupManagers.deleteInstances": "compute.instanceGroupManagers.update",
+    "compute.instanceGroupManagers.get": "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.list": "compute.instanceGroupManagers.list",
+    "compute.instanceGroupManagers.listManagedInstances": "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.patch": "compute.instanceGroupManagers.update",
+    "compute.instanceGroupManagers.resize": "compute.instanceGroupManagers.update",
+    "compute.instanceTemplates.get": "compute.instanceTemplates.get",
+    "compute.instances.delete": "compute.instances.delete",
+    "compute.instances.list": "compute.instances.list",
+    "compute.regions.get": "compute.regions.get",
+    "compute.zoneOperations.list": "compute.zoneOperations.list",
+    "compute.zoneOperations.wait": "compute.zoneOperations.get",
+}
+"""The IAM permission each method in GCP_API_METHODS needs (what the controller's custom role grants)."""
+
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 STANDBY_RECREATE_S = 60 * 86400.0
 """Compute Engine recreates a standby (stopped or suspended) MIG VM after 60 days."""

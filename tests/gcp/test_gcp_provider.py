@@ -20,7 +20,7 @@ from google.cloud import compute_v1
 
 from burst.model import CapacityType, GpuShape, NodeGroup, NodeState, Tier, WarmState
 from providers.base import CredentialsError, InvalidTarget, NotFound
-from providers.gcp import GCP_API_METHODS, BackendUnavailable, GcpProvider, request_id
+from providers.gcp import GCP_API_METHODS, GCP_IAM_PERMISSIONS, BackendUnavailable, GcpProvider, request_id
 from providers.gcp.discovery import DiscoveryError
 
 from .conftest import CLUSTER, Gcp
@@ -259,5 +259,5 @@ def test_the_methods_called_are_exactly_gcp_api_methods(gcp: Gcp) -> None:
     assert [e.node_id for e in p.poll_events()] == [spot_vm]
     od_vm = next(n.id for n in p.nodes().values() if n.group_id == "od-a100" and n.state is NodeState.READY)
     p.terminate([od_vm, "leftover-1"], key="kill")
-    assert gcp.methods() == set(GCP_API_METHODS) == p.called
+    assert gcp.methods() == set(GCP_API_METHODS) == p.called == set(GCP_IAM_PERMISSIONS)
     assert all(st == 200 for _, _, _, st in gcp.server.log)
