@@ -317,3 +317,40 @@ def test_the_aws_provider_discovers_the_imported_groups_by_the_modules_tags(tmp_
     assert by_outputs.events_queue_url == fixture()["burst_controller"]["value"]["events_queue_url"]
     assert {g.id: g.warm_pool.min_size for g in by_outputs.node_groups()} == {"aws-spot-a100": 0, "aws-od-a100": 1}
     assert someone_else.node_groups() == []
+
+
+@pytest.mark.slow
+def test_the_gcp_provider_discovers_the_imported_group_by_the_modules_labels(tmp_path: Path) -> None:
+    """The example's GCP group as a template labelled with what Terraform 1.0.3 evaluates from
+    gcp-gpu-node-group's .tf files, and a zonal MIG, on the local Compute API: the GCP provider's label
+    discovery finds the group `burst nodegroups import` reads from the outputs."""
+    from gcp_env import compute_server
+
+    from providers.gcp import GcpProvider
+    from providers.sim import ManualClock
+
+    module = MODULES / "gcp-gpu-node-group"
+    ex = config(EXAMPLE)
+    scope = example_scope(ex, {"aws_gpu_ami": "ami-0123456789abcdef0", "aws_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa"],
+                               "gcp_project": "burst-test", "gcp_subnetwork": "s", "gcp_node_service_account": "sa",
+                               "controller_url": "http://10.0.0.5:8470"})
+    ((name, args),) = [(n, module_arguments(c, scope)) for n, c in ex.modules.items()
+                       if unquote(c["source"]).endswith("/gcp-gpu-node-group")]
+    run = run_locals(module, args, ["labels", "min_size", "spot", "regional"], tmp_path / name)
+    assert run.ok, run.error
+    assert run.outputs["regional"] is False
+    (zone,) = args["zones"]
+    clock = ManualClock()
+    with compute_server(clock, project=args["project"]) as server:
+        server.add_template(f"{args['name']}-t", args["machine_type"], labels=run.outputs["labels"],
+                            spot=run.outputs["spot"])
+        server.add_mig(zone, args["name"], f"{args['name']}-t", target_size=run.outputs["min_size"])
+        provider = GcpProvider(cluster=scope["var"]["cluster"], project=args["project"], clock=clock, zones=[zone],
+                               endpoint=server.url)
+        groups = provider.node_groups()
+    (imported,) = [g.entry for g in read_outputs(FIXTURE).groups if g.entry["provider"] == "gcp"]
+    (group,) = groups
+    assert (group.id, group.tier.value, group.capacity_type.value, group.instance_type, group.shape.gpu_model,
+            group.shape.gpus_per_node, group.min_size, group.max_size, group.zone) == (
+        imported["id"], imported["tier"], imported["capacity_type"], imported["instance_type"], imported["gpu_model"],
+        imported["gpus_per_node"], imported["min_size"], imported["max_size"], imported["zone"])

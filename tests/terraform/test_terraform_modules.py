@@ -349,9 +349,12 @@ def test_terraform_evaluates_the_gcp_groups_labels_and_checks(tmp_path: Path) ->
     run = run_locals(GCP_GROUP, args, names, tmp_path / "gcp")
     assert run.ok, run.error
     assert run.outputs["labels"] == {"burst-cluster": "hybrid", "burst-tier": "elastic", "burst-capacity-type": "spot",
-                                     "burst-gpu-model": "a100", "burst-group": "gcp-spot-a100"}
+                                     "burst-gpu-model": "a100", "burst-group": "gcp-spot-a100",
+                                     "burst-min-size": "0", "burst-max-size": "6"}
     assert all(v == v.lower() for v in run.outputs["labels"].values())
-    assert run.outputs["standby_count"] == 0 and run.outputs["regional"] is True
+    assert run.outputs["standby_count"] == 0 and run.outputs["regional"] is False
+    regional = run_locals(GCP_GROUP, {**args, "zones": ["us-central1-a", "us-central1-b"]}, names, tmp_path / "gcp")
+    assert regional.ok and regional.outputs["regional"] is True
     pool = {"state": "stopped", "min_size": 1, "max_prepared": 2, "reuse_on_scale_in": True}
     bad = run_locals(GCP_GROUP, {**args, "warm_pool": pool}, names, tmp_path / "gcp")
     assert not bad.ok and "warm_pool is for on_demand groups only" in bad.error
@@ -363,13 +366,13 @@ def test_terraform_evaluates_the_gcp_groups_labels_and_checks(tmp_path: Path) ->
     assert not bad.ok and "GPUs cannot be suspended" in bad.error
 
 
-def test_gcp_controller_role_lists_permissions_without_wildcards() -> None:
+def test_gcp_controller_role_grants_exactly_the_providers_permissions_without_wildcards() -> None:
+    from providers.gcp import GCP_IAM_PERMISSIONS
+
     c = config(MODULES / "gcp-burst-controller")
     permissions = [unquote(p) for p in c.locals["permissions"]]
     assert permissions == sorted(set(permissions)) and all("*" not in p for p in permissions)
-    assert {"compute.instanceGroupManagers.get", "compute.instanceGroupManagers.list",
-            "compute.instanceGroupManagers.update", "compute.instances.list", "compute.instances.get",
-            "compute.zoneOperations.get"} <= set(permissions)
+    assert set(permissions) == set(GCP_IAM_PERMISSIONS.values())
     role = c.resources[("google_project_iam_custom_role", "controller")]
     assert role["permissions"] == "${local.permissions}"
     member = c.resources[("google_project_iam_member", "controller")]

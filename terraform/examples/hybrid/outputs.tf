@@ -24,6 +24,6 @@ output "aws_od_a100" {
 }
 
 output "gcp_spot_a100" {
-  description = "GCP spot group (regional MIG)."
+  description = "GCP spot group (zonal MIG)."
   value       = module.gcp_spot_a100.burst_node_group
 }

@@ -45,8 +45,8 @@ variable "gcp_region" {
 
 variable "gcp_zones" {
   type        = list(string)
-  description = "Zones of the GCP group (several make a regional MIG)."
-  default     = ["us-central1-a", "us-central1-b"]
+  description = "Zones of the GCP group: one makes a zonal MIG (what burst's GCP provider discovers), several a regional MIG."
+  default     = ["us-central1-a"]
 }
 
 variable "gcp_image" {

@@ -5,18 +5,20 @@ locals {
   account_id = var.account_id != "" ? var.account_id : substr(replace("burst-${var.cluster}", "_", "-"), 0, 30)
   role_id    = var.role_id != "" ? var.role_id : "burstController_${replace(var.cluster, "-", "_")}"
 
-  # Read groups and their instances, resize them (target and standby sizes),
-  # delete chosen instances, follow the operations those calls start, and list
-  # zone operations (Spot preemptions appear as compute.instances.preempted).
+  # One permission per Compute API method the provider calls
+  # (providers.gcp.GCP_IAM_PERMISSIONS): read groups, their managed instances
+  # and templates; resize, patch (standby sizes) and deleteInstances; delete
+  # VMs no group owns (garbage collection); wait on the operations those calls
+  # start; list zone operations (Spot preemptions are compute.instances.preempted
+  # operations); the region's zones.
   permissions = [
     "compute.instanceGroupManagers.get",
     "compute.instanceGroupManagers.list",
     "compute.instanceGroupManagers.update",
+    "compute.instanceTemplates.get",
     "compute.instances.delete",
-    "compute.instances.get",
     "compute.instances.list",
-    "compute.machineTypes.get",
-    "compute.regionOperations.get",
+    "compute.regions.get",
     "compute.zoneOperations.get",
     "compute.zoneOperations.list",
   ]

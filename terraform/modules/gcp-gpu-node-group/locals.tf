@@ -18,8 +18,12 @@ locals {
     burst-capacity-type = lower(var.capacity_type)
     burst-gpu-model     = lower(var.gpu_model)
     burst-group         = lower(var.name)
+    # A MIG has no size bounds of its own: burst reads them from the labels.
+    burst-min-size = tostring(local.min_size)
+    burst-max-size = tostring(var.max_size)
   }
-  labels = merge(var.labels, local.discovery_labels)
+  boot_latency_label = var.boot_latency_s == null ? {} : { burst-boot-latency = tostring(var.boot_latency_s) }
+  labels             = merge(var.labels, local.boot_latency_label, local.discovery_labels)
 
   metadata = merge(
     { enable-oslogin = "TRUE" },

@@ -187,6 +187,12 @@ variable "standby_initial_delay_s" {
   }
 }
 
+variable "boot_latency_s" {
+  type        = number
+  description = "Seconds from resize to ready burst assumes for this group (label burst-boot-latency); null = burst's default."
+  default     = null
+}
+
 variable "labels" {
   type        = map(string)
   description = "Extra labels on the instances (the burst- discovery labels win on conflict)."
