@@ -6,8 +6,9 @@ tier, capacity_type, gpu_model, gpus_per_node, instance_types, min_size,
 max_size, warm_pool}`, becomes a `node_groups` entry of burst.yaml, matched by
 id: Terraform's fields replace the entry's, the entry's other settings
 (boot_latency, scale_down_cooldown, a warm pool's max_age, ...) stay. The
-`burst_controller` output gives the cluster and the aws section's
-events_queue_url. Outputs of any other shape are listed as ignored.
+`burst_controller` output gives the cluster, the aws section's
+events_queue_url and, from its service account, the gcp section's project
+(the gcp groups' zones are added to `gcp.zones`). Outputs of any other shape are listed as ignored.
 
 Finding the group objects inside outputs reuses the walker of
 `providers.aws.discovery`, which reads the same files for `aws.terraform_outputs`.
@@ -290,7 +291,27 @@ def merge(config: Mapping[str, Any], outputs: Outputs, *, source: str, target: s
         if controller.get("events_queue_url"):
             aws["events_queue_url"] = controller["events_queue_url"]
         doc["aws"] = aws
+    gcp_groups = [g for g in outputs.groups if g.entry["provider"] == "gcp"]
+    if gcp_groups:
+        gcp = dict(doc.get("gcp") or {})
+        project = gcp.get("project") or _project_of(controller.get("service_account"))
+        if project:  # else burst.yaml needs a gcp section the outputs cannot give (the runtime says so)
+            gcp["project"] = project
+            zones_value = gcp.get("zones")
+            old_zones: list[str] = [str(z) for z in zones_value] if isinstance(zones_value, list) else []
+            if old_zones or not gcp.get("region"):
+                gcp["zones"] = sorted({*old_zones, *(z for g in gcp_groups for z in g.zones)})
+            doc["gcp"] = gcp
     return doc, changes
+
+
+def _project_of(service_account: Any) -> str | None:
+    """The project of a user-managed service account (NAME@PROJECT.iam.gserviceaccount.com), else None."""
+    if not isinstance(service_account, str):
+        return None
+    _, _, domain = service_account.partition("@")
+    project, _, rest = domain.partition(".")
+    return project if project and rest == "iam.gserviceaccount.com" else None
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -380,7 +401,7 @@ def import_cmd(source: Path, config_path: Path, as_json: bool, dry_run: bool) ->
     Entries of node_groups are matched by id: Terraform's fields (provider,
     region, zone, tier, capacity type, instance type, GPUs, sizes, warm pool)
     replace theirs, other settings stay. The aws section gets the region and
-    the events queue URL. Any inconsistent output is an error naming the
+    the events queue URL, the gcp section the project and the groups' zones. Any inconsistent output is an error naming the
     output and field, and nothing is written.
     """
     try:

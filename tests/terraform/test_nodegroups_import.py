@@ -82,6 +82,7 @@ def test_import_writes_the_examples_groups_into_a_valid_burst_yaml(tmp_path: Pat
     assert groups["aws-spot-a100"].warm_pool.min_size == 0 and groups["aws-spot-a100"].zone == ""  # two zones
     assert cfg.aws is not None and cfg.aws.region == "us-east-1"
     assert cfg.aws.events_queue_url == fixture()["burst_controller"]["value"]["events_queue_url"]
+    assert cfg.gcp is not None and (cfg.gcp.project, cfg.gcp.zones) == ("my-gpu-project", ["us-central1-a"])
     models = {g.id: g for g in cfg.node_groups_model()}
     assert models["onprem-a100"].shape.gpus_per_node == 8 and models["aws-od-a100"].warm_pool.max_prepared == 2
     assert leftovers(tmp_path) == []
@@ -118,6 +119,7 @@ def test_import_merges_into_an_existing_config_by_id(tmp_path: Path) -> None:
              "max_size": 2, "boot_latency": "7m", "warm_pool": {"min_size": 0, "max_age": "7d"}},
         ],
         "aws": {"region": "us-east-1", "endpoint_url": "http://127.0.0.1:5000"},
+        "gcp": {"project": "gpu-prod", "zones": ["us-central1-f"], "endpoint": "http://127.0.0.1:8080"},
     }
     (tmp_path / "burst.yaml").write_text(yaml.safe_dump(existing, sort_keys=False))
     result = run_import(tmp_path, "--json")
@@ -135,6 +137,8 @@ def test_import_merges_into_an_existing_config_by_id(tmp_path: Path) -> None:
     assert cfg.node_groups[0].max_size == 2 and cfg.loop_interval == 30.0
     assert cfg.aws is not None and cfg.aws.endpoint_url == "http://127.0.0.1:5000"
     assert cfg.aws.events_queue_url is not None and cfg.aws.events_queue_url.endswith("/burst-hybrid-events")
+    assert cfg.gcp is not None and (cfg.gcp.project, cfg.gcp.zones, cfg.gcp.endpoint) == (
+        "gpu-prod", ["us-central1-a", "us-central1-f"], "http://127.0.0.1:8080")
 
 
 def test_dry_run_shows_the_groups_and_writes_nothing(tmp_path: Path) -> None:
