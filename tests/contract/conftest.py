@@ -214,8 +214,8 @@ def libcloud_ec2_harness() -> Iterator[Harness]:
 def gcp_harness() -> Iterator[Harness]:
     """GCP through google-cloud-compute (REST transport) against the local Compute API (tests/gcp_env.py).
 
-    Zonal MIGs built from templates labelled as the Terraform module labels
-    them; the server boots VMs in 60 s and deletes them in 10 s on this
+    Zonal MIGs built from templates carrying burst's discovery labels (and
+    burst-max-size); the server boots VMs in 60 s and deletes them in 10 s on this
     clock; the provider lists VMs as of its last refresh (one 1 s step).
     Standby pools are real (stopped VMs beyond the target). Preemptions are
     `compute.instances.preempted` zone operations, as in production.
