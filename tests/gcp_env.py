@@ -565,7 +565,7 @@ LABELS = {"burst-cluster": "", "burst-tier": "elastic", "burst-max-size": "4"}
 
 
 def labels(cluster: str, capacity: str, gpu_model: str = "a100", **extra: str) -> dict[str, str]:
-    """The labels the Terraform node-group module puts on a template."""
+    """burst's discovery labels on a template (the Terraform module's, plus burst-max-size)."""
     return {**LABELS, "burst-cluster": cluster, "burst-capacity-type": capacity, "burst-gpu-model": gpu_model,
             **{k.replace("_", "-"): v for k, v in extra.items()}}
 

@@ -1,5 +1,5 @@
 """Fixtures for the GCP provider tests: a local Compute API (tests/gcp_env.py) per test, on the test's clock,
-with the groups the Terraform node-group module would create, and a way to build providers against it."""
+with an on-demand and a Spot group labelled for discovery, and a way to build providers against it."""
 
 from __future__ import annotations
 
