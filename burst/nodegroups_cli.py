@@ -170,7 +170,7 @@ def _check_schema(entry: Mapping[str, Any], where: str) -> None:
 
 def read_outputs(path: Path) -> Outputs:
     """The node groups and controller of a `terraform output -json` file; raises TerraformOutputError."""
-    from providers.aws.discovery import _group_objects  # the walker aws.terraform_outputs uses too
+    from providers.aws.discovery import node_group_objects  # the walker aws.terraform_outputs uses too
 
     try:
         doc = json.loads(Path(path).read_text())
@@ -190,7 +190,7 @@ def read_outputs(path: Path) -> Outputs:
         if name == CONTROLLER_OUTPUT:
             found.controller = _controller(value, where)
             continue
-        objects = list(_group_objects(value))
+        objects = list(node_group_objects(value))
         if not objects:
             if isinstance(value, dict) and ("provider" in value or "instance_types" in value):
                 missing = "id" if "id" not in value else "capacity_type"

@@ -7,10 +7,17 @@ aws groups.
 """
 
 from providers.aws.errors import BackendUnavailable, CircuitBreaker, RetrySettings
-from providers.aws.provider import AWS_API_ACTIONS, LIFECYCLE_STATES, AwsProvider, client_token
+from providers.aws.provider import (
+    AWS_API_ACTIONS,
+    AWS_IAM_PERMISSIONS,
+    LIFECYCLE_STATES,
+    AwsProvider,
+    client_token,
+)
 
 __all__ = [
     "AWS_API_ACTIONS",
+    "AWS_IAM_PERMISSIONS",
     "LIFECYCLE_STATES",
     "AwsProvider",
     "BackendUnavailable",

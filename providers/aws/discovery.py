@@ -139,22 +139,23 @@ def terraform_groups(path: Path) -> tuple[list[Mapping[str, Any]], Mapping[str, 
         if name == "burst_controller" and isinstance(value, dict):
             controller = value
             continue
-        for item in _group_objects(value):
+        for item in node_group_objects(value):
             if item.get("provider") == "aws":
                 groups.append(item)
     return groups, controller
 
 
-def _group_objects(value: Any) -> Iterator[Mapping[str, Any]]:
+def node_group_objects(value: Any) -> Iterator[Mapping[str, Any]]:
+    """The `burst_node_group`-shaped objects (an id and a capacity type) anywhere inside a terraform output value."""
     if isinstance(value, dict):
         if "id" in value and "capacity_type" in value:
             yield value
         else:
             for v in value.values():
-                yield from _group_objects(v)
+                yield from node_group_objects(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _group_objects(v)
+            yield from node_group_objects(v)
 
 
 def spec_from_terraform(doc: Mapping[str, Any], asg: Mapping[str, Any] | None, source: str) -> GroupSpec:

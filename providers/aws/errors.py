@@ -153,7 +153,7 @@ def map_error(exc: BaseException, what: str) -> ProviderError:
     if code in PERMISSION_CODES:
         return CredentialsError(
             f"the AWS credentials lack a permission ({code}) for {what}: grant it in the controller's IAM "
-            "policy (providers.aws.AWS_API_ACTIONS lists every action burst calls)"
+            "policy (providers.aws.AWS_IAM_PERMISSIONS lists every permission burst needs)"
         )
     if code in CAPACITY_CODES:
         return InsufficientCapacity(f"{code} on {what}: {message}")

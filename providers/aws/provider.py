@@ -99,7 +99,13 @@ AWS_API_ACTIONS = frozenset(
         "sqs:ReceiveMessage",
     }
 )
-"""Every AWS API action (IAM `service:Action`) the provider calls: what the controller's IAM policy grants."""
+"""Every AWS API action (`service:Operation`) the provider calls."""
+
+IAM_PERMISSION_OF: Mapping[str, str] = {"sqs:DeleteMessageBatch": "sqs:DeleteMessage"}
+"""API actions whose IAM permission has another name: SQS grants its batch actions through the single ones."""
+
+AWS_IAM_PERMISSIONS = frozenset(IAM_PERMISSION_OF.get(a, a) for a in AWS_API_ACTIONS)
+"""The IAM permissions those calls need: exactly what the controller's IAM policy grants."""
 
 LIFECYCLE_STATES: Mapping[str, tuple[NodeState, WarmState | None]] = {
     "Pending": (NodeState.BOOTING, None),

@@ -29,7 +29,7 @@ from tfhcl import (
     unquote,
 )
 
-from providers.aws import AWS_API_ACTIONS
+from providers.aws import AWS_IAM_PERMISSIONS
 from providers.aws import discovery as aws_discovery
 from providers.aws import events as aws_events
 
@@ -40,10 +40,6 @@ DISCOVERY_TAGS = {aws_discovery.CLUSTER_TAG, aws_discovery.TIER_TAG, aws_discove
                   aws_discovery.GPU_MODEL_TAG}
 DISCOVERY_LABELS = {"burst-cluster", "burst-tier", "burst-capacity-type", "burst-gpu-model"}
 
-IAM_PERMISSION_OF = {"sqs:DeleteMessageBatch": "sqs:DeleteMessage"}
-"""API operations whose IAM permission has another name. SQS has no permissions of its own for batch
-actions: "setting permissions for SendMessage, DeleteMessage, or ChangeMessageVisibility sets permissions for
-the corresponding batch versions of the actions" (Amazon SQS Developer Guide, "Amazon SQS batch actions")."""
 
 EXAMPLE_INPUTS = {  # the example's required variables, as a terraform.tfvars would give them
     "aws_gpu_ami": "ami-0123456789abcdef0", "aws_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
@@ -288,7 +284,7 @@ def test_controller_policy_grants_exactly_the_providers_api_actions_without_wild
         else:
             assert st["resources"] == ["${aws_sqs_queue.events.arn}"]
     assert len(granted) == len(set(granted))
-    assert set(granted) == {IAM_PERMISSION_OF.get(a, a) for a in AWS_API_ACTIONS}
+    assert set(granted) == AWS_IAM_PERMISSIONS  # SQS batch actions are granted by the single ones
     assert "NotAction" not in json.dumps(policy)
 
 
