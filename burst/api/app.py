@@ -30,6 +30,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from burst.agent.channel import Eviction
 from burst.agent.hub import AgentHub
 from burst.agent.router import agent_router
 from burst.api.tokens import ApiTokens, Principal
@@ -230,6 +231,10 @@ def api_app(
         done = dataclasses.replace(job, state=JobState.CANCELLED)
         with store_lock:
             store.put_job(done, at=clock())
+        if hub is not None and job.state is not JobState.PENDING:
+            for node_id in job.node_ids:  # its process stops now, not when the node is next reclaimed
+                if hub.knows(node_id):
+                    hub.evict(node_id, Eviction(job_id=job.id, reason=f"cancelled through the API by {who.tenant or 'the admin'}"))
         return job_to_json(done)
 
     @app.get("/metrics", summary="Prometheus metrics (text exposition format)")

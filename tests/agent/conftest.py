@@ -6,7 +6,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import uvicorn
@@ -23,14 +25,14 @@ class Controller:
     url: str
 
 
-@pytest.fixture
-def controller() -> Iterator[Controller]:
-    hub = AgentHub(TOKENS)
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """`app` served by uvicorn on 127.0.0.1 at a free port, in a thread; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(agent_app(hub), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -38,7 +40,16 @@ def controller() -> Iterator[Controller]:
         if time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
-    yield Controller(hub, f"http://127.0.0.1:{port}")
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.fixture
+def controller() -> Iterator[Controller]:
+    hub = AgentHub(TOKENS)
+    with serve(agent_app(hub)) as url:
+        yield Controller(hub, url)
