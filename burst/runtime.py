@@ -495,6 +495,8 @@ def _aws_provider(
             events_queue_url=aws.events_queue_url,
             prices=price,
             sqs_wait_s=0 if config.clock == "sim" else 1,  # no long poll on a simulated clock
+            launch_hook=aws.launch_hook,
+            terminate_hook=aws.terminate_hook,
         )
     except (ProviderError, DiscoveryError) as exc:
         raise ConfigError(f"aws: {exc}") from None

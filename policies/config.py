@@ -550,6 +550,16 @@ class AwsDoc(StrictModel):
         default=True,
         description="When no node group lists provider aws, manage the groups found by tags or terraform outputs.",
     )
+    launch_hook: NonEmptyStr | None = Field(
+        default="burst-launch",
+        description="Launch lifecycle hook burst completes (CONTINUE) once an instance is Pending:Wait; the "
+        "Terraform node-group module's name by default; null = leave launch hooks to their timeout.",
+    )
+    terminate_hook: NonEmptyStr | None = Field(
+        default="burst-terminate",
+        description="Termination lifecycle hook burst heartbeats and completes; the Terraform node-group "
+        "module's name by default; null = leave termination hooks to their timeout.",
+    )
 
 
 class LibcloudGroupDoc(StrictModel):

@@ -762,7 +762,10 @@ class AwsProvider:
         for g in self._groups.values():
             for iid, lifecycle in g.instances.items():
                 if lifecycle == "Pending:Wait":
-                    self.complete_launch(iid)
+                    try:
+                        self.complete_launch(iid)
+                    except NotFound as exc:  # waiting on a hook of the user's, not burst's: theirs to complete
+                        log.debug("launch hook not completed", extra={"node": iid, "detail": str(exc)})
 
     def complete_launch(self, node_id: NodeId) -> None:
         """Let a launching instance waiting on the launch hook go InService (its bootstrap has finished)."""

@@ -72,3 +72,20 @@ def test_burst_run_says_clearly_when_no_aws_groups_are_found(aws: Aws, tmp_path:
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--duration", "5m"])
     assert result.exit_code != 0
     assert "aws: no node groups found: tag Auto Scaling groups with burst:cluster nobody" in result.output
+
+
+def test_the_runtime_completes_the_terraform_modules_lifecycle_hooks_unless_told_not_to(aws: Aws, tmp_path: Path) -> None:
+    from burst.runtime import build_runtime, load_run_config
+
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "research.yaml").write_text(POLICY)
+    config = tmp_path / "burst.yaml"
+    text = CONFIG.format(cluster=CLUSTER, url=aws.url, queue=aws.queue_url)
+    for extra, hooks in (("", ("burst-launch", "burst-terminate")), ("  launch_hook: null\n  terminate_hook: mine\n", (None, "mine"))):
+        config.write_text(text.replace("aws:\n", "aws:\n" + extra))
+        runtime = build_runtime(load_run_config(config), ephemeral=True)
+        try:
+            provider = runtime.providers["aws"]
+            assert (provider._launch_hook, provider._terminate_hook) == hooks  # type: ignore[attr-defined]
+        finally:
+            runtime.close()

@@ -240,6 +240,23 @@ def test_lifecycle_hooks_with_stubber(aws: Aws) -> None:
         aws.provider().complete_launch(iid)
 
 
+def test_instances_waiting_on_the_launch_hook_are_completed_and_a_foreign_hook_is_left_alone(aws: Aws) -> None:
+    p = aws.provider(launch_hook="burst-launch")
+    p.set_target("od-a100", 2, key="two")
+    p.refresh()
+    first, second = sorted(p.nodes())
+    group = p._groups["od-a100"]  # moto never holds an instance in Pending:Wait: put two there as AWS would
+    group.instances[first] = group.instances[second] = "Pending:Wait"
+    with Stubber(p.autoscaling) as stub:
+        stub.add_response("complete_lifecycle_action", {}, {
+            "AutoScalingGroupName": "od-a100", "InstanceId": first, "LifecycleHookName": "burst-launch",
+            "LifecycleActionResult": "CONTINUE"})
+        stub.add_client_error("complete_lifecycle_action", "ValidationError",
+                              "No active Lifecycle Action found with instance ID " + second, 400)
+        p._complete_launch_hooks()  # the second waits on a hook of the user's: no error, nothing retried
+        stub.assert_no_pending_responses()
+
+
 def test_missing_credentials_are_one_clear_error(aws: Aws, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
