@@ -31,16 +31,29 @@ charged like this:
 Each charge carries one cost line, chosen by `cost_line`: ``steady`` (on-prem),
 ``elastic_on_demand``, ``elastic_spot`` or ``hot_pool`` (warm-pool capacity), so
 the per-line totals add up to the fleet bill.
+
+Spot price history
+------------------
+``burst/data/spot_history.csv`` (columns `SPOT_HISTORY_COLUMNS`; refreshed by
+``scripts/refresh_aws_spot_history.py`` from EC2 ``describe_spot_price_history``)
+holds dated spot prices per zone: each row is the price from its timestamp
+until the next row of the same (provider, instance type, region, zone). A
+region's price at an instant is the lowest of its zones' prices in effect then
+(as the flat catalog's spot column: the cheapest zone), and before a zone's
+first row that zone has no price. `SpotHistory.price_at` is that step function;
+`Catalog.spot_price_at` falls back to the flat spot price where the history has
+nothing at or before the instant.
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -73,6 +86,15 @@ SIM_PROVIDER = "sim"
 CostLine = Literal["steady", "elastic_on_demand", "elastic_spot", "hot_pool"]
 COST_LINES: tuple[CostLine, ...] = ("steady", "elastic_on_demand", "elastic_spot", "hot_pool")
 """Every cost line a charge can carry (see the attribution rule above)."""
+
+SPOT_HISTORY_COLUMNS = ("provider", "instance_type", "region", "zone", "timestamp", "usd_per_hour", "source")
+"""The spot price history CSV's columns, in order."""
+
+SHIPPED_SPOT_HISTORY_CSV = "burst/data/spot_history.csv"
+"""How errors name the spot price history CSV shipped with the package."""
+
+SPOT_MEDIAN_WINDOW_S = 30 * 86400.0
+"""How far back `Catalog.projected_spot` looks: the last 30 days."""
 
 _FIX = "add it to catalog.overrides in burst.yaml or to the price CSV"
 
@@ -267,6 +289,174 @@ def shipped_prices() -> list[PriceRow]:
     return parse_prices(text, SHIPPED_CSV)
 
 
+@dataclass(frozen=True)
+class SpotPricePoint:
+    """One spot price observation: the USD/hour of one instance in one zone from `at` on."""
+
+    provider: str
+    instance_type: str
+    region: str
+    zone: str
+    at: datetime
+    usd_per_hour: float
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("provider", "instance_type", "region", "zone", "source"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{name} must not be empty")
+        if self.at.tzinfo is None:
+            raise ValueError(f"timestamp must carry a UTC offset (e.g. 2026-12-01T00:00:00Z), got {self.at.isoformat()}")
+        _finite(self.usd_per_hour, "usd_per_hour")
+        if self.usd_per_hour <= 0:
+            raise ValueError(f"usd_per_hour must be > 0, got {self.usd_per_hour}")
+
+    @property
+    def offering(self) -> tuple[str, str, str]:
+        """(provider, instance_type, region): the catalog row this point prices."""
+        return (self.provider, self.instance_type, self.region)
+
+
+def _instant(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"timestamp must be an ISO 8601 instant, got {text!r}") from None
+
+
+def parse_spot_history(text: str, name: str) -> list[SpotPricePoint]:
+    """Rows of a spot price history CSV (`name` is used in errors, which give the file and line)."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = tuple(reader.fieldnames or ())
+    if header != SPOT_HISTORY_COLUMNS:
+        raise ValueError(
+            f"{name}:1: expected columns {','.join(SPOT_HISTORY_COLUMNS)}, got {','.join(header) or 'nothing'}"
+        )
+    points: list[SpotPricePoint] = []
+    for record in reader:
+        line = reader.line_num
+        if None in record or any(record[c] is None for c in SPOT_HISTORY_COLUMNS):
+            raise ValueError(f"{name}:{line}: expected {len(SPOT_HISTORY_COLUMNS)} fields")
+        try:
+            points.append(
+                SpotPricePoint(
+                    provider=record["provider"].strip(),
+                    instance_type=record["instance_type"].strip(),
+                    region=record["region"].strip(),
+                    zone=record["zone"].strip(),
+                    at=_instant(record["timestamp"].strip()),
+                    usd_per_hour=float(record["usd_per_hour"]),
+                    source=record["source"].strip(),
+                )
+            )
+        except ValueError as exc:
+            raise ValueError(f"{name}:{line}: {exc}") from None
+    return points
+
+
+def read_spot_history(path: Path) -> list[SpotPricePoint]:
+    """Rows of the spot price history CSV at `path`."""
+    return parse_spot_history(path.read_text(encoding="utf-8"), str(path))
+
+
+def shipped_spot_history() -> list[SpotPricePoint]:
+    """Rows of the spot price history CSV shipped with the package."""
+    text = resources.files("burst").joinpath("data/spot_history.csv").read_text(encoding="utf-8")
+    return parse_spot_history(text, SHIPPED_SPOT_HISTORY_CSV)
+
+
+Segment = tuple[datetime, datetime, float]
+"""[start, end) and the USD/hour in effect over it."""
+
+
+class SpotHistory:
+    """Spot prices over time per offering: a step function per zone (module doc, "Spot price history")."""
+
+    def __init__(self, points: Iterable[SpotPricePoint]) -> None:
+        by_zone: dict[tuple[str, str, str], dict[str, dict[datetime, float]]] = {}
+        count = 0
+        for p in points:
+            zone = by_zone.setdefault(p.offering, {}).setdefault(p.zone, {})
+            at = p.at.astimezone(UTC)
+            count += at not in zone
+            zone[at] = p.usd_per_hour  # a later point at the same instant replaces the earlier one
+        self._series: dict[tuple[str, str, str], dict[str, tuple[list[datetime], list[float]]]] = {
+            key: {z: ([t for t, _ in sorted(s.items())], [v for _, v in sorted(s.items())]) for z, s in zones.items()}
+            for key, zones in by_zone.items()
+        }
+        self._count = count
+        self._providers = frozenset(k[0] for k in self._series)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def offerings(self) -> tuple[tuple[str, str, str], ...]:
+        """Every (provider, instance_type, region) with at least one point, sorted."""
+        return tuple(sorted(self._series))
+
+    def _resolve(self, provider: str, instance_type: str, region: str) -> tuple[str, str, str] | None:
+        """The offering's key; the simulated cloud (and providers without history) borrow any provider's, as `Catalog.find`."""
+        key = (provider, instance_type, region)
+        if key in self._series:
+            return key
+        if provider == SIM_PROVIDER or provider not in self._providers:
+            for other in sorted(self._series):
+                if other[1:] == (instance_type, region):
+                    return other
+        return None
+
+    def _zones(self, provider: str, instance_type: str, region: str,
+               zone: str | None) -> list[tuple[list[datetime], list[float]]]:
+        key = self._resolve(provider, instance_type, region)
+        if key is None:
+            return []
+        zones = self._series[key]
+        if zone is None:
+            return [zones[z] for z in sorted(zones)]
+        return [zones[zone]] if zone in zones else []
+
+    @staticmethod
+    def _at(series: tuple[list[datetime], list[float]], at: datetime) -> float | None:
+        times, values = series
+        i = bisect.bisect_right(times, at)
+        return values[i - 1] if i else None
+
+    def price_at(self, provider: str, instance_type: str, region: str, at: datetime,
+                 zone: str | None = None) -> float | None:
+        """USD/hour at `at`: the zone's latest point at or before it, or the lowest over the region's zones; None before any."""
+        values = [v for s in self._zones(provider, instance_type, region, zone) if (v := self._at(s, at)) is not None]
+        return min(values) if values else None
+
+    def segments(self, provider: str, instance_type: str, region: str, since: datetime, until: datetime,
+                 zone: str | None = None) -> list[Segment]:
+        """The step function over ``[since, until)`` as pieces; time before the first point is left out."""
+        series = self._zones(provider, instance_type, region, zone)
+        cuts = sorted({since, *(t for times, _ in series for t in times if since < t < until)})
+        out: list[Segment] = []
+        for start, end in zip(cuts, [*cuts[1:], until], strict=True):
+            values = [v for s in series if (v := self._at(s, start)) is not None]
+            if values and end > start:
+                out.append((start, end, min(values)))
+        return out
+
+    def median(self, provider: str, instance_type: str, region: str, since: datetime, until: datetime,
+               zone: str | None = None) -> float | None:
+        """The time-weighted median USD/hour over ``[since, until)`` (the lower one on a tie); None if no point covers it.
+
+        The price that the step function is at or below for at least half of
+        the covered time (`segments`: time before the first point does not count).
+        """
+        pieces = sorted((price, (end - start).total_seconds()) for start, end, price in
+                        self.segments(provider, instance_type, region, since, until, zone))
+        total = sum(d for _, d in pieces)
+        covered = 0.0
+        for price, seconds in pieces:
+            covered += seconds
+            if 2 * covered >= total:
+                return price
+        return None
+
+
 class Catalog:
     """Hourly prices of node groups, looked up by (provider, instance type, region)."""
 
@@ -276,7 +466,9 @@ class Catalog:
         *,
         onprem: OnPremCost = DEFAULT_ONPREM,
         standby_fraction: float = 0.05,
+        spot_history: SpotHistory | None = None,
     ) -> None:
+        self.spot_history = spot_history or SpotHistory(())
         _finite(standby_fraction, "standby_fraction")
         if not 0 <= standby_fraction < 1:
             raise ValueError(f"standby_fraction must be in [0, 1), got {standby_fraction}")
@@ -299,13 +491,18 @@ class Catalog:
         extra: Sequence[PriceRow] = (),
         onprem: OnPremCost = DEFAULT_ONPREM,
         standby_fraction: float = 0.05,
+        spot_history: Sequence[SpotPricePoint] = (),
     ) -> Catalog:
-        """The shipped prices, then the rows of the CSV at `path`, then `extra` (each overriding the last)."""
+        """The shipped prices, then the rows of the CSV at `path`, then `extra` (each overriding the last).
+
+        The spot price history is the shipped one plus `spot_history`.
+        """
         rows = shipped_prices()
         if path is not None:
             rows.extend(read_prices(path))
         rows.extend(extra)
-        return cls(rows, onprem=onprem, standby_fraction=standby_fraction)
+        history = SpotHistory([*shipped_spot_history(), *spot_history])
+        return cls(rows, onprem=onprem, standby_fraction=standby_fraction, spot_history=history)
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -356,6 +553,38 @@ class Catalog:
         if value is None:
             raise NoSpotPrice(provider, instance_type, region)
         return value
+
+    def spot_price_at(self, provider: str, instance_type: str, region: str, at: datetime, zone: str | None = None) -> float:
+        """USD per hour of one spot instance at `at`: the history's step function, else the flat spot price.
+
+        Raises `UnknownInstanceType` / `NoSpotPrice` where neither has a price.
+        """
+        price = self.spot_history.price_at(provider, instance_type, region, at, zone)
+        if price is not None:
+            return price
+        return self.price(provider, instance_type, region, CapacityType.SPOT)
+
+    def projected_spot(self, start: datetime,
+                       window_s: float = SPOT_MEDIAN_WINDOW_S) -> tuple[Catalog, dict[tuple[str, str, str], float]]:
+        """This catalog with each row's spot price set to the history's median over the `window_s` before `start`.
+
+        The rule a projection from `start` on uses: the time-weighted median of
+        the last 30 days (by default) per offering, held flat over the horizon.
+        Rows the history does not cover in the window keep their flat spot price.
+        Returns the catalog and the medians used, per (provider, instance_type, region).
+        """
+        since = start - timedelta(seconds=window_s)
+        used: dict[tuple[str, str, str], float] = {}
+        rows: list[PriceRow] = []
+        for row in self.rows():
+            median = self.spot_history.median(*row.key, since, start)
+            if median is not None:
+                used[row.key] = median
+                row = replace(row, spot_usd_per_hour=median)
+            rows.append(row)
+        catalog = Catalog(rows, onprem=self.onprem, standby_fraction=self.standby_fraction,
+                          spot_history=self.spot_history)
+        return catalog, used
 
     def group_price(self, group: NodeGroup) -> float:
         """USD per hour of one node of `group` (on-prem: GPUs × the on-prem rate, no lookup)."""
@@ -413,6 +642,8 @@ class Catalog:
 __all__ = [
     "COLUMNS",
     "COST_LINES",
+    "SPOT_HISTORY_COLUMNS",
+    "SPOT_MEDIAN_WINDOW_S",
     "DEFAULT_ONPREM",
     "HOURS_PER_YEAR",
     "Catalog",
@@ -420,10 +651,15 @@ __all__ = [
     "NoSpotPrice",
     "OnPremCost",
     "PriceRow",
+    "SpotHistory",
+    "SpotPricePoint",
     "UnknownInstanceType",
     "cost_line",
     "is_onprem",
     "parse_prices",
+    "parse_spot_history",
+    "read_spot_history",
     "read_prices",
     "shipped_prices",
+    "shipped_spot_history",
 ]
