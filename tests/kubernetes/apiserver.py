@@ -305,6 +305,7 @@ def label_match(obj: Obj, selector: Obj) -> bool:
 def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall
 
         def log_message(self, *args: object) -> None:
             pass

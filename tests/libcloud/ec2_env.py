@@ -54,6 +54,7 @@ class Ec2Proxy:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall
 
             def log_message(self, *args: Any) -> None:
                 pass
