@@ -7,7 +7,8 @@ AmazonEC2, the endpoint in us-east-1) for the Linux, shared-tenancy, no
 pre-installed software, "Used" capacity product of that instance type and
 region, and rewrites the row's on-demand price, source and read_on date.
 Spot prices are left alone (the provider reads them live from
-describe_spot_price_history). Credentials come from boto3's default chain;
+describe_spot_price_history; the dated history `burst cost` projects from
+is refreshed by scripts/refresh_aws_spot_history.py). Credentials come from boto3's default chain;
 the Price List API needs `pricing:GetProducts`.
 
 Response shape: each `PriceList` entry is a JSON *string* holding one product
