@@ -441,6 +441,7 @@ class SpotPolicy:
     max_share: float = 1.0
     required_checkpoint_interval_s: float | None = None
     fault_tolerant_fraction: float = 0.0  # trace replay only: the seeded share of jobs assumed fault-tolerant
+    deadline_margin_s: float | None = None  # slack below which a deadline job leaves spot (None: boot + checkpoint)
 
 
 @dataclass(frozen=True)

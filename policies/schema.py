@@ -126,6 +126,12 @@ class SpotDoc(StrictModel):
         description="Trace replay only: the seeded share (0..1) of this tenant's trace jobs assumed "
         f"fault-tolerant; {PLANNER}.",
     )
+    deadline_margin: PositiveDuration | None = Field(
+        default=None,
+        description="Duration: a job with a deadline whose slack (time to the deadline less its remaining work, "
+        "counted from its last checkpoint) falls below this runs on on-demand, not spot; null = one cold boot "
+        f"of the on-demand group plus the job's checkpoint duration; {PLANNER}'s deadline step.",
+    )
 
 
 class PrescaleDoc(StrictModel):
@@ -248,6 +254,7 @@ class TenantPolicyDoc(StrictModel):
                 max_share=self.spot.max_share,
                 required_checkpoint_interval_s=self.spot.required_checkpoint_interval,
                 fault_tolerant_fraction=self.spot.fault_tolerant_fraction,
+                deadline_margin_s=self.spot.deadline_margin,
             ),
             prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer),
             hot_pool=HotPoolPolicy(enabled=self.hot_pool.enabled, min_gpus=self.hot_pool.min_gpus),

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
 from burst.planner.context import PlanContext, PriceSource, build_context
+from burst.planner.deadlines import keep_deadlines
 from burst.planner.gpu_health import move_off_unhealthy_gpus
 from burst.planner.hot_pool import size_hot_pools
 from burst.planner.notice import checkpoint_on_notice
@@ -30,6 +31,7 @@ PIPELINE: tuple[tuple[str, Step], ...] = (
     ("checkpoint_on_notice", checkpoint_on_notice),
     ("gpu_health", move_off_unhealthy_gpus),
     ("reclaim", reclaim_overdue),
+    ("deadline", keep_deadlines),
     ("place+scale_up", place_and_scale_up),
     ("preempt", preempt_for_priority),
     ("prescale", prescale_elastic),

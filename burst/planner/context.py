@@ -21,6 +21,7 @@ from burst.model import (
     GroupId,
     Hold,
     Job,
+    JobId,
     JobState,
     Node,
     NodeGroup,
@@ -203,6 +204,7 @@ class PlanContext:
     advice: list[SteadyAdvice] = field(default_factory=list)
     unserved: list[tuple[Job, str]] = field(default_factory=list)  # pending jobs placement refused, and why (kind)
     forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
+    spot_barred: dict[JobId, str] = field(default_factory=dict)  # pending jobs placement keeps off spot, and why
     _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
     _gpu_book: GpuBook | None = None
 

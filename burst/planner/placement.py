@@ -14,9 +14,10 @@ For each pending job, in fair order (`fairshare.fair_order`), the step tries in 
 
 A group is feasible for a job when the tenant's policy allows its provider and
 region, the GPU model matches, and, for spot groups, the job is fault-tolerant,
-the tenant allows spot, checkpoints often enough, and stays within its max spot
-share. Quotas (steady and burst GPUs), group max sizes and hard budgets bound
-every choice; a job that fits nowhere becomes a hold naming the reason.
+the tenant allows spot, checkpoints often enough, stays within its max spot
+share, and has the deadline slack for it (`burst.planner.deadlines`). Quotas
+(steady and burst GPUs), group max sizes and hard budgets bound every choice;
+a job that fits nowhere becomes a hold naming the reason.
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ def spot_eligible(job: Job, policy: Policy) -> bool:
     return job.checkpoint_interval_s is not None and job.checkpoint_interval_s <= required
 
 
+def spot_allowed(ctx: PlanContext, job: Job, policy: Policy) -> bool:
+    """Whether this plan may put the job on spot: eligible, and not barred by the deadline step."""
+    return spot_eligible(job, policy) and job.id not in ctx.spot_barred
+
+
 def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCapacity]:
     """Groups the job may run on, steady first, then elastic by price per GPU-hour (then id)."""
-    eligible_spot = spot_eligible(job, policy)
+    eligible_spot = spot_allowed(ctx, job, policy)
     out = []
     for cap in ctx.groups.values():
         group = cap.group
@@ -102,7 +108,7 @@ def place_and_scale_up(ctx: PlanContext) -> None:
 
     for job in fair_order(ctx):
         policy = ctx.policy(job.tenant)
-        key = (job.tenant, job.gpu_model, spot_eligible(job, policy))
+        key = (job.tenant, job.gpu_model, spot_allowed(ctx, job, policy))
         shape = (*key, job.whole_gpus, job.gpu_demand)
         before = refused_shapes.get(shape)
         if before is not None and before[0] == served:
