@@ -375,7 +375,8 @@ class SpotHistory:
     def __init__(self, points: Iterable[SpotPricePoint]) -> None:
         by_zone: dict[tuple[str, str, str], dict[str, dict[datetime, float]]] = {}
         count = 0
-        for p in points:
+        self._points = tuple(points)
+        for p in self._points:
             zone = by_zone.setdefault(p.offering, {}).setdefault(p.zone, {})
             at = p.at.astimezone(UTC)
             count += at not in zone
@@ -389,6 +390,10 @@ class SpotHistory:
 
     def __len__(self) -> int:
         return self._count
+
+    def points(self) -> tuple[SpotPricePoint, ...]:
+        """The points it was built from, in their order."""
+        return self._points
 
     def offerings(self) -> tuple[tuple[str, str, str], ...]:
         """Every (provider, instance_type, region) with at least one point, sorted."""
@@ -563,6 +568,11 @@ class Catalog:
         if price is not None:
             return price
         return self.price(provider, instance_type, region, CapacityType.SPOT)
+
+    def with_spot_history(self, points: Iterable[SpotPricePoint]) -> Catalog:
+        """This catalog with `points` added to its spot price history (a later point at the same instant wins)."""
+        history = SpotHistory([*self.spot_history.points(), *points])
+        return Catalog(self.rows(), onprem=self.onprem, standby_fraction=self.standby_fraction, spot_history=history)
 
     def projected_spot(self, start: datetime,
                        window_s: float = SPOT_MEDIAN_WINDOW_S) -> tuple[Catalog, dict[tuple[str, str, str], float]]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from burst.catalog import Catalog, OnPremCost
+from burst.catalog import Catalog, OnPremCost, parse_spot_history
 from burst.model import (
     Budget,
     CapacityType,
@@ -138,7 +139,7 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     body = result.to_json()
     assert body["by_tenant"]["prod"]["budget_usd_month"] == 500.0
     assert body["by_tenant"]["prod"]["exceeds_budget_at"] == breach.isoformat()
-    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if"}
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if", "spot_from_history"}
 
 
 # ------------------------------------------------------------------ what-ifs
@@ -161,6 +162,36 @@ def test_disabling_spot_raises_cost_by_the_spot_discount_on_the_batch_share() ->
     assert no_spot.cost_by_tier["elastic_on_demand"] == pytest.approx(
         base.cost_by_tier["elastic_on_demand"] + spot_node_h * OD, rel=1e-9)
     assert result.to_json()["what_if"]["no-spot"]["total_usd"]["p50"] == pytest.approx(no_spot.cost_usd, abs=1e-3)
+
+
+SPOT_HISTORY = """provider,instance_type,region,zone,timestamp,usd_per_hour,source
+aws,p4d.24xlarge,us-east-1,us-east-1a,2026-01-01T00:00:00Z,1.5,ec2
+aws,p4d.24xlarge,us-east-1,us-east-1a,2026-02-10T00:00:00Z,3.0,ec2
+aws,p4d.24xlarge,us-east-1,us-east-1b,2026-02-20T00:00:00Z,2.0,ec2
+aws,p4d.24xlarge,us-east-1,us-east-1b,2026-03-02T03:00:00Z,0.5,ec2
+"""
+
+
+def test_spot_is_priced_at_the_last_30_days_median_of_the_history() -> None:
+    # 30 days before T0 = Jan 31: 1.5 to Feb 10 (10 d), zone a's 3.0 to Feb 20 (10 d), then zone b's cheaper 2.0
+    # (10 d). 1.5 covers 10 d of 30, 1.5 and 2.0 cover 20 d >= 15 d: the median is 2.0. The 0.5 from 03:00 on is
+    # inside the horizon and is not used (the price is held flat).
+    batch = Policy(tenant="batch", spot=SpotPolicy(allowed=True, fault_tolerant_fraction=1.0))
+    flat = tiny_setup(batch=batch, prod=Policy(tenant="prod"))
+    dated = dataclasses.replace(flat, catalog=CATALOG.with_spot_history(parse_spot_history(SPOT_HISTORY, "h.csv")))
+    forecast = constant_forecast(16.0, 6)
+    mix = [JobTemplate("batch", 8, 6 * 3600.0), JobTemplate("prod", 8, 6 * 3600.0)]
+    run = {name: project(s, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast")
+           for name, s in (("flat", flat), ("dated", dated))}
+    base, hist = run["flat"].baseline.p50, run["dated"].baseline.p50
+    spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
+    assert spot_node_h > 0 and hist.spot_gpu_hours == pytest.approx(8 * spot_node_h)  # the same schedule
+    assert hist.cost_by_tier["elastic_spot"] == pytest.approx(spot_node_h * 2.0, rel=1e-9)
+    assert hist.cost_by_tier["elastic_on_demand"] == pytest.approx(base.cost_by_tier["elastic_on_demand"], rel=1e-9)
+    assert run["dated"].to_json()["spot_from_history"] == {"aws/p4d.24xlarge/us-east-1": 2.0}
+    assert run["flat"].to_json()["spot_from_history"] == {}
+    assert any(a.startswith("spot prices: the time-weighted median") and "aws/p4d.24xlarge/us-east-1 2 $/h" in a
+               for a in run["dated"].assumptions)
 
 
 def _write(tmp_path: Path, text: str, name: str = "w.yaml") -> Path:

@@ -80,7 +80,7 @@ def test_cost_json_has_the_documented_schema_and_the_report_links_its_plots(conf
                                     "--json", "--report", str(report)])
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
-    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if"}
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if", "spot_from_history"}
     assert body["horizon_h"] == 12.0
     assert set(body["total_usd"]) == {"p50", "p90"}
     assert set(body["by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}

@@ -69,13 +69,16 @@ def _config(config_path: Path) -> Any:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of synthetic arrivals, fault tolerance, spot interruptions.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Simulations run in parallel (default: one per CPU, at most the runs needed).")
+@click.option("--spot-history", "spot_history_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Spot price history CSV (burst/data/spot_history.csv's columns) added to the shipped one; "
+                                 "spot is priced at its last 30 days' median.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier, what_if.")
+              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier, what_if, spot_from_history.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
 def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, from_store: bool, state: Path | None,
              horizon: str, at: str | None, what_if_paths: tuple[Path, ...], strategy: str, seed: int, workers: int | None,
-             as_json: bool, report_dir: Path | None) -> None:
+             spot_history_path: Path | None, as_json: bool, report_dir: Path | None) -> None:
     """Project next week's or month's cost per tenant and cost line, with P50 and P90 totals.
 
     Fits the demand forecast on the history, turns its P50 and P90 paths into
@@ -83,9 +86,14 @@ def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, fr
     the real planner in the simulator, and prints cost per tenant and per line
     (steady, elastic_on_demand, elastic_spot, hot_pool), queue waits, budget
     status and capacity advice; each what-if is run on the same jobs and shown
-    beside the baseline. Progress goes to stderr.
+    beside the baseline. Spot is priced at the time-weighted median of the
+    spot price history's last 30 days before the start, per offering, where
+    the history covers it (else the catalog's flat spot price). Progress goes
+    to stderr.
     """
-    from burst.catalog import UnknownInstanceType
+    import dataclasses
+
+    from burst.catalog import UnknownInstanceType, read_spot_history
     from burst.projection.arrivals import job_mix
     from burst.projection.budget import month_start
     from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs, series_of_points
@@ -108,6 +116,12 @@ def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, fr
         setup = setup_from_config(config)
     except UnknownInstanceType as exc:
         raise click.ClickException(str(exc)) from None
+    if spot_history_path is not None:
+        try:
+            points = read_spot_history(spot_history_path)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        setup = dataclasses.replace(setup, catalog=setup.catalog.with_spot_history(points))
     store_path = state or config.state_file()
 
     def say(message: str) -> None:

@@ -10,6 +10,10 @@ controller's ledger per tenant (GPU-hours each tenant's jobs held at the
 node's rate: idle capacity and hot pools are overhead on no tenant, so tenant
 figures add up to less than the total) and queue waits.
 
+Spot is priced by `spot_from_history`: the last 30 days' time-weighted
+median of the catalog's spot price history per offering, held flat over the
+horizon, where the history covers it; the catalog's flat spot price elsewhere.
+
 The P90 figures are those of the P90 path's run, not a quantile of the cost:
 a planner's cost is not linear in demand, so this is the cost of a demand
 path that the forecast puts at its 90th percentile at every step, an upper
@@ -18,6 +22,7 @@ band rather than a calibrated quantile.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from burst.catalog import COST_LINES
+from burst.catalog import COST_LINES, SPOT_MEDIAN_WINDOW_S
 from burst.model import CapacityType, Forecast, Job, Tier
 from burst.projection.arrivals import JobTemplate, synthetic_jobs
 from burst.projection.budget import breach_at, spend_points
@@ -92,13 +97,44 @@ class Projection:
     what_if: dict[str, Scenario] = field(default_factory=dict)
     capacity: CapacityAdvice | None = None
     assumptions: tuple[str, ...] = ()
+    spot_from_history: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The `burst cost --json` object: the baseline's keys plus `what_if`."""
-        return {**self.baseline.to_json(), "what_if": {n: s.to_json() for n, s in self.what_if.items()}}
+        """The `burst cost --json` object: the baseline's keys, `what_if`, and `spot_from_history`.
+
+        `spot_from_history` maps "provider/instance_type/region" to the spot
+        USD/hour the projection used from the history (`spot_from_history`'s rule);
+        offerings not in it were priced at the catalog's flat spot price.
+        """
+        return {**self.baseline.to_json(), "what_if": {n: s.to_json() for n, s in self.what_if.items()},
+                "spot_from_history": {"/".join(k): round(v, 6) for k, v in sorted(self.spot_from_history.items())}}
 
     def scenarios(self) -> list[Scenario]:
         return [self.baseline, *self.what_if.values()]
+
+
+def spot_from_history(setup: SimSetup, start: datetime) -> tuple[SimSetup, dict[tuple[str, str, str], float]]:
+    """The set-up priced for a projection from `start`, and the spot prices the history gave.
+
+    Rule: each offering's spot price over the whole horizon is the
+    time-weighted median of its spot price history (cheapest zone at each
+    instant) over the 30 days before `start` (`Catalog.projected_spot`); an
+    offering the history does not cover there keeps the catalog's flat spot
+    price. The simulator bills one price per group, so the price is held flat
+    over the horizon rather than following the history inside it.
+    """
+    catalog, used = setup.catalog.projected_spot(start)
+    if not used:
+        return setup, used
+    return dataclasses.replace(setup, catalog=catalog), used
+
+
+def spot_rule(used: Mapping[tuple[str, str, str], float]) -> str:
+    """The assumption line that states the spot price rule and what it gave."""
+    got = "; ".join(f"{'/'.join(k)} {v:g} $/h" for k, v in sorted(used.items())) or "none covered"
+    return (f"spot prices: the time-weighted median of the spot price history over the {SPOT_MEDIAN_WINDOW_S / 86400:g} "
+            f"days before the start (cheapest zone at each instant), held flat over the horizon ({got}); offerings "
+            "without history there keep the catalog's flat spot price")
 
 
 def path_jobs(forecast: Forecast, q: float, start: datetime, horizon_s: float, mix: Sequence[JobTemplate],
@@ -141,6 +177,7 @@ def project(
 ) -> Projection:
     """Project the cost of `forecast` over [start, start + horizon_s) (module doc); deterministic for a seed."""
     end = start + timedelta(seconds=horizon_s)
+    setup, spot_used = spot_from_history(setup, start)
     jobs = {q: path_jobs(forecast, q, start, horizon_s, mix, setup, seed) for q in PATHS}
     for each in what_ifs:  # fail on a what-if the set-up cannot take before any simulation starts
         run_for(strategy, setup, stats, each)
@@ -180,7 +217,8 @@ def project(
         baseline=baseline,
         what_if={s.name: s for s in scenarios[1:]},
         capacity=_capacity(setup, forecast, horizon_s, baseline.p50),
-        assumptions=(*setup.assumptions,
+        spot_from_history=spot_used,
+        assumptions=(*setup.assumptions, spot_rule(spot_used),
                      f"demand: {forecast.model} forecast of the pooled history; jobs drawn from the history's "
                      f"size and duration mix (seed {seed}) at the rate that yields each path's GPUs",
                      f"strategy simulated: {strategy}"),
@@ -206,4 +244,4 @@ def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: Strate
                            gpus_per_node=steady[0].gpus_per_node)
 
 
-__all__ = ["BASELINE", "PATHS", "Projection", "Scenario", "path_jobs", "project"]
+__all__ = ["BASELINE", "PATHS", "Projection", "Scenario", "path_jobs", "project", "spot_from_history", "spot_rule"]
