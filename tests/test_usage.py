@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from burst.cli import main
+from burst.projection.usage import USAGE_JSON_SCHEMA
 from burst.state import CostEntry, Store
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
@@ -23,6 +24,8 @@ node_groups:
      gpu_model: A100, gpus_per_node: 8, max_size: 4}
   - {id: h100, provider: sim, region: us-east-1, tier: elastic, capacity_type: spot, instance_type: p5.48xlarge,
      gpu_model: H100, gpus_per_node: 8, max_size: 2}
+  - {id: od-run, provider: sim, region: us-east-1, tier: elastic, capacity_type: on_demand, instance_type: p4d.24xlarge,
+     gpu_model: A100, gpus_per_node: 8, max_size: 2, warm_pool: {state: running}}
 """
 
 
@@ -38,13 +41,17 @@ def test_usage_json_gives_exact_gpu_hours_by_tier_and_model_per_tenant(config: P
     state = tmp_path / "burst.db"
     store = Store.open(state)
     standby = 0.05 * 21.957642  # a stopped p4d node-hour
+    onprem_standby = (25000.0 / (4 * 8760) + 0.25) * 8  # a powered-off 8-GPU node-hour: capex and ops, no power
     store.record_costs([
         CostEntry(T0, "steady", 10.0, 8.0, "a", "onprem"),
         CostEntry(T0 + timedelta(hours=1), "elastic_on_demand", 20.0, 3.5, "a", "od"),
         CostEntry(T0 + timedelta(hours=1), "elastic_spot", 5.0, 2.25, "a", "h100"),
         CostEntry(T0 + timedelta(hours=2), "elastic_spot", 7.0, 4.0, "b", "h100"),
         CostEntry(T0 + timedelta(hours=2), "steady", 3.0, 0.0, None, "onprem"),  # idle overhead
-        CostEntry(T0 + timedelta(hours=2), "hot_pool", 3 * standby, 0.0, None, "od"),  # 3 warm node-hours
+        CostEntry(T0 + timedelta(hours=2), "hot_pool", 3 * standby, 0.0, None, "od"),  # 3 stopped node-hours
+        CostEntry(T0 + timedelta(hours=2), "hot_pool", 2 * 21.957642, 0.0, None, "od-run"),  # 2 running: full price
+        CostEntry(T0 + timedelta(hours=2), "hot_pool", onprem_standby, 0.0, None, "onprem"),  # 1 on-prem node-hour
+        CostEntry(T0 + timedelta(hours=2), "hot_pool", 4.0, 0.0, None, "gone"),  # a group no longer configured
         CostEntry(T0 - timedelta(hours=1), "steady", 99.0, 99.0, "a", "onprem"),  # before --since
     ])
     store.close()
@@ -54,15 +61,41 @@ def test_usage_json_gives_exact_gpu_hours_by_tier_and_model_per_tenant(config: P
     body = json.loads(out.output)
     assert body["tenants"] == {
         "a": {"gpu_hours": 13.75, "usd": 35.0, "by_tier": {"elastic_on_demand": 3.5, "elastic_spot": 2.25, "steady": 8.0},
-              "by_gpu_model": {"A100": 11.5, "H100": 2.25}},
-        "b": {"gpu_hours": 4.0, "usd": 7.0, "by_tier": {"elastic_spot": 4.0}, "by_gpu_model": {"H100": 4.0}},
+              "by_gpu_model": {"A100": 11.5, "H100": 2.25}, "cross_zone_gb": None, "egress_gb": None},
+        "b": {"gpu_hours": 4.0, "usd": 7.0, "by_tier": {"elastic_spot": 4.0}, "by_gpu_model": {"H100": 4.0},
+              "cross_zone_gb": None, "egress_gb": None},
     }
-    assert body["warm_pool"]["gpu_hours"] == pytest.approx(24.0)  # 3 node-hours x 8 GPUs
+    assert body["network"] == {"cross_zone_gb": None, "egress_gb": None}  # no provider reports traffic
+    warm = body["warm_pool"]
+    assert warm["node_hours"] == pytest.approx(6.0)  # 3 stopped + 2 running + 1 on-prem
+    assert warm["gpu_hours"] == pytest.approx(48.0)  # 6 node-hours x 8 GPUs
+    assert warm["stopped_node_hours"] == pytest.approx(3.0)  # cloud and stopped: od only
+    assert warm["storage_gb_hours"] == pytest.approx(600.0)  # 3 node-hours x 200 GB
+    assert warm["root_volume_gb"] == {"od": 200.0}
+    assert warm["usd"] == pytest.approx(3 * standby + 2 * 21.957642 + onprem_standby + 4.0)
+    assert warm["unpriced_usd"] == 4.0
+    assert set(body) == set(USAGE_JSON_SCHEMA["required"])
+    assert set(warm) == set(USAGE_JSON_SCHEMA["properties"]["warm_pool"]["properties"])
+    assert set(body["tenants"]["a"]) == set(USAGE_JSON_SCHEMA["properties"]["tenants"]["additionalProperties"]["required"])
+    big = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat(),
+                               "--root-volume-gb", "500", "--json"])
+    assert json.loads(big.output)["warm_pool"]["storage_gb_hours"] == pytest.approx(1500.0)  # 3 x 500
     one = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat(),
                                "--tenant", "b", "--json"])
     assert list(json.loads(one.output)["tenants"]) == ["b"]
     table = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat()])
     assert table.exit_code == 0 and "13.75" in table.output
+    assert "600.00 storage GB-hours (3.00 stopped node-hours x 200 GB)" in table.output
+
+
+def test_usage_schema_says_network_is_null_because_no_provider_reports_it() -> None:
+    out = CliRunner().invoke(main, ["usage", "--schema"])
+    assert out.exit_code == 0, out.output
+    schema = json.loads(out.output)
+    for where in (schema["properties"]["network"]["properties"],
+                  schema["properties"]["tenants"]["additionalProperties"]["properties"]):
+        for key in ("cross_zone_gb", "egress_gb"):
+            assert where[key]["type"] == "null" and "no provider reports" in where[key]["description"]
 
 
 def test_cost_json_has_the_documented_schema_and_the_report_links_its_plots(config: Path, tmp_path: Path) -> None:

@@ -245,15 +245,27 @@ def _print_projection(projection: Any) -> None:
 @click.option("--tenant", default=None, help="Only this tenant.")
 @click.option("--since", default=None, help="ISO instant to meter from (default: the start of this month, UTC).")
 @click.option("--until", default=None, help="ISO instant to meter to (default: now).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: tenants (gpu_hours, usd, by_tier, by_gpu_model), warm_pool.")
+@click.option("--root-volume-gb", type=click.FloatRange(min=0), default=200.0, show_default=True,
+              help="Root volume GB per cloud node, for warm-pool storage GB-hours (the Terraform modules' default).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: since, until, tenants, warm_pool, network (schema: --schema).")
+@click.option("--schema", "schema", is_flag=True, help="Print the JSON Schema of --json's object and exit.")
 def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, since: str | None, until: str | None,
-              as_json: bool) -> None:
-    """Meter the cost ledger: GPU-hours per tenant by cost line and GPU model, and warm-pool GPU-hours."""
+              root_volume_gb: float, as_json: bool, schema: bool) -> None:
+    """Meter the cost ledger: GPU-hours per tenant by cost line and GPU model, and warm-pool node-, GPU- and storage-hours.
+
+    Warm-pool storage GB-hours are the stopped (or hibernated) cloud warm
+    node-hours × --root-volume-gb. Cross-zone and egress GB are null: no
+    provider reports them, so nothing is metered or estimated.
+    """
     from burst.projection.budget import month_start
-    from burst.projection.usage import meter
+    from burst.projection.usage import USAGE_JSON_SCHEMA, meter
     from burst.runtime import catalog_from_config
     from burst.state import Store
 
+    if schema:
+        click.echo(json.dumps(USAGE_JSON_SCHEMA, indent=2))
+        return
     if config_path is None and state is None:
         raise click.UsageError("give --state FILE or --config burst.yaml")
     config = _config(config_path) if config_path is not None else None
@@ -270,7 +282,9 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
     catalog = catalog_from_config(config) if config is not None else None
     with _store(Store, Path(path)) as store:
         rows = store.costs(since=t0, until=t1)
-    usage = meter(rows, groups, catalog.standby_price if catalog is not None else (lambda g: 0.0), tenant=tenant)
+    usage = meter(rows, groups, catalog.standby_price if catalog is not None else (lambda g: 0.0), tenant=tenant,
+                  group_price=catalog.group_price if catalog is not None else None,
+                  root_volume_gb=lambda g: root_volume_gb)
     if as_json:
         click.echo(json.dumps({"since": t0.isoformat(), "until": t1.isoformat() if t1 else None, **usage.to_json()}, indent=2))
         return
@@ -281,7 +295,10 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
         table.add_row(name, f"{u.gpu_hours:,.2f}", f"{u.usd:,.2f}", *(f"{u.by_tier.get(ln, 0.0):,.2f}" for ln in COST_LINES),
                       ", ".join(f"{m}: {h:,.2f}" for m, h in sorted(u.by_gpu_model.items())))
     Console(width=None).print(table)
-    click.echo(f"warm pools: {usage.warm_pool_gpu_hours:,.2f} GPU-hours, ${usage.warm_pool_usd:,.2f}")
+    click.echo(f"warm pools: {usage.warm_pool_node_hours:,.2f} node-hours, {usage.warm_pool_gpu_hours:,.2f} GPU-hours, "
+               f"{usage.storage_gb_hours:,.2f} storage GB-hours ({usage.stopped_node_hours:,.2f} stopped node-hours "
+               f"x {root_volume_gb:g} GB), ${usage.warm_pool_usd:,.2f}")
+    click.echo("network: cross-zone and egress GB not metered (no provider reports them)")
 
 
 __all__ = ["cost_cmd", "usage_cmd"]

@@ -1,13 +1,31 @@
-"""Metering from the cost ledger: GPU-hours per tenant by cost line and GPU model, and warm-pool GPU-hours.
+"""Metering from the cost ledger: GPU-hours per tenant by cost line and GPU model, warm-pool node-, GPU- and
+storage-hours, and network GB (reported as unknown).
 
 A ledger row carries the GPU-hours a tenant's jobs held on one group's nodes
 (`CostEntry.gpu_hours`); the group names the GPU model. Warm (hot-pool) rows
-belong to no tenant and carry only USD, so warm-pool GPU-hours are derived:
-USD / the group's standby USD per node-hour × its GPUs per node (a warm node
-kept running is billed at full price and so counts for less here; the
-ledger does not tell the two apart). Rows of groups the config no longer has
-count under GPU model ``unknown``; their warm GPU-hours cannot be derived
-and are left out (`unpriced_hot_pool_usd` says how much).
+belong to no tenant and carry only USD, so warm-pool node-hours are derived
+from the group's configured warm state (`warm_pool.state`): USD / the group's
+full USD per node-hour for a pool kept running, USD / its standby USD per
+node-hour otherwise (the ledger does not record each node's warm state, so a
+pool is assumed to hold nodes in the state its group configures). Warm GPU-hours
+are those node-hours × the group's GPUs per node.
+
+Warm-pool storage: a stopped or hibernated cloud node still bills its root
+volume, so ``storage_gb_hours`` = the stopped (and hibernated) node-hours ×
+the group's root volume size. Groups do not carry the size; it is
+`ROOT_VOLUME_GB` (200, the default of the Terraform node-group modules'
+``root_volume_size_gib`` on AWS and ``boot_disk_size_gb`` on GCP) unless the
+caller says otherwise (``burst usage --root-volume-gb``). Powered-off on-prem
+nodes and running warm nodes add no storage-hours here (on-prem disks are
+owned; a running node's volume is billed with the running node).
+
+Network: cross-zone and egress GB are ``null``. No provider reports per-node
+or per-tenant traffic to burst today, so there is nothing to meter and no
+figure is estimated.
+
+Rows of groups the config no longer has count under GPU model ``unknown``;
+their warm hours cannot be derived and are left out (`unpriced_hot_pool_usd`
+says how much).
 """
 
 from __future__ import annotations
@@ -17,10 +35,69 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from burst.model import NodeGroup
+from burst.catalog import is_onprem
+from burst.model import NodeGroup, WarmState
 from burst.state import CostEntry
 
 UNKNOWN_MODEL = "unknown"
+
+ROOT_VOLUME_GB = 200.0
+"""Root volume per cloud node, GB: the Terraform node-group modules' default (module doc)."""
+
+STORAGE_STATES = frozenset({WarmState.STOPPED, WarmState.HIBERNATED})
+"""Warm states in which a cloud node bills its root volume and no instance."""
+
+NETWORK_NOTE = ("null: no provider reports cross-zone or egress traffic to burst, so it is not metered "
+                "(no figure is estimated)")
+
+_NUMBER = {"type": "number"}
+_BY = {"type": "object", "additionalProperties": _NUMBER}
+_NETWORK = {"type": "null", "description": NETWORK_NOTE}
+
+USAGE_JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "burst usage --json",
+    "type": "object",
+    "required": ["since", "until", "tenants", "warm_pool", "network"],
+    "properties": {
+        "since": {"type": "string", "description": "ISO instant the window starts at (inclusive)"},
+        "until": {"type": ["string", "null"], "description": "ISO instant the window ends at (exclusive); null: now"},
+        "tenants": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["gpu_hours", "usd", "by_tier", "by_gpu_model", "cross_zone_gb", "egress_gb"],
+                "properties": {
+                    "gpu_hours": {**_NUMBER, "description": "GPU-hours the tenant's jobs held"},
+                    "usd": {**_NUMBER, "description": "USD charged to the tenant (held GPUs at the node's rate)"},
+                    "by_tier": {**_BY, "description": "GPU-hours per cost line (steady, elastic_on_demand, elastic_spot)"},
+                    "by_gpu_model": {**_BY, "description": "GPU-hours per GPU model ('unknown': group no longer configured)"},
+                    "cross_zone_gb": _NETWORK,
+                    "egress_gb": _NETWORK,
+                },
+            },
+        },
+        "warm_pool": {
+            "type": "object",
+            "required": ["node_hours", "gpu_hours", "stopped_node_hours", "storage_gb_hours", "usd", "unpriced_usd"],
+            "properties": {
+                "node_hours": {**_NUMBER, "description": "warm node-hours (USD / the rate of the group's warm state)"},
+                "gpu_hours": {**_NUMBER, "description": "warm node-hours x GPUs per node"},
+                "stopped_node_hours": {**_NUMBER, "description": "warm node-hours of cloud groups kept stopped or hibernated"},
+                "storage_gb_hours": {**_NUMBER, "description": "stopped_node_hours x root volume GB (by group)"},
+                "root_volume_gb": {**_BY, "description": "the root volume GB assumed per cloud group metered"},
+                "usd": {**_NUMBER, "description": "the hot_pool line's USD"},
+                "unpriced_usd": {**_NUMBER, "description": "hot_pool USD of groups not in the config (no hours derived)"},
+            },
+        },
+        "network": {
+            "type": "object",
+            "required": ["cross_zone_gb", "egress_gb"],
+            "properties": {"cross_zone_gb": _NETWORK, "egress_gb": _NETWORK},
+        },
+    },
+}
+"""The JSON Schema of `burst usage --json` (`burst usage --schema` prints it)."""
 
 
 @dataclass
@@ -38,6 +115,8 @@ class TenantUsage:
             "usd": round(self.usd, 6),
             "by_tier": {k: round(v, 6) for k, v in sorted(self.by_tier.items())},
             "by_gpu_model": {k: round(v, 6) for k, v in sorted(self.by_gpu_model.items())},
+            "cross_zone_gb": None,
+            "egress_gb": None,
         }
 
 
@@ -49,13 +128,23 @@ class Usage:
     warm_pool_gpu_hours: float
     warm_pool_usd: float
     unpriced_hot_pool_usd: float = 0.0
+    warm_pool_node_hours: float = 0.0
+    stopped_node_hours: float = 0.0
+    storage_gb_hours: float = 0.0
+    root_volume_gb: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The `burst usage --json` object."""
+        """The `burst usage --json` object, less `since` and `until` (`USAGE_JSON_SCHEMA`)."""
         return {
             "tenants": {t: u.to_json() for t, u in sorted(self.tenants.items())},
-            "warm_pool": {"gpu_hours": round(self.warm_pool_gpu_hours, 6), "usd": round(self.warm_pool_usd, 6),
+            "warm_pool": {"node_hours": round(self.warm_pool_node_hours, 6),
+                          "gpu_hours": round(self.warm_pool_gpu_hours, 6),
+                          "stopped_node_hours": round(self.stopped_node_hours, 6),
+                          "storage_gb_hours": round(self.storage_gb_hours, 6),
+                          "root_volume_gb": dict(sorted(self.root_volume_gb.items())),
+                          "usd": round(self.warm_pool_usd, 6),
                           "unpriced_usd": round(self.unpriced_hot_pool_usd, 6)},
+            "network": {"cross_zone_gb": None, "egress_gb": None},
         }
 
 
@@ -65,19 +154,38 @@ def meter(
     standby_price: Callable[[NodeGroup], float],
     *,
     tenant: str | None = None,
+    group_price: Callable[[NodeGroup], float] | None = None,
+    root_volume_gb: Callable[[NodeGroup], float] = lambda group: ROOT_VOLUME_GB,
 ) -> Usage:
-    """The usage in `rows` (module doc); with `tenant`, only that tenant's (warm pools are the fleet's)."""
+    """The usage in `rows` (module doc); with `tenant`, only that tenant's (warm pools are the fleet's).
+
+    `group_price` prices a node of a group whose warm pool is kept running
+    (without it, such rows count as unpriced).
+    """
     tenants: dict[str, TenantUsage] = defaultdict(TenantUsage)
-    warm_gh = warm_usd = unpriced = 0.0
+    warm_gh = warm_usd = unpriced = warm_nh = stopped_nh = storage = 0.0
+    volumes: dict[str, float] = {}
     for row in rows:
         group = groups.get(row.group_id or "")
         if row.line == "hot_pool" and row.tenant is None:
             warm_usd += row.usd
-            price = standby_price(group) if group is not None else 0.0
-            if group is not None and price > 0:
-                warm_gh += row.usd / price * group.gpus_per_node
+            state = group.warm_pool.state if group is not None else None
+            if group is None:
+                price = 0.0
+            elif state is WarmState.RUNNING:
+                price = group_price(group) if group_price is not None else 0.0
             else:
+                price = standby_price(group)
+            if group is None or price <= 0:
                 unpriced += row.usd
+                continue
+            node_h = row.usd / price
+            warm_nh += node_h
+            warm_gh += node_h * group.gpus_per_node
+            if state in STORAGE_STATES and not is_onprem(group):
+                gb = volumes[group.id] = root_volume_gb(group)
+                stopped_nh += node_h
+                storage += node_h * gb
             continue
         if row.tenant is None or (tenant is not None and row.tenant != tenant):
             continue
@@ -87,7 +195,7 @@ def meter(
         u.by_tier[row.line] = u.by_tier.get(row.line, 0.0) + row.gpu_hours
         model = group.shape.gpu_model if group is not None else UNKNOWN_MODEL
         u.by_gpu_model[model] = u.by_gpu_model.get(model, 0.0) + row.gpu_hours
-    return Usage(dict(tenants), warm_gh, warm_usd, unpriced)
+    return Usage(dict(tenants), warm_gh, warm_usd, unpriced, warm_nh, stopped_nh, storage, volumes)
 
 
-__all__ = ["TenantUsage", "Usage", "meter"]
+__all__ = ["NETWORK_NOTE", "ROOT_VOLUME_GB", "USAGE_JSON_SCHEMA", "TenantUsage", "Usage", "meter"]
