@@ -1,7 +1,10 @@
 """Prometheus metrics of the controller: what it sees, what it spends, how its ticks and provider calls go.
 
 `ControllerMetrics.observe_tick` reads one `TickReport` (the loop calls it
-after every tick); `MeteredProvider` wraps a provider to time every call and
+after every tick); `ControllerMetrics.observe_ledger` adds the cost ledger's
+newer tenant rows to the month-to-date usage gauges (the loop calls it after
+every tick too; they start again from zero at each UTC month start, and a
+restarted daemon reads the month so far back from the ledger); `MeteredProvider` wraps a provider to time every call and
 count its errors. Everything lives in one `CollectorRegistry` per daemon (not
 prometheus_client's global one), served on the API's `/metrics`.
 
@@ -15,6 +18,8 @@ Metric names (all prefixed `burst_`):
 | queue_wait_seconds | histogram | tenant (observed when a job starts) |
 | spend_usd_per_hour | gauge | tenant |
 | budget_remaining_usd | gauge | tenant (month budget less month-to-date spend) |
+| gpu_hours_month | gauge | tenant, line (cost line: steady / elastic_on_demand / elastic_spot), gpu_model (month to date, from the ledger) |
+| spend_month_usd | gauge | tenant (month-to-date USD charged to the tenant, from the ledger) |
 | interruptions_total | counter | group |
 | lost_gpu_hours_total | counter | tenant (work lost beyond the last checkpoint) |
 | forecast_p50_gpus | gauge | tenant, gpu_model (the forecast at the plan's instant) |
@@ -30,9 +35,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -57,6 +62,14 @@ from burst.reconcile import TickReport
 from providers.base import Provider
 
 T = TypeVar("T")
+
+class TenantLedger(Protocol):
+    """What the usage gauges read from the store (`burst.state.Store.tenant_usage`)."""
+
+    def tenant_usage(
+        self, since: datetime, until: datetime | None = None, *, after_id: int = 0
+    ) -> tuple[dict[tuple[str, str, str | None], tuple[float, float]], int]: ...
+
 
 WAIT_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200)
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -88,7 +101,16 @@ class ControllerMetrics:
         self.ticks = Counter("burst_ticks", "Reconcile ticks run", registry=r)
         self.tick_errors = Counter("burst_tick_errors", "Reconcile ticks that raised", registry=r)
         self.actions = Counter("burst_actions", "Provider actions executed, by kind and outcome", ["kind", "outcome"], registry=r)
+        self.gpu_hours_month = Gauge("burst_gpu_hours_month", "GPU-hours tenants' jobs held this UTC month, "
+                                     "by cost line and GPU model (from the cost ledger)", ["tenant", "line", "gpu_model"],
+                                     registry=r)
+        self.spend_month = Gauge("burst_spend_month_usd", "USD charged to each tenant this UTC month (from the cost ledger)",
+                                 ["tenant"], registry=r)
         self._known_tenants: set[str] = set()
+        self._ledger_month: datetime | None = None
+        self._ledger_cursor = 0
+        self._month_gh: dict[tuple[str, str, str], float] = defaultdict(float)
+        self._month_usd: dict[str, float] = defaultdict(float)
 
     def observe_tick(
         self,
@@ -124,6 +146,31 @@ class ControllerMetrics:
             cap = policy.budget.usd_per_month
             if cap is not None:
                 self.budget_left.labels(tenant).set(cap - (spend_month_usd or {}).get(tenant, 0.0))
+
+    def observe_ledger(self, ledger: TenantLedger, at: datetime, groups: Iterable[NodeGroup] = ()) -> None:
+        """Add the ledger's tenant rows newer than the last call to the month-to-date usage gauges.
+
+        `groups` name each row's GPU model (rows of groups not among them count
+        under ``unknown``). At the first call of a UTC month the totals start
+        again from zero (the last month's label sets are removed), and the
+        month so far is read back from the ledger.
+        """
+        month = at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        if month != self._ledger_month:
+            self.gpu_hours_month.clear()
+            self.spend_month.clear()
+            self._month_gh.clear()
+            self._month_usd.clear()
+            self._ledger_month, self._ledger_cursor = month, 0
+        model = {g.id: g.shape.gpu_model for g in groups}
+        rows, self._ledger_cursor = ledger.tenant_usage(month, after_id=self._ledger_cursor)
+        for (tenant, line, group_id), (gpu_hours, usd) in rows.items():
+            self._month_gh[(tenant, line, model.get(group_id or "", "unknown"))] += gpu_hours
+            self._month_usd[tenant] += usd
+        for labels, value in self._month_gh.items():
+            self.gpu_hours_month.labels(*labels).set(value)
+        for tenant, value in self._month_usd.items():
+            self.spend_month.labels(tenant).set(value)
 
     def tick_failed(self, seconds: float) -> None:
         """Count a tick that raised."""

@@ -843,6 +843,27 @@ class Store:
         )
         return {t: float(h) for t, h in rows}
 
+    def tenant_usage(
+        self, since: datetime, until: datetime | None = None, *, after_id: int = 0
+    ) -> tuple[dict[tuple[str, str, str | None], tuple[float, float]], int]:
+        """Tenant ledger rows in ``[since, until)`` with an id above `after_id`, summed per (tenant, line, group_id).
+
+        Returns ``{(tenant, line, group_id): (gpu_hours, usd)}`` and the largest
+        row id read (`after_id` when there is none), so a caller can add up
+        the ledger incrementally: pass the id back to read only newer rows.
+        Tier overhead (no tenant) is left out.
+        """
+        where, params = _window("at", since, until)
+        where += ["tenant IS NOT NULL", "id > ?"]
+        params.append(int(after_id))
+        rows = self._query(
+            f"SELECT tenant, line, group_id, sum(gpu_hours), sum(usd), max(id) FROM cost_ledger{_where(where)} "
+            "GROUP BY tenant, line, group_id ORDER BY tenant, line, group_id",
+            params,
+        )
+        out = {(t, ln, g): (float(h), float(u)) for t, ln, g, h, u, _ in rows}
+        return out, max((int(m) for *_, m in rows), default=int(after_id))
+
     def cost_by_line(self, since: datetime, until: datetime | None = None) -> dict[str, float]:
         """USD per cost line in ``[since, until)``, overhead included; every line present (0.0 if none)."""
         where, params = _window("at", since, until)
