@@ -116,6 +116,22 @@ def test_metrics_scrape_parses_and_counts_the_ticks(daemon) -> None:
         assert name in families
 
 
+def test_metrics_usage_gauges_match_the_daemons_cost_ledger(daemon) -> None:
+    runtime, api = daemon
+    text = httpx.get(f"{api.url}/metrics", headers=token(api, "admin")).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    month = runtime.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    spend = {s.labels["tenant"]: s.value for s in families["burst_spend_month_usd"].samples}
+    gpu_hours: dict[str, float] = {}
+    for s in families["burst_gpu_hours_month"].samples:
+        assert s.labels["line"] in ("steady", "elastic_on_demand", "elastic_spot") and s.labels["gpu_model"] == "A100"
+        gpu_hours[s.labels["tenant"]] = gpu_hours.get(s.labels["tenant"], 0.0) + s.value
+    ledger_usd = runtime.store.spend_by_tenant(since=month)
+    assert ledger_usd and set(spend) == set(ledger_usd)
+    assert spend == pytest.approx(ledger_usd, rel=1e-12)
+    assert gpu_hours == pytest.approx(runtime.store.gpu_hours_by_tenant(since=month), rel=1e-12)
+
+
 def test_burst_run_serves_the_api_and_refuses_a_bad_address(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", "--duration", "5m", "--quiet", "--api", "127.0.0.1:0",
                                        "--state", str(tmp_path / "s.db")])
