@@ -164,6 +164,7 @@ class NodeGroup:
     warm_pool: WarmPoolSettings = field(default_factory=WarmPoolSettings)
     scale_down_cooldown_s: float = 600.0
     power_saving: PowerSaving | None = None  # on-prem only: idle nodes powered off, woken on demand
+    interruption_band: str | None = None  # spot only: the cloud's published monthly interruption band, e.g. "<5%"
 
     @property
     def gpus_per_node(self) -> int:
@@ -442,6 +443,8 @@ class SpotPolicy:
     required_checkpoint_interval_s: float | None = None
     fault_tolerant_fraction: float = 0.0  # trace replay only: the seeded share of jobs assumed fault-tolerant
     deadline_margin_s: float | None = None  # slack below which a deadline job leaves spot (None: boot + checkpoint)
+    price_tolerance: float = 0.10  # spot offerings this much dearer than the cheapest count as cheap (spread)
+    max_offering_share: float = 0.5  # share of the tenant's spot GPUs one offering holds before others go first
 
 
 @dataclass(frozen=True)
@@ -719,6 +722,9 @@ class Snapshot:
     `notices` are the nodes a provider said it will reclaim, and when.
     `node_gpus` are the GPUs (identity, health, topology) of on-prem nodes that
     reported them: the local GPU scheduler binds jobs to specific GPUs there.
+    `interruption_rates` are the spot groups' interruption rates per node-hour
+    learnt from observed interruptions (`burst.planner.spot_rates`); a group
+    without one is taken at its published band's prior.
     """
 
     groups: tuple[NodeGroup, ...]
@@ -730,6 +736,7 @@ class Snapshot:
     unavailable: Mapping[GroupId, str] = field(default_factory=dict)  # groups not to launch in now, and why
     notices: Mapping[NodeId, datetime] = field(default_factory=dict)  # spot interruption deadlines per node
     node_gpus: Mapping[NodeId, NodeGpus] = field(default_factory=dict)  # on-prem nodes' GPUs, from their agents
+    interruption_rates: Mapping[GroupId, float] = field(default_factory=dict)  # learnt, per node-hour
 
     def group(self, group_id: GroupId) -> NodeGroup:
         for g in self.groups:

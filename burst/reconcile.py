@@ -41,6 +41,7 @@ from burst.model import (
     ANY_MODEL,
     Action,
     ActionKind,
+    CapacityType,
     DemandPoint,
     EventKind,
     Forecast,
@@ -61,6 +62,7 @@ from burst.model import (
     WarmState,
 )
 from burst.planner import PIPELINE, PlanIds, Step, plan
+from burst.planner.spot_rates import InterruptionObservations
 from burst.state import Store
 from burst.workloads.base import JobEvents, JobSource
 from burst.workloads.queue import JOB_ACTIONS
@@ -71,6 +73,10 @@ log = logging.getLogger("burst.reconcile")
 PLAN_SEQ_KEY = "plan.seq"
 LAST_TICK_KEY = "reconcile.last_tick"
 DEMAND_INTERVAL_S = 300.0
+INTERRUPTIONS_KEY = "spot.interruptions"
+"""Store meta key of the interruptions and spot node-hours observed per group (the learnt rates' evidence)."""
+INTERRUPTIONS_SAVE_S = 300.0
+"""The observations are written to the store at most this often, and at once after an interruption."""
 """Demand history is recorded at most once per this many seconds (forecasts use 5-minute steps or coarser)."""
 
 
@@ -180,6 +186,10 @@ class Controller:
         self.down: dict[str, str] = {}  # providers whose reads failed this tick, and why
         self._last_targets: dict[GroupId, int] = {}
         self._last_pools: dict[GroupId, tuple[int, WarmState]] = {}
+        self.interruptions = InterruptionObservations.from_json(store.get_meta(INTERRUPTIONS_KEY))
+        self._interruptions_at: datetime | None = None  # when exposure was last counted
+        self._ready_spot: dict[GroupId, int] = {}  # ready spot nodes per group then
+        self._interruptions_saved_at: datetime | None = None
 
     def start(self) -> list[Outcome]:
         """Settle the intent journal against the providers; run once before the first plan."""
@@ -209,6 +219,7 @@ class Controller:
         gc = self.actuator.collect_garbage(observed, targets)
         known = self._known_nodes(observed, now, record=True)
         self._note_interruptions(events, observed, now)
+        self._learn_interruptions(events, known, now)
         self._cool_down_on_events(events)
         if self.agents is not None:
             self.agents.sync(now)
@@ -281,6 +292,7 @@ class Controller:
             unavailable={**self.unavailable(now), **self._down_groups()},
             notices=dict(self._notices),
             node_gpus=self.agents.node_gpus() if self.agents is not None else {},
+            interruption_rates=self.interruptions.rates(self.groups.values()),
         )
 
     def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:
@@ -320,6 +332,27 @@ class Controller:
         stale = now - timedelta(seconds=NOTICE_GRACE_S)
         for node_id in [n for n, at in self._notices.items() if n not in observed or at < stale]:
             del self._notices[node_id]
+
+    def _learn_interruptions(self, events: Sequence[ProviderEvent], known: Sequence[Node], now: datetime) -> None:
+        """Count spot node-hours since the last tick (the spot nodes ready then) and this tick's interruption
+        notices per group (`burst.planner.spot_rates`), and store them now and then."""
+        hours = 0.0 if self._interruptions_at is None else max(0.0, (now - self._interruptions_at).total_seconds() / 3600)
+        self._interruptions_at = now
+        before = self._ready_spot
+        ready: dict[GroupId, int] = defaultdict(int)
+        for node in known:
+            group = self.groups.get(node.group_id)
+            if node.state is NodeState.READY and group is not None and group.capacity_type is CapacityType.SPOT:
+                ready[node.group_id] += 1
+        self._ready_spot = dict(ready)
+        interrupted = [e.group_id for e in events if e.kind is EventKind.INTERRUPTION and e.group_id in self.groups]
+        if not before and not interrupted and not self.interruptions.node_hours:
+            return
+        self.interruptions = self.interruptions.observe(hours, before, interrupted)
+        last = self._interruptions_saved_at
+        if interrupted or last is None or (now - last).total_seconds() >= INTERRUPTIONS_SAVE_S:
+            self.store.set_meta(INTERRUPTIONS_KEY, self.interruptions.to_json())
+            self._interruptions_saved_at = now
 
     def unavailable(self, now: datetime) -> dict[GroupId, str]:
         """Groups cooling down at `now`, with why and until when."""

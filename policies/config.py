@@ -179,6 +179,11 @@ class NodeGroupDoc(StrictModel):
     spot_hazard_per_hour: NonNegativeNumber = Field(
         default=0.0, description="sim provider only: spot interruption hazard per node-hour (default 0)."
     )
+    interruption_band: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = Field(
+        default=None,
+        description="spot only: the cloud's published monthly interruption band for this offering (AWS Spot "
+        "Instance Advisor); the prior of the interruption rate burst learns; default 10-15%.",
+    )
 
     @field_validator("warm_wake_latency", "warm_pool", mode="before")
     @classmethod
@@ -279,6 +284,7 @@ class NodeGroupDoc(StrictModel):
             warm_wake_latency_s=dict(self.warm_wake_latency),
             warm_pool=self.warm_pool.to_model(),
             scale_down_cooldown_s=self.scale_down_cooldown,
+            interruption_band=self.interruption_band,
         )
         return group if self.power_saving is None else group.with_power_saving(self.power_saving.to_model())
 

@@ -132,6 +132,17 @@ class SpotDoc(StrictModel):
         "counted from its last checkpoint) falls below this runs on on-demand, not spot; null = one cold boot "
         f"of the on-demand group plus the job's checkpoint duration; {PLANNER}'s deadline step.",
     )
+    price_tolerance: Fraction = Field(
+        default=0.10,
+        description="Spot offerings (node groups) priced within this fraction of the cheapest one a job may use "
+        "count as equally cheap: among them the lowest interruption rate wins (default 0.10); "
+        f"{SPOT_PLACEMENT}.",
+    )
+    max_offering_share: Fraction = Field(
+        default=0.5,
+        description="Share (0..1) of the tenant's spot GPUs one offering may hold before the other offerings "
+        f"within the price tolerance are tried first (default 0.5); {SPOT_PLACEMENT}.",
+    )
 
 
 class PrescaleDoc(StrictModel):
@@ -255,6 +266,8 @@ class TenantPolicyDoc(StrictModel):
                 required_checkpoint_interval_s=self.spot.required_checkpoint_interval,
                 fault_tolerant_fraction=self.spot.fault_tolerant_fraction,
                 deadline_margin_s=self.spot.deadline_margin,
+                price_tolerance=self.spot.price_tolerance,
+                max_offering_share=self.spot.max_offering_share,
             ),
             prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer),
             hot_pool=HotPoolPolicy(enabled=self.hot_pool.enabled, min_gpus=self.hot_pool.min_gpus),

@@ -172,6 +172,7 @@ class TenantUsage:
     elastic_gpus: float = 0.0
     spot_gpus: float = 0.0
     usd_per_hour: float = 0.0
+    spot_by_group: dict[GroupId, float] = field(default_factory=dict)  # spot GPUs per spot group (offering)
 
     @property
     def total_gpus(self) -> float:
@@ -184,6 +185,7 @@ class TenantUsage:
             self.elastic_gpus += gpus
             if group.capacity_type is CapacityType.SPOT:
                 self.spot_gpus += gpus
+                self.spot_by_group[group.id] = self.spot_by_group.get(group.id, 0.0) + gpus
         self.usd_per_hour += usd_per_hour
 
 
@@ -205,6 +207,7 @@ class PlanContext:
     unserved: list[tuple[Job, str]] = field(default_factory=list)  # pending jobs placement refused, and why (kind)
     forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
     spot_barred: dict[JobId, str] = field(default_factory=dict)  # pending jobs placement keeps off spot, and why
+    spread_notes: dict[GroupId, str] = field(default_factory=dict)  # spot groups the spread ranked, and their rate
     _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
     _gpu_book: GpuBook | None = None
 

@@ -12,6 +12,9 @@ For each pending job, in fair order (`fairshare.fair_order`), the step tries in 
    falls back to the next group (on-demand after spot) instead of waiting on
    one that keeps failing.
 
+Among spot groups about as cheap as the cheapest, the least interrupted goes
+first and a tenant's spot GPUs spread over them (`burst.planner.spot_spread`).
+
 A group is feasible for a job when the tenant's policy allows its provider and
 region, the GPU model matches, and, for spot groups, the job is fault-tolerant,
 the tenant allows spot, checkpoints often enough, stays within its max spot
@@ -30,6 +33,7 @@ from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
 from burst.planner.power import saves_power, wake_room
+from burst.planner.spot_spread import spread_spot
 
 STEP_PLACE = "place"
 STEP_SCALE_UP = "scale_up"
@@ -116,7 +120,7 @@ def place_and_scale_up(ctx: PlanContext) -> None:
         else:
             if key not in candidates_cache:
                 candidates_cache[key] = candidate_groups(ctx, job, policy)
-            candidates = candidates_cache[key]
+            candidates = spread_spot(ctx, job, policy, candidates_cache[key])
             refusals = _Refusals()
             if not candidates:
                 refusals.add("no_group", _no_group_reason(job, policy))
@@ -149,7 +153,8 @@ def place_and_scale_up(ctx: PlanContext) -> None:
                     f"{summary.jobs} pending job(s) ({tenants}) need {summary.gpus} GPU(s) that ready and booting "
                     f"capacity cannot hold; "
                     + (f"wake {summary.nodes} powered-off on-prem node(s) of {group_id}" if cap.group.tier is Tier.STEADY
-                       else f"{group_id} is the cheapest feasible group at ${cap.gpu_price:.2f}/GPU-h")
+                       else f"{group_id} is the cheapest feasible group at ${cap.gpu_price:.2f}/GPU-h"
+                       + ctx.spread_notes.get(group_id, ""))
                     + f" ({cap.target} -> {cap.target + summary.nodes} nodes)"
                 ),
             )
@@ -230,7 +235,7 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 gpu_uuids=uuids,
                 step=STEP_PLACE,
                 reason=f"{job.whole_gpus} free GPU(s) on {', '.join(node_ids)} ({cap.group.id}, {tier}, "
-                f"${cap.gpu_price:.2f}/GPU-h){where}",
+                f"${cap.gpu_price:.2f}/GPU-h){where}{ctx.spread_notes.get(cap.group.id, '')}",
             )
         )
         return True
