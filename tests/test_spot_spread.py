@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from builders import T0, TablePrices, group, job, ready_node
+from pydantic import ValidationError
 
 from burst.model import ActionKind, CapacityType, JobState, Plan, Policy, Snapshot, SpotPolicy
 from burst.planner import PlanIds, plan
@@ -21,6 +22,7 @@ from burst.planner.spot_rates import (
 from burst.reconcile import Controller
 from burst.state import Store
 from burst.workloads.queue import MemoryQueue
+from policies.config import NodeGroupDoc
 from providers.sim import ManualClock, SimProvider
 
 # Three spot offerings of one GPU model: A the cheapest but often interrupted, B 5% dearer and quiet,
@@ -168,3 +170,12 @@ def test_the_reconcile_loop_learns_from_an_interruption_and_launches_elsewhere_a
     assert [h.reason for h in again.plan.holds if h.subject == "group:spot-b"] == [
         "1 pending job(s) wait for capacity already booting in spot-b; nothing new launched"]
     assert controller().interruptions == saved, "a restarted loop reads the observations back"
+
+
+def test_a_node_group_in_burst_yaml_gives_its_interruption_band() -> None:
+    doc = {"id": "spot-b", "provider": "aws", "region": "us-east-1", "zone": "us-east-1b", "tier": "elastic",
+           "capacity_type": "spot", "instance_type": "p4d.24xlarge", "gpu_model": "A100", "gpus_per_node": 8,
+           "max_size": 4, "interruption_band": "<5%"}
+    assert NodeGroupDoc.model_validate(doc).to_model().interruption_band == "<5%"
+    with pytest.raises(ValidationError, match="interruption_band"):
+        NodeGroupDoc.model_validate({**doc, "interruption_band": "3%"})
