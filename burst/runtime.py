@@ -269,12 +269,14 @@ def build_runtime(
     discover_gcp = config.gcp is not None and config.gcp.discover and not any(g.provider == "gcp" for g in groups)
     if not groups and not discover_aws and not discover_gcp:
         raise ConfigError("node_groups: the config has no node groups; add at least one")
-    unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "gcp", "libcloud"})
+    unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "gcp", "libcloud", "onprem"})
     if unsupported:
         raise ConfigError(
             f"node_groups: provider(s) {', '.join(unsupported)} are not available in this build of burst; "
-            "use provider sim, aws, gcp or libcloud for these groups"
+            "use provider sim, aws, gcp, libcloud or onprem for these groups"
         )
+    if any(g.provider == "onprem" for g in groups) and config.onprem is None:
+        raise ConfigError("node_groups: provider onprem needs an onprem: section with its inventory file")
     if any(g.provider == "aws" for g in groups) and config.aws is None:
         raise ConfigError("node_groups: provider aws needs an aws: section with at least its region")
     if any(g.provider == "gcp" for g in groups) and config.gcp is None:
@@ -315,6 +317,9 @@ def build_runtime(
             providers["libcloud"] = _libcloud_provider(config, libcloud_groups, catalog, clock)
         metrics = ControllerMetrics()
         hub = _agent_hub(config)
+        onprem_groups = tuple(g for g in groups if g.provider == "onprem")
+        if onprem_groups:
+            providers["onprem"] = _onprem_provider(config, onprem_groups, catalog, clock, hub)
         kube = _kubernetes(config)
         holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
         lease: LeaderLease | None = SqliteLease(path, holder, duration_s=config.leader.lease) if config.leader.enabled \
@@ -529,6 +534,30 @@ def _libcloud_provider(
                                 metadata_arg=doc.metadata_arg)
     except (ProviderError, LibcloudConfigError) as exc:
         raise ConfigError(f"libcloud: {exc}") from None
+
+
+def _onprem_provider(
+    config: BurstConfig, groups: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime],
+    hub: AgentHub | None,
+) -> Provider:
+    """The onprem provider: the groups' hosts from the inventory file, power commands from the onprem section,
+    node states from the agents' heartbeats when the agent link is on (else hosts are READY as declared)."""
+    from providers.onprem.provider import InventoryError, OnPremProvider, PowerCommands, load_inventory
+
+    doc, path = config.onprem, config.onprem_inventory_path()
+    assert doc is not None and path is not None
+    docs = {d.id: d for d in config.node_groups}
+    commands = PowerCommands(power_on=tuple(doc.power_on) if doc.power_on else None,
+                             power_off=tuple(doc.power_off) if doc.power_off else None, timeout_s=doc.command_timeout)
+    heartbeats = (lambda: {nid: v.last_seen for nid, v in hub.views().items()}) if hub is not None else None
+    try:
+        return OnPremProvider(groups, load_inventory(path), clock=clock, cluster=config.cluster,
+                              prices={g.id: catalog.group_price(g) for g in groups}, commands=commands,
+                              heartbeats=heartbeats, heartbeat_timeout_s=doc.heartbeat_timeout,
+                              resume_timeout_s=doc.resume_timeout,
+                              initial={g.id: docs[g.id].effective_initial_size for g in groups})
+    except InventoryError as exc:
+        raise ConfigError(f"onprem.inventory: {exc}") from None
 
 
 def _kubernetes(config: BurstConfig, *, need: bool = False) -> KubernetesParts | None:

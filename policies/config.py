@@ -630,6 +630,44 @@ class GcpDoc(StrictModel):
     )
 
 
+class OnPremDoc(StrictModel):
+    """The onprem provider's racks. Read by the runtime when a node group has provider onprem."""
+
+    inventory: PathStr = Field(
+        description="YAML file of each onprem group's hosts (groups: {<id>: {hosts: [name | {name, address, gpus}]}}), "
+        "relative to this file; a group's size is its host count."
+    )
+    power_on: Annotated[list[NonEmptyStr], Strict()] | None = Field(
+        default=None,
+        description="argv that powers a host on, no shell; {host} (address, else name), {node} and {group} are "
+        "substituted, e.g. [ipmitool, -H, '{host}', chassis, power, on]. null with power_off null = declared only.",
+    )
+    power_off: Annotated[list[NonEmptyStr], Strict()] | None = Field(
+        default=None, validate_default=True,
+        description="argv that powers a host off, e.g. [scontrol, power, down, '{node}'].",
+    )
+    command_timeout: PositiveDuration = Field(
+        default=60.0, description="Duration a power command may run before it counts as failed (default 60 s)."
+    )
+    heartbeat_timeout: PositiveDuration = Field(
+        default=60.0, description="Duration without an agent heartbeat after which a ready host is lost (default 60 s)."
+    )
+    resume_timeout: PositiveDuration = Field(
+        default=600.0,
+        description="Duration a powered-on host may take to heartbeat before it is failed (default 600 s).",
+    )
+
+    @field_validator("power_off")
+    @classmethod
+    def _both_commands(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        power_on = info.data.get("power_on")
+        if (power_on is None) != (value is None):
+            raise ValueError("give both power_on and power_off, or neither (declared only)")
+        if power_on == [] or value == []:
+            raise ValueError("an argv needs at least the command")
+        return value
+
+
 class BurstConfig(StrictModel):
     """The whole `burst.yaml`. Every key is optional."""
 
@@ -660,6 +698,9 @@ class BurstConfig(StrictModel):
         default=None, description="libcloud provider settings; null = no libcloud groups."
     )
     gcp: GcpDoc | None = Field(default=None, description="GCP provider settings; null = no GCP groups.")
+    onprem: OnPremDoc | None = Field(
+        default=None, description="onprem provider settings (inventory, power commands); null = no onprem groups."
+    )
     forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
     workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
     api: ApiDoc = Field(default=ApiDoc(), description="The daemon's HTTP API.")
@@ -735,6 +776,10 @@ class BurstConfig(StrictModel):
     def agent_tokens_path(self) -> Path | None:
         """Decide the absolute agent tokens file, or None when the agent link is off."""
         return self._resolve(self.api.agent_tokens) if self.api.agent_tokens is not None else None
+
+    def onprem_inventory_path(self) -> Path | None:
+        """Decide the absolute onprem inventory file, or None when there is no onprem section."""
+        return self._resolve(self.onprem.inventory) if self.onprem is not None else None
 
     def catalog_path(self) -> Path | None:
         """Decide the absolute extra price CSV path, or None when `catalog.path` is not set."""

@@ -156,11 +156,17 @@ def test_run_with_missing_group_keys_names_each_with_its_line(tmp_path: Path) ->
 def test_run_with_an_unavailable_provider_is_one_clear_error(tmp_path: Path) -> None:
     config = tmp_path / "burst.yaml"
     rest = "    gpu_model: A100\n    gpus_per_node: 8\n    max_size: 2\n"
-    config.write_text("cluster: x\n" + GROUP.replace("provider: aws", "provider: onprem").replace("tier: elastic", "tier: steady")
-                      .replace("on_demand", "onprem").replace("p4d.24xlarge", "dgx-a100").replace("us-east-1", "dc1") + rest)
+    config.write_text("cluster: x\n" + GROUP.replace("provider: aws", "provider: azure") + rest)
+    out = burst("run", "--config", str(config), "--duration", "1h")  # a provider burst does not have
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "burst.yaml:4: node_groups.0.provider: input should be 'sim', 'onprem', 'aws', 'gcp' or 'libcloud' " \
+        "(got 'azure')" in out.stderr, out.stderr
+    onprem = GROUP.replace("provider: aws", "provider: onprem").replace("tier: elastic", "tier: steady") \
+        .replace("on_demand", "onprem").replace("p4d.24xlarge", "dgx-a100").replace("us-east-1", "dc1")
+    config.write_text("cluster: x\n" + onprem + rest)  # onprem is built in, but needs its inventory
     out = burst("run", "--config", str(config), "--duration", "1h")
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "provider(s) onprem are not available in this build" in out.stderr, out.stderr
+    assert "provider onprem needs an onprem: section with its inventory file" in out.stderr, out.stderr
     for cloud in ("gcp", "libcloud"):  # built in, but each needs its connection settings
         config.write_text("cluster: x\n" + GROUP.replace("provider: aws", f"provider: {cloud}") + rest)
         out = burst("run", "--config", str(config), "--duration", "1h")

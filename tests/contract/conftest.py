@@ -11,9 +11,13 @@ against it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import dataclasses
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +45,7 @@ class Harness:
     boot_latency_s: float = 60.0
     max_list_delay_s: float = 0.0  # the provider's documented bound on listing lag
     interrupt: Callable[[NodeId], None] | None = None  # how to make the backend interrupt a node, if it can
+    skips: Mapping[str, str] = field(default_factory=dict)  # test name -> why it cannot apply to this backend
 
     def advance(self, seconds: float) -> None:
         """Move the clock on and refresh the provider (one tick)."""
@@ -252,12 +257,83 @@ def gcp_harness() -> Iterator[Harness]:
         )
 
 
+class _Rack:
+    """Racked hosts as the onprem harness sees them: switched by a real power command that appends
+    "on HOST" / "off HOST" to a log, each host's agent heartbeating `boot_s` after the power-on line was read."""
+
+    def __init__(self, log: Path, clock: FakeClock, boot_s: float) -> None:
+        self.log, self.clock, self.boot_s = log, clock, boot_s
+        self._read = 0
+        self._on_since: dict[str, datetime] = {}
+
+    def heartbeats(self) -> dict[NodeId, datetime]:
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        for line in lines[self._read:]:
+            verb, host = line.split()
+            if verb == "on":
+                self._on_since.setdefault(host, self.clock())
+            else:
+                self._on_since.pop(host, None)
+        self._read = len(lines)
+        now = self.clock()
+        return {h: now for h, at in self._on_since.items() if (now - at).total_seconds() >= self.boot_s}
+
+
+ONPREM_SKIPS = {
+    "test_offerings_describe_the_group": "owned hosts are capacity type onprem, not on_demand or spot",
+    "test_warm_pool_on_spot_is_not_supported": "owned hardware has no Spot capacity",
+}
+
+
+@contextmanager
+def onprem_harness() -> Iterator[Harness]:
+    """Owned hosts from an inventory file, switched by a real power command (a script that logs its argv) and
+    READY on their agents' heartbeats, 60 s after power on. Two racks of 4 hosts; owned hardware has no Spot,
+    so `spot_group_id` is the second rack and the Spot-only tests are skipped. No interruption source; no warm
+    pool without power_saving (powered-off hosts are not listed)."""
+    from providers.onprem.provider import OnPremProvider, PowerCommands, load_inventory
+
+    with tempfile.TemporaryDirectory(prefix="burst-onprem-") as tmp:
+        root = Path(tmp)
+        log = root / "power.log"
+        script = root / "power"
+        script.write_text(f'#!/bin/sh\necho "$1 $2" >> {log}\n')
+        script.chmod(0o755)
+        (root / "inventory.yaml").write_text(
+            "groups:\n"
+            "  rack-a:\n    hosts: [a-1, a-2, {name: a-3, address: 10.0.0.3}, {name: a-4, gpus: 8}]\n"
+            "  rack-b:\n    hosts: [b-1, b-2, b-3, b-4]\n")
+        clock = FakeClock()
+        rack = _Rack(log, clock, boot_s=60.0)
+        groups = [dataclasses.replace(_group(gid, CapacityType.ONPREM, "dgx-a100"), provider="onprem", tier=Tier.STEADY,
+                                      region="dc1", zone="") for gid in ("rack-a", "rack-b")]
+        provider = OnPremProvider(
+            groups,
+            load_inventory(root / "inventory.yaml"),
+            clock=clock,
+            cluster=CLUSTER,
+            prices={"rack-a": 14.0, "rack-b": 14.0},
+            commands=PowerCommands(power_on=(str(script), "on", "{node}"), power_off=(str(script), "off", "{node}")),
+            heartbeats=rack.heartbeats,
+        )
+        yield Harness(
+            name="onprem",
+            provider=provider,
+            clock=clock,
+            group_id="rack-a",
+            spot_group_id="rack-b",
+            supports_warm_pool=False,
+            skips=ONPREM_SKIPS,
+        )
+
+
 HARNESSES: list[tuple[str, HarnessFactory]] = [
     ("sim", sim_harness),
     ("aws", aws_harness),
     ("libcloud-dummy", libcloud_dummy_harness),
     ("libcloud-ec2", libcloud_ec2_harness),
     ("gcp", gcp_harness),
+    ("onprem", onprem_harness),
 ]
 """Every provider the contract suite runs against: (id, factory)."""
 
@@ -267,4 +343,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     """Each registered provider in turn, fresh for every test."""
     factory: HarnessFactory = request.param
     with factory() as h:
+        test = request.node.originalname
+        if test in h.skips:
+            pytest.skip(f"{h.name}: {h.skips[test]}")
         yield h
