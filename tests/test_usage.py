@@ -134,3 +134,15 @@ def test_cost_rejects_a_bad_what_if_before_simulating(config: Path, tmp_path: Pa
     out = CliRunner().invoke(main, ["cost", "--config", str(config), "--history", str(trace), "--what-if", str(bad)])
     assert out.exit_code != 0
     assert f"{bad}:2: unknown key 'regoin'" in out.output
+
+
+def test_cost_refuses_a_bad_spot_history_naming_file_and_line(config: Path, tmp_path: Path) -> None:
+    history = tmp_path / "spot.csv"
+    history.write_text("provider,instance_type,region,zone,timestamp,usd_per_hour,source\n"
+                       "aws,p4d.24xlarge,us-east-1,us-east-1a,2026-03-01T00:00:00,2.0,ec2\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_time,duration_s,gpus\n2026-03-02T00:00:00Z,3600,1\n")
+    out = CliRunner().invoke(main, ["cost", "--config", str(config), "--history", str(trace),
+                                    "--spot-history", str(history)])
+    assert out.exit_code != 0
+    assert f"{history}:2: timestamp must carry a UTC offset" in out.output
