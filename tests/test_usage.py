@@ -108,13 +108,19 @@ def test_cost_json_has_the_documented_schema_and_the_report_links_its_plots(conf
     what_if = tmp_path / "no-spot.yaml"
     what_if.write_text("spot: false\n")
     report = tmp_path / "report"
+    spot = tmp_path / "spot.csv"  # p5.48xlarge: 10 from Feb 1 in zone a, 8 from Feb 20 in zone b
+    spot.write_text("provider,instance_type,region,zone,timestamp,usd_per_hour,source\n"
+                    "aws,p5.48xlarge,us-east-1,us-east-1a,2026-02-01T00:00:00Z,10.0,ec2\n"
+                    "aws,p5.48xlarge,us-east-1,us-east-1b,2026-02-20T00:00:00Z,8.0,ec2\n")
     out = CliRunner().invoke(main, ["cost", "--config", str(config), "--history", str(trace), "--horizon", "12h",
                                     "--strategy", "burst-no-forecast", "--what-if", str(what_if), "--workers", "1",
-                                    "--json", "--report", str(report)])
+                                    "--spot-history", str(spot), "--json", "--report", str(report)])
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
     assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if", "spot_from_history"}
     assert body["horizon_h"] == 12.0
+    # From Mar 4 00:00 (the hour after the trace) back to Feb 2: 10 for 18 days, then 8 for 12: the median is 10.
+    assert body["spot_from_history"] == {"aws/p5.48xlarge/us-east-1": 10.0}
     assert set(body["total_usd"]) == {"p50", "p90"}
     assert set(body["by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
     for entry in body["by_tenant"].values():
