@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,7 +11,11 @@ from builders import T0, TablePrices, group, job, ready_node
 from burst import progress
 from burst.model import ActionKind, CapacityType, JobState, Plan, Policy, Snapshot, SpotPolicy
 from burst.planner import PlanIds, plan
+from burst.reconcile import Controller
+from burst.state import Store
+from burst.workloads.queue import MemoryQueue
 from policies import load_policy_file
+from providers.sim import ManualClock, SimProvider
 
 SPOT = group("spot", capacity_type=CapacityType.SPOT)
 OD = group("od")  # boot_latency_s 300: the default margin is 300 s + the job's 60 s checkpoint
@@ -120,3 +125,43 @@ def test_the_policy_file_gives_the_deadline_margin(tmp_path: Path) -> None:
     path = tmp_path / "a.yaml"
     path.write_text("spot:\n  allowed: true\n  deadline_margin: 15m\n")
     assert load_policy_file(path).spot == SpotPolicy(allowed=True, deadline_margin_s=900.0)
+
+
+def test_through_the_reconcile_loop_a_job_out_of_slack_checkpoints_leaves_spot_and_resumes_on_on_demand() -> None:
+    clock = ManualClock(T0)
+    sim = SimProvider([dataclasses.replace(g, boot_latency_s=300.0) for g in (SPOT, OD)], clock=clock, cluster="test")
+    queue = MemoryQueue()
+    policies = {"a": POLICY}
+    ctl = Controller(providers={"sim": sim}, source=queue, store=Store(":memory:"), policies=lambda: policies,
+                     prices=LoopPrices(), clock=clock, cluster="test")
+    queue.submit(deadline_job("j", 4500.0))  # slack 900 s: spot
+
+    def step(seconds: float) -> Plan:
+        clock.advance(seconds)
+        return ctl.tick().plan
+
+    assert [(a.kind, a.target) for a in step(0).actions] == [(ActionKind.SCALE_UP, "spot")]
+    (place,) = step(300).actions
+    assert place.kind is ActionKind.PLACE_JOB and place.node_ids[0].startswith("spot")
+    policies["a"] = Policy(tenant="a", spot=SpotPolicy(allowed=True, deadline_margin_s=2000.0))  # a stricter tenant
+    (ask,) = step(600).actions
+    assert (ask.kind, ask.reason) == (ActionKind.REQUEST_CHECKPOINT, "deadline slack 0 s < margin 2000 s: checkpoint "
+                                      "(60 s) before moving to on-demand (600 s of work unsaved)")
+    assert step(30).actions == ()  # the checkpoint runs
+    (evict,) = step(30).actions
+    assert (evict.kind, evict.reason) == (ActionKind.EVICT_JOB, "deadline slack 540 s < margin 2000 s: moving to "
+                                          "on-demand (60 s of work unsaved; requeued from its last checkpoint)")
+    (back,) = [j for j in queue.peek(clock(), {}) if j.id == "j"]
+    assert (back.state, back.work_done_s) == (JobState.PENDING, 600.0)
+    ups = step(1).of_kind(ActionKind.SCALE_UP)
+    assert [(a.target, a.count) for a in ups] == [("od", 1)]
+    (on_demand,) = step(300).of_kind(ActionKind.PLACE_JOB)
+    assert on_demand.target == "j" and on_demand.node_ids[0].startswith("od")
+
+
+class LoopPrices:
+    def group_price(self, g: object) -> float:
+        return PRICES.per_node[g.id]  # type: ignore[attr-defined]
+
+    def standby_price(self, g: object) -> float:
+        return 0.0
