@@ -10,8 +10,9 @@ back hardware.
   (powered-off ones of a power-saving group first, then in inventory order) or
   off (not yet ready ones first, newest first) to reach the size, running the
   configured `power_on` / `power_off` command once per host. A host that failed
-  or was lost is not powered on again by burst until its agent heartbeats:
-  asking for more hosts than can be powered on raises QuotaExceeded.
+  or was lost is not powered on again until its agent heartbeats or burst
+  powers it off (terminate); hosts that failed fewer times are powered on
+  first. Asking for more hosts than can be powered on raises QuotaExceeded.
 * **Power commands.** argv lists, never a shell, with `{host}` (the host's
   address, else its name), `{node}` (its name) and `{group}` substituted,
   e.g. `["ipmitool", "-H", "{host}", "chassis", "power", "on"]` or
@@ -24,20 +25,21 @@ back hardware.
   node id): a powered-on host is BOOTING (WAKING when it was a powered-off warm
   node) until a heartbeat newer than its power-on, then READY; past
   `resume_timeout_s` without one it is FAILED with a LAUNCH_FAILED event. A
-  READY host whose last heartbeat is older than `heartbeat_timeout_s` is LOST:
-  it leaves the listing and the target, with one NODE_LOST event. A host not
+  READY host whose last heartbeat is older than `heartbeat_timeout_s` is lost:
+  INTERRUPTED, out of the target, with one NODE_LOST event. A host not
   powered on by burst whose agent heartbeats after burst last switched it is
   taken as on (READY). Without a heartbeat source a host is READY as declared:
   the hosts on at start at once, the ones powered on later after the group's
   boot latency (wake latency for a powered-off warm node).
-* **Powered off.** In a group with `power_saving`, a powered-off host is listed
-  as a warm node in state `powered_off`, the pool the planner wakes from and
-  powers idle nodes off into; without power saving a powered-off host is not
-  listed (as the simulator drops a steady node it scales in).
-* **Terminate** is a power-off (owned hardware is never given back): a serving
-  host is powered off and leaves the target; a powered-off warm host is
-  already off (no-op); a failed host is powered off and not listed until its
-  agent heartbeats again. Ids not listed raise NotFound.
+* **Powered off.** A powered-off host is listed as a warm node in state
+  `powered_off`: in a group with `power_saving` every host not on is, the pool
+  the planner wakes from and powers idle nodes off into; in other groups a
+  host is listed from its first power-on. Once listed a host is never dropped
+  (burst's store takes a node id that vanished as terminated for good), so a
+  host powered off is not "gone" as a cloud node is.
+* **Terminate** is a power-off (owned hardware is never given back): a serving,
+  failed or lost host is powered off and leaves the target; a powered-off warm
+  host is already off (no-op). Ids not listed raise NotFound.
 
 The clock and the heartbeats are injected; nothing runs in the background:
 states move on `refresh()`.
@@ -96,7 +98,7 @@ _NOT_YET_READY = frozenset({NodeState.BOOTING, NodeState.WAKING})
 _OFF = "off"  # powered off by burst (or never on): listed WARM(powered_off) in a power-saving group
 _ON = "on"  # powered on and in service (the node is BOOTING, WAKING, READY or DRAINING)
 _FAILED = "failed"  # did not heartbeat within the resume timeout: listed FAILED
-_OUT = "out"  # lost, or failed and then terminated: not listed, not powered on again until it heartbeats
+_OUT = "out"  # lost (heartbeats stopped): listed INTERRUPTED
 
 
 class InventoryError(ValueError):
@@ -199,7 +201,7 @@ class _Rec:
     switched_at: datetime | None = None  # when burst last powered it on or off, or changed its status
     ready_at: datetime | None = None  # declared only: when a powered-on host counts as READY
     seq: int = 0  # power-on order (newest first on scale-in)
-    lost_reported: bool = False
+    failures: int = 0  # resume timeouts so far: hosts that failed fewer times are powered on first
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -321,7 +323,7 @@ class OnPremProvider:
         now = self._clock()
         serving = [r for r in self._of(group_id) if r.status == _ON]
         if size > len(serving):
-            off = [r for r in self._of(group_id) if r.status == _OFF]
+            off = sorted((r for r in self._of(group_id) if r.status == _OFF), key=lambda r: r.failures)
             want = size - len(serving)
             if want > len(off):
                 out = [r.host.name for r in self._of(group_id) if r.status in (_FAILED, _OUT)]
@@ -370,9 +372,8 @@ class OnPremProvider:
                 missing.append(nid)
             elif rec.status == _ON:
                 self._power_down(rec, now)
-            elif rec.status == _FAILED:
-                self._run(self._commands.power_off, rec, PowerCommandFailed, "power off")
-                rec.node, rec.status, rec.switched_at = None, _OUT, now
+            elif rec.status in (_FAILED, _OUT):
+                self._power_down(rec, now)
             # a powered-off warm host is already off
         self._keys.add(("terminate", key))
         if missing:
@@ -405,6 +406,7 @@ class OnPremProvider:
             elif (now - node.entered_state_at).total_seconds() > self._resume_timeout_s:
                 rec.node = node.transition(NodeState.FAILED, now)
                 rec.status, rec.switched_at = _FAILED, now
+                rec.failures += 1
                 self._events.append(ProviderEvent(
                     EventKind.LAUNCH_FAILED, now, rec.group.id, rec.host.name,
                     detail=f"{rec.host.name}: no agent heartbeat within the {self._resume_timeout_s:g} s resume "
@@ -413,7 +415,8 @@ class OnPremProvider:
             last = beat if fresh else None
             since = last or node.entered_state_at
             if (now - since).total_seconds() > self._heartbeat_timeout_s:
-                rec.node, rec.status, rec.switched_at = None, _OUT, now
+                rec.node = node.transition(NodeState.INTERRUPTED, now)
+                rec.status, rec.switched_at = _OUT, now
                 self._events.append(ProviderEvent(
                     EventKind.NODE_LOST, now, rec.group.id, rec.host.name,
                     detail=f"{rec.host.name}: no agent heartbeat for {self._heartbeat_timeout_s:g} s "
@@ -445,22 +448,23 @@ class OnPremProvider:
             rec.node = rec.node.transition(NodeState.READY, now)
 
     def _power_down(self, rec: _Rec, now: datetime) -> None:
+        """Power a listed host off; it stays listed, warm powered_off (its id must never vanish and come back)."""
         self._run(self._commands.power_off, rec, PowerCommandFailed, "power off")
         node = rec.node
         assert node is not None
         if node.state is NodeState.READY:
             node = node.transition(NodeState.DRAINING, now)
-        if rec.group.power_saving is not None and node.state is NodeState.DRAINING:
+        if node.state in (NodeState.DRAINING, NodeState.BOOTING):
             rec.node = node.transition(NodeState.WARM, now, warm_state=WarmState.POWERED_OFF)
             rec.status, rec.switched_at, rec.ready_at = _OFF, now, None
             return
-        rec.node = None
-        self._set_off(rec, now)
+        self._set_off(rec, now, listed=True)  # waking, failed or lost: a fresh powered-off record
 
-    def _set_off(self, rec: _Rec, now: datetime) -> None:
-        """Mark the host powered off: a fresh WARM(powered_off) node in a power-saving group, else unlisted."""
+    def _set_off(self, rec: _Rec, now: datetime, *, listed: bool = False) -> None:
+        """Mark the host powered off: a fresh WARM(powered_off) node when listed (always in a power-saving group;
+        elsewhere once it has been on), else unlisted."""
         rec.status, rec.switched_at, rec.ready_at = _OFF, now, None
-        if rec.group.power_saving is not None:
+        if listed or rec.group.power_saving is not None:
             rec.node = Node(id=rec.host.name, group_id=rec.group.id, state=NodeState.WARM,
                             gpus=rec.group.gpus_per_node, created_at=now, history=(Transition(NodeState.WARM, now),),
                             warm_state=WarmState.POWERED_OFF, tags=dict(rec.tags))
