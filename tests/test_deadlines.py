@@ -81,7 +81,7 @@ def test_a_running_spot_job_behind_its_deadline_checkpoints_then_is_requeued_to_
     waiting = planned(asked, now=T0 + timedelta(seconds=30))
     assert waiting.actions == ()
     assert [h.reason for h in waiting.holds if h.step == "deadline"] == [
-        "deadline slack -330 s < margin 360 s: its checkpoint is under way; then it moves to on-demand"]
+        "deadline slack -330 s < margin 360 s: its checkpoint is under way (30 of 60 s); then moving to on-demand"]
 
     done_at = T0 + timedelta(seconds=60)  # the checkpoint saved 2400 s of work: 1200 s left in 1440 s
     moved = planned(asked, now=done_at)

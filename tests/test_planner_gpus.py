@@ -80,7 +80,7 @@ def test_a_job_on_an_unhealthy_gpu_is_checkpointed_then_evicted() -> None:
 
     after = planned((asked,), {"n1": n1}, now=T0 + timedelta(seconds=70))
     (evict,) = [a for a in after.actions if a.step == "gpu_health"]
-    assert evict.kind is ActionKind.EVICT_JOB and "checkpointed 70 s ago" in evict.reason
+    assert evict.kind is ActionKind.EVICT_JOB and "moving to healthy GPUs (70 s of work unsaved" in evict.reason
     back = apply_job_action(asked, evict, T0 + timedelta(seconds=70))
     assert back.state is JobState.PENDING and back.gpu_uuids == () and back.last_checkpoint_at == T0
 

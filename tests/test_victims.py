@@ -10,6 +10,7 @@ from builders import T0, TablePrices, group, job, ready_node
 from burst.model import ActionKind, JobState, Plan, Policy, Snapshot, Tier
 from burst.planner import PlanIds, plan
 from burst.planner.victims import MOST_RECENT, RANDOM, eviction_cost_gpu_s, select_victims
+from burst.workloads.queue import apply_job_action
 
 
 def running(jid: str, gpus: int, minutes_ago: float, *, tenant: str = "t", nodes=("n1",), **kw):
@@ -123,3 +124,44 @@ def test_preemption_needs_preemptible_by_and_a_lower_priority() -> None:
     quota_bound = Policy(tenant="prod", priority=100, steady_quota_gpus=2)
     assert preempt_plan([victim, pending], {"prod": quota_bound, "batch": BATCH}).actions == (), \
         "a job refused for its own quota does not preempt"
+
+
+def preempt_plan_at(jobs, now) -> Plan:
+    snap = Snapshot(groups=(ONPREM,), nodes=(ready_node("onprem-0", ONPREM),), jobs=tuple(jobs), targets={"onprem": 1})
+    return plan(snap, [], {"prod": PROD, "batch": BATCH}, PRICES, now=now, ids=PlanIds("p"))
+
+
+def test_a_victim_whose_checkpoint_fits_checkpoints_first_and_is_evicted_once_it_lands() -> None:
+    saver = running("saver", 4, 10, tenant="batch", nodes=("onprem-0",), fault_tolerant=True, checkpoint_duration_s=60.0)
+    plain = running("plain", 4, 100 / 60, tenant="batch", nodes=("onprem-0",))  # 100 s of work, cannot resume
+    urgent = job("urgent", tenant="prod", gpus=4)
+    assert eviction_cost_gpu_s(saver, T0, checkpoint_budget_s=120.0) == 4 * 60, "its checkpoint, not its 600 s"
+    first = preempt_plan_at([saver, plain, urgent], T0)
+    (ask,) = first.actions
+    assert (ask.kind, ask.target, ask.step) == (ActionKind.REQUEST_CHECKPOINT, "saver", "preempt")
+    assert ask.reason.startswith("preempted by priority: frees 4 GPU(s) for tenant prod's job urgent (priority 100)")
+    assert ask.reason.endswith("checkpoint (60 s) before yielding its GPUs (600 s of work unsaved)")
+    assert any(h.subject == "job:urgent" and h.reason.endswith("preempting saver once their checkpoints land")
+               for h in first.holds)
+
+    asked = apply_job_action(saver, ask, T0)
+    during = preempt_plan_at([asked, plain, urgent], T0 + timedelta(seconds=30))
+    assert during.actions == (), "the victim asked stays the cheapest (30 s of checkpoint left) and is waited for"
+    assert any(h.subject == "job:saver" and "its checkpoint is under way (30 of 60 s)" in h.reason for h in during.holds)
+
+    after = preempt_plan_at([asked, plain, urgent], T0 + timedelta(seconds=70))
+    (evict,) = after.actions
+    assert (evict.kind, evict.target) == (ActionKind.EVICT_JOB, "saver")
+    assert evict.reason.endswith("yielding its GPUs (70 s of work unsaved; requeued from its last checkpoint)")
+    back = apply_job_action(asked, evict, T0 + timedelta(seconds=70))
+    assert back.state is JobState.PENDING and back.work_done_s == 600.0, "resumes from the checkpoint asked at T0"
+
+
+def test_a_victim_whose_checkpoint_exceeds_the_budget_is_evicted_at_once() -> None:
+    slow = running("slow", 4, 10, tenant="batch", nodes=("onprem-0",), fault_tolerant=True, checkpoint_duration_s=300.0)
+    p = preempt_plan_at([slow, running("busy", 4, 10, tenant="ops", nodes=("onprem-0",)),
+                         job("urgent", tenant="prod", gpus=4)], T0)
+    (evict,) = p.actions
+    assert (evict.kind, evict.target) == (ActionKind.EVICT_JOB, "slow")
+    assert "(its 300 s checkpoint exceeds the 120 s budget; 600 s of work unsaved; requeued" in evict.reason
+    assert any(h.subject == "job:urgent" and h.reason.endswith("freed by preempting slow") for h in p.holds)

@@ -11,13 +11,12 @@ Below it, the job must run on on-demand:
 
 1. a pending job is barred from spot for this plan (`PlanContext.spot_barred`):
    placement passes over spot groups for it, and a hold says why;
-2. a running job on a spot node with unsaved work (more than
-   `FRESH_CHECKPOINT_S` since its last checkpoint) that can checkpoint (it
-   has a measured `checkpoint_duration_s`) is asked to (`request_checkpoint`);
-   while that checkpoint runs, a hold says so;
-3. once its work is saved (or when it cannot checkpoint), it is evicted
-   (`evict_job`): requeued from its checkpoint, it is placed on on-demand by
-   rule 1 on a later tick. Its GPUs are free for the rest of this plan.
+2. a running job on a spot node is checkpointed, then evicted, by the rule
+   every step that moves running jobs shares (`burst.planner.evict`): asked
+   for a checkpoint when it has unsaved work and can take one, held while it
+   runs, then evicted; requeued from its checkpoint, it is placed on
+   on-demand by rule 1 on a later tick. Its GPUs are free for the rest of
+   the plan once it is evicted.
 
 Slack counted from the last checkpoint falls while a job runs and rises when a
 checkpoint lands, so a job whose requested checkpoint lifts its slack back to
@@ -30,15 +29,14 @@ are left alone.
 from __future__ import annotations
 
 from burst import progress
-from burst.model import Action, ActionKind, CapacityType, Job, JobState, Policy
+from burst.model import CapacityType, Job, JobState, Policy
 from burst.planner.context import PlanContext, gpus_per_node_of
+from burst.planner.evict import Move, checkpoint_then_evict
 from burst.planner.placement import candidate_groups, spot_eligible
 
 STEP = "deadline"
 DEFAULT_BOOT_S = 300.0
 """The cold boot counted in the default margin when the job may use no on-demand group."""
-FRESH_CHECKPOINT_S = 120.0
-"""A running job with at most this much unsaved work is moved without a checkpoint first."""
 
 
 def slack_s(job: Job, ctx: PlanContext) -> float | None:
@@ -89,22 +87,8 @@ def _on_spot(ctx: PlanContext, job: Job) -> bool:
 
 
 def _move_off_spot(ctx: PlanContext, job: Job, why: str) -> None:
-    takes = job.checkpoint_duration_s
-    asked = job.last_checkpoint_at
-    started = job.started_at
-    if job.state is JobState.CHECKPOINTING or (
-        takes is not None and asked is not None and started is not None and started <= asked
-        and (ctx.now - asked).total_seconds() < takes
-    ):
-        ctx.hold(f"job:{job.id}", f"{why}: its checkpoint is under way; then it moves to on-demand", STEP, job.tenant)
+    if checkpoint_then_evict(ctx, job, why, STEP, then="moving to on-demand") is not Move.EVICTED:
         return
-    unsaved = progress.work_at(job, ctx.now) - progress.checkpointed_work(job, ctx.now)
-    if takes is not None and unsaved > FRESH_CHECKPOINT_S:
-        _act(ctx, job, ActionKind.REQUEST_CHECKPOINT,
-             f"{why}: checkpoint ({takes:g} s) before moving to on-demand ({unsaved:.0f} s of work unsaved)")
-        return
-    saved = "no checkpoint to take" if takes is None else f"{unsaved:.0f} s of work unsaved"
-    _act(ctx, job, ActionKind.EVICT_JOB, f"{why}: moving to on-demand ({saved}; requeued from its last checkpoint)")
     per_node = gpus_per_node_of(job)
     for node_id in job.node_ids:
         node = ctx.nodes.get(node_id)
@@ -115,9 +99,4 @@ def _move_off_spot(ctx: PlanContext, job: Job, why: str) -> None:
             ctx.usage_of(job.tenant).add(cap.group, -job.gpu_demand / share, -job.gpu_demand * cap.gpu_price / share)
 
 
-def _act(ctx: PlanContext, job: Job, kind: ActionKind, reason: str) -> None:
-    ctx.actions.append(Action(kind=kind, target=job.id, tenant=job.tenant, count=job.whole_gpus,
-                              node_ids=job.node_ids, step=STEP, reason=reason))
-
-
-__all__ = ["DEFAULT_BOOT_S", "FRESH_CHECKPOINT_S", "STEP", "deadline_margin_s", "keep_deadlines", "slack_s"]
+__all__ = ["DEFAULT_BOOT_S", "STEP", "deadline_margin_s", "keep_deadlines", "slack_s"]

@@ -6,10 +6,14 @@ tenants list its tenant in `preemptible_by`. For each such job, highest
 priority first, the step looks at every ready node of the groups it may use
 and asks victim selection (`burst.planner.victims`) for the cheapest set of
 allowed jobs on that node that frees enough GPUs beside the node's free
-ones; the node whose victims lose the least work wins. Victims get an
-`evict_job` action with the reason (they are requeued and resume from their
-last checkpoint); the preemptor is placed on a later tick, once the GPUs are
-free, and waits with a hold saying so. A job needing more than one node is
+ones; the node whose victims lose the least work wins. Victims are
+checkpointed, then evicted, by the rule every step that moves running jobs
+shares (`burst.planner.evict`), with the reason: a victim with unsaved work
+whose checkpoint fits `PREEMPTION_CHECKPOINT_BUDGET_S` is asked for one and
+evicted once it has landed (victim selection picks it again on the next
+ticks, since its lost work is then least); the others are evicted at once,
+requeued to resume from their last checkpoint. The preemptor is placed on a
+later tick, once the GPUs are free, and waits with a hold saying so. A job needing more than one node is
 not served by preemption (the hold says so). Jobs refused for their own
 quota, budget or spot share never preempt: evicting others would not help.
 A job's priority is its own when it has one, else its tenant's.
@@ -21,13 +25,17 @@ import functools
 from collections import defaultdict
 from collections.abc import Callable
 
-from burst.model import Action, ActionKind, Job
+from burst.model import Job
 from burst.planner.context import PlanContext, gpus_per_node_of
+from burst.planner.evict import Move, checkpoint_then_evict
 from burst.planner.placement import candidate_groups
 from burst.planner.victims import LEAST_LOST_WORK, ORDERS, Victim, select_victims
 
 STEP = "preempt"
 PREEMPTING_KINDS = frozenset({"group_max", "no_group"})
+PREEMPTION_CHECKPOINT_BUDGET_S = 120.0
+"""A victim whose checkpoint takes longer is evicted at once: the preemptor waits at most this long (AWS's
+two-minute notice) for the work of the jobs it displaces to be saved."""
 
 
 def job_priority(ctx: PlanContext, job: Job) -> int:
@@ -70,7 +78,7 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                 if need <= 0 or not allowed:
                     continue
                 victims = select_victims(allowed, need, ctx.now, running_gpus=running_gpus, disrupted_gpus=disrupted,
-                                         order=order,
+                                         order=order, checkpoint_budget_s=PREEMPTION_CHECKPOINT_BUDGET_S,
                                          freed_gpus={r.id: gpus_per_node_of(r) for r in allowed},
                                          purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
                 cost = sum(v.cost_gpu_s for v in victims)
@@ -83,16 +91,20 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         _, node_id, victims = best
         cap_free = ctx.groups[ctx.nodes[node_id].group_id].free_of[node_id]
         free[node_id] = free.get(node_id, cap_free) + sum(gpus_per_node_of(v.job) for v in victims) - job.whole_gpus
+        moves = [
+            checkpoint_then_evict(ctx, victim.job, f"preempted by priority: {victim.reason}", STEP,
+                                  then="yielding its GPUs", budget_s=PREEMPTION_CHECKPOINT_BUDGET_S)
+            for victim in victims
+        ]
         for victim in victims:
             evicting.add(victim.job.id)
             disrupted[victim.job.tenant] += victim.job.gpu_demand
-            ctx.actions.append(
-                Action(kind=ActionKind.EVICT_JOB, target=victim.job.id, tenant=victim.job.tenant,
-                       count=victim.job.whole_gpus, node_ids=victim.job.node_ids, step=STEP,
-                       reason=f"preempted by priority: {victim.reason}")
-            )
-        ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {', '.join(v.job.id for v in victims)}",
-                 STEP, job.tenant)
+        names = ", ".join(v.job.id for v in victims)
+        if all(m is Move.EVICTED for m in moves):
+            ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names}", STEP, job.tenant)
+        else:
+            ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names} once their checkpoints "
+                     "land", STEP, job.tenant)
 
 
 def preemption_step(order: str) -> Callable[[PlanContext], None]:

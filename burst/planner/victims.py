@@ -1,7 +1,7 @@
 """Victim selection: which running jobs to evict to free GPUs, losing the least work. Pure.
 
 Shared by every path that takes GPUs back from running work (priority
-preemption today; spot interruptions and scale-down as they land). The
+preemption today). The
 caller passes the candidates its policy allows (a lower priority, a tenant
 over its share); this module decides among them:
 
@@ -9,9 +9,12 @@ over its share); this module decides among them:
    eviction costs per GPU it frees where needed (the greedy rule for covering
    a need at least cost): GPUs x the work since its last checkpoint (an eviction
    requeues the job at once, so it resumes from that checkpoint; a job that
-   cannot resume loses everything it did in this run). Once the checkpoint
-   protocol lands, a job whose measured checkpoint is shorter than that will
-   checkpoint first and cost only its checkpoint's duration. `MOST_RECENT` (Kueue's
+   cannot resume loses everything it did in this run). When the caller moves
+   its victims through the checkpoint protocol (`checkpoint_budget_s`, see
+   `burst.planner.evict`), a job that will checkpoint first costs only its
+   checkpoint's duration, and one whose checkpoint is under way what is left
+   of it, so the victims asked to checkpoint stay the cheapest on the next
+   ticks until they are evicted. `MOST_RECENT` (Kueue's
    default: the most recently started first) and `RANDOM` (seeded) are there
    to be measured against it;
 2. take candidates in that order until enough GPUs are free, skipping any
@@ -36,6 +39,7 @@ from datetime import datetime
 
 from burst import progress
 from burst.model import Job, TenantName
+from burst.planner.evict import move_cost_s
 
 LEAST_LOST_WORK = "least-lost-work"
 MOST_RECENT = "most-recent"
@@ -53,8 +57,14 @@ class Victim:
     reason: str
 
 
-def eviction_cost_gpu_s(job: Job, now: datetime) -> float:
-    """GPU-seconds of work evicting `job` at `now` costs (see the module doc)."""
+def eviction_cost_gpu_s(job: Job, now: datetime, *, checkpoint_budget_s: float | None = None) -> float:
+    """GPU-seconds of work evicting `job` at `now` costs (see the module doc).
+
+    `checkpoint_budget_s` None: the job is evicted at once and loses its unsaved work; else it is moved by
+    `burst.planner.evict.checkpoint_then_evict` with that budget.
+    """
+    if checkpoint_budget_s is not None:
+        return job.gpu_demand * move_cost_s(job, now, budget_s=checkpoint_budget_s)
     lost = progress.work_at(job, now) - progress.checkpointed_work(job, now)
     return job.gpu_demand * max(0.0, lost)
 
@@ -71,6 +81,7 @@ def select_victims(
     freed_gpus: Mapping[str, float] | None = None,
     seed: int = 0,
     purpose: str = "",
+    checkpoint_budget_s: float | None = None,
 ) -> list[Victim]:
     """A low-cost set of `candidates` freeing at least `need_gpus` (greedy, then pruned), or [] when none does.
 
@@ -78,13 +89,14 @@ def select_victims(
     base); `disrupted_gpus` what this plan already evicts per tenant;
     `freed_gpus` the GPUs evicting a job frees where they are needed (by job
     id; default its whole demand: a job spread over nodes frees only its share
-    on any one of them). The budget always counts a victim's whole demand.
+    on any one of them). The budget always counts a victim's whole demand. `checkpoint_budget_s`: the
+    victims are checkpointed first within that budget (see `eviction_cost_gpu_s`).
     """
     if order not in ORDERS:
         raise ValueError(f"unknown victim order {order!r}: expected one of {', '.join(ORDERS)}")
     if need_gpus <= 0:
         return []
-    costs = {j.id: eviction_cost_gpu_s(j, now) for j in candidates}
+    costs = {j.id: eviction_cost_gpu_s(j, now, checkpoint_budget_s=checkpoint_budget_s) for j in candidates}
     frees = {j.id: (freed_gpus or {}).get(j.id, j.gpu_demand) for j in candidates}
     ranked = _ranked(candidates, costs, frees, order, seed, now)
     spent: dict[TenantName, float] = defaultdict(float, disrupted_gpus or {})

@@ -1,0 +1,116 @@
+"""Checkpoint, then evict: the move every step that takes a running job off its GPUs makes.
+
+Steps that move running jobs (deadlines off spot, unhealthy GPUs, priority
+preemption) share one rule, so a job loses no more than it must whichever
+step moves it:
+
+1. a job that can checkpoint (it is fault-tolerant, so it resumes from a
+   checkpoint, and has a measured `checkpoint_duration_s`, within the step's
+   budget when it has one) whose unsaved work is more than
+   `FRESH_CHECKPOINT_S` and more than the checkpoint takes is asked to
+   (`request_checkpoint`);
+2. while that checkpoint runs (less than its duration since it was asked), a
+   hold says so and nothing else happens;
+3. once its work is saved, or at once when it cannot checkpoint (no measured
+   duration, or one longer than the budget), it is evicted (`evict_job`):
+   requeued under the same id, it resumes from its last checkpoint.
+
+Unsaved work is counted by `burst.progress`: a requested checkpoint saves the
+work as of the request, and only once its duration has passed. What the move
+costs the job (`move_cost_s`) is what victim selection ranks by.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+
+from burst import progress
+from burst.model import Action, ActionKind, Job, JobState
+from burst.planner.context import PlanContext
+
+FRESH_CHECKPOINT_S = 120.0
+"""A running job with at most this much unsaved work is evicted without a checkpoint first."""
+
+
+class Move(Enum):
+    """What `checkpoint_then_evict` did to the job in this plan."""
+
+    CHECKPOINT_ASKED = "checkpoint_asked"
+    CHECKPOINT_UNDER_WAY = "checkpoint_under_way"
+    EVICTED = "evicted"
+
+
+def checkpoint_then_evict(ctx: PlanContext, job: Job, why: str, step: str, *, then: str,
+                          budget_s: float | None = None) -> Move:
+    """Ask the running job for a checkpoint, wait for it, or evict it (see module doc); returns which.
+
+    `why` starts every reason and hold; `then` says what happens to the job after it is evicted (e.g.
+    "moving to on-demand"). A checkpoint longer than `budget_s` is not waited for: the job is evicted at once.
+    """
+    takes = job.checkpoint_duration_s
+    asked = _seconds_since_ask(job, ctx.now)
+    if _under_way(job, asked):
+        done = f" ({asked:.0f} of {takes:g} s)" if asked is not None and takes is not None else ""
+        ctx.hold(f"job:{job.id}", f"{why}: its checkpoint is under way{done}; then {then}", step, job.tenant)
+        return Move.CHECKPOINT_UNDER_WAY
+    unsaved = _unsaved_s(job, ctx.now)
+    if _worth_a_checkpoint(job, unsaved, budget_s):
+        _act(ctx, job, ActionKind.REQUEST_CHECKPOINT, step,
+             f"{why}: checkpoint ({takes:g} s) before {then} ({unsaved:.0f} s of work unsaved)")
+        return Move.CHECKPOINT_ASKED
+    if takes is None:
+        saved = "no checkpoint to take"
+    elif budget_s is not None and takes > budget_s:
+        saved = f"its {takes:g} s checkpoint exceeds the {budget_s:g} s budget; {unsaved:.0f} s of work unsaved"
+    else:
+        saved = f"{unsaved:.0f} s of work unsaved"
+    _act(ctx, job, ActionKind.EVICT_JOB, step, f"{why}: {then} ({saved}; requeued from its last checkpoint)")
+    return Move.EVICTED
+
+
+def move_cost_s(job: Job, now: datetime, *, budget_s: float | None = None) -> float:
+    """Seconds of the job's work that moving it by `checkpoint_then_evict` at `now` costs.
+
+    What is left of a checkpoint under way, the checkpoint's duration when one is worth asking for, else the
+    work since the last checkpoint (lost when the job is evicted at once).
+    """
+    takes = job.checkpoint_duration_s
+    asked = _seconds_since_ask(job, now)
+    if _under_way(job, asked) and takes is not None and asked is not None:
+        return max(0.0, takes - asked)
+    unsaved = _unsaved_s(job, now)
+    if takes is not None and _worth_a_checkpoint(job, unsaved, budget_s):
+        return takes
+    return unsaved
+
+
+def _under_way(job: Job, asked: float | None) -> bool:
+    takes = job.checkpoint_duration_s
+    return job.state is JobState.CHECKPOINTING or (takes is not None and asked is not None and asked < takes)
+
+
+def _unsaved_s(job: Job, now: datetime) -> float:
+    return max(0.0, progress.work_at(job, now) - progress.checkpointed_work(job, now))
+
+
+def _worth_a_checkpoint(job: Job, unsaved: float, budget_s: float | None) -> bool:
+    takes = job.checkpoint_duration_s
+    return (job.fault_tolerant and takes is not None and (budget_s is None or takes <= budget_s)
+            and unsaved > max(FRESH_CHECKPOINT_S, takes))
+
+
+def _seconds_since_ask(job: Job, now: datetime) -> float | None:
+    """Seconds since the checkpoint asked of this run (None: none asked since the job started)."""
+    asked, started = job.last_checkpoint_at, job.started_at
+    if asked is None or started is None or asked < started:
+        return None
+    return (now - asked).total_seconds()
+
+
+def _act(ctx: PlanContext, job: Job, kind: ActionKind, step: str, reason: str) -> None:
+    ctx.actions.append(Action(kind=kind, target=job.id, tenant=job.tenant, count=job.whole_gpus,
+                              node_ids=job.node_ids, gpu_uuids=job.gpu_uuids, step=step, reason=reason))
+
+
+__all__ = ["FRESH_CHECKPOINT_S", "Move", "checkpoint_then_evict", "move_cost_s"]
