@@ -760,7 +760,7 @@ class AwsProvider:
         if not self._launch_hook:
             return
         for g in self._groups.values():
-            for iid, lifecycle in g.instances.items():
+            for iid, lifecycle in sorted(g.instances.items()):  # in id order: the calls are reproducible
                 if lifecycle == "Pending:Wait":
                     try:
                         self.complete_launch(iid)
