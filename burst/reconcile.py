@@ -14,7 +14,8 @@ missed event converges on the next tick). One tick:
 4. plan: the pure planner over a `Snapshot` of known nodes (with how long each
    has been idle), active jobs, targets and month-to-date spend;
 5. actuate: job actions go to the job source, provider actions to the actuator;
-6. record: the decision log, demand history and cost ledger.
+6. record: the decision log, demand history, cost ledger and job-loss ledger
+   (`burst.losses`), in one transaction.
 
 `run_loop()` drives ticks at a fixed interval with jitter; a tick that raises
 is logged and the next tick runs; `stop` (set by SIGTERM) ends the loop after
@@ -37,6 +38,7 @@ from burst import progress
 from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
 from burst.lease import LeaderLease
+from burst.losses import job_losses
 from burst.model import (
     ANY_MODEL,
     Action,
@@ -243,7 +245,7 @@ class Controller:
         down = self._down_groups()
         outcomes = self.actuator.execute(result, skip=down)
         self._cool_down_on_failures(outcomes, now)
-        self._record(result, outcomes, snapshot, now)
+        self._record(result, outcomes, snapshot, job_events, now)
         return TickReport(
             at=now,
             plan=result,
@@ -443,9 +445,16 @@ class Controller:
 
     # ------------------------------------------------------------ record
 
-    def _record(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime) -> None:
+    def _record(
+        self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, job_events: JobEvents, now: datetime
+    ) -> None:
         with self.store.transaction():
             self._record_tick(result, outcomes, snapshot, now)
+            self.store.record_losses(job_losses(job_events, result, snapshot.jobs, self._group_of, now))
+
+    def _group_of(self, node_id: NodeId) -> GroupId | None:
+        node = self.store.get_node(node_id)
+        return node.group_id if node is not None else None
 
     def _record_tick(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime) -> None:
         failed = {o.action.id: o.detail for o in outcomes if not o.ok}

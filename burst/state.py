@@ -2,8 +2,9 @@
 
 What lives here: jobs (the embedded queue's truth), nodes as last observed,
 the actuator's intent journal, group targets, demand history (forecasting
-input), the cost ledger, the decision log (``burst explain``) and a small
-key/value table.
+input), the cost ledger, the job-loss ledger (work lost to interruptions and
+evictions, GPU time spent checkpointing), the decision log (``burst explain``)
+and a small key/value table.
 
 Conventions
 -----------
@@ -49,6 +50,7 @@ __all__ = [
     "COST_LINES",
     "INTENT_TRANSITIONS",
     "LATEST_VERSION",
+    "LOSS_CAUSES",
     "MIGRATIONS",
     "CostEntry",
     "Decision",
@@ -58,6 +60,8 @@ __all__ = [
     "InvalidIntentTransition",
     "InvalidJobTransition",
     "JobExists",
+    "JobLoss",
+    "LossTotals",
     "Migration",
     "SchemaTooNew",
     "Store",
@@ -147,6 +151,42 @@ class CostEntry:
     gpu_hours: float = 0.0
     tenant: str | None = None
     group_id: str | None = None
+
+
+LOSS_CAUSES: tuple[str, ...] = ("interruption", "eviction", "checkpoint")
+"""Why a job-loss ledger row was written: its nodes were lost (the job was requeued), a plan evicted
+it, or a plan's checkpoint request was applied to it while running."""
+
+
+@dataclass(frozen=True)
+class JobLoss:
+    """One job-loss ledger row: GPU-seconds of work a job lost beyond its last checkpoint, or spent checkpointing.
+
+    `lost_gpu_s` is the work lost × the job's GPUs (interruption and eviction
+    rows); `checkpoint_gpu_s` is the checkpoint's duration × its GPUs
+    (checkpoint rows). `group_id` and `node_ids` are the job's nodes when known.
+    """
+
+    at: datetime
+    job_id: str
+    tenant: str
+    cause: str
+    gpus: float
+    lost_gpu_s: float = 0.0
+    checkpoint_gpu_s: float = 0.0
+    group_id: str | None = None
+    node_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LossTotals:
+    """One tenant's job-loss ledger, summed: runs interrupted, runs evicted, checkpoints, and their GPU-hours."""
+
+    interruptions: int = 0
+    evictions: int = 0
+    checkpoints: int = 0
+    lost_gpu_hours: float = 0.0
+    checkpoint_gpu_hours: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -257,6 +297,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE cost_ledger ADD COLUMN gpu_hours REAL NOT NULL DEFAULT 0",
             "CREATE INDEX intents_status ON intents(status, id)",
             "CREATE INDEX cost_tenant ON cost_ledger(tenant, at)",
+        ),
+    ),
+    Migration(
+        3,
+        "job-loss ledger (lost GPU-seconds per interruption and eviction, checkpoint GPU-seconds)",
+        (
+            """CREATE TABLE job_losses (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                at TEXT NOT NULL,
+                job_id TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                cause TEXT NOT NULL CHECK (cause IN ('interruption', 'eviction', 'checkpoint')),
+                gpus REAL NOT NULL CHECK (gpus >= 0),
+                lost_gpu_s REAL NOT NULL DEFAULT 0 CHECK (lost_gpu_s >= 0),
+                checkpoint_gpu_s REAL NOT NULL DEFAULT 0 CHECK (checkpoint_gpu_s >= 0),
+                group_id TEXT,
+                node_ids_json TEXT NOT NULL DEFAULT '[]'
+            )""",
+            "CREATE INDEX job_losses_tenant ON job_losses(tenant, at)",
+            "CREATE INDEX job_losses_job ON job_losses(job_id, at)",
         ),
     ),
 )
@@ -873,6 +933,83 @@ class Store:
         ):
             out[line] = float(usd)
         return out
+
+    # ---------------------------------------------------------------- job-loss ledger
+
+    def record_losses(self, rows: Iterable[JobLoss]) -> int:
+        """Append job-loss rows in one transaction; how many were written (none if any row is invalid).
+
+        A row's cause must be one of `LOSS_CAUSES`; its GPUs and GPU-seconds
+        must be finite and >= 0.
+        """
+        values = []
+        for row in rows:
+            if row.cause not in LOSS_CAUSES:
+                raise ValueError(f"job loss cause must be one of {', '.join(LOSS_CAUSES)}, got {row.cause!r}")
+            amounts = [_finite(v, name) for v, name in
+                       ((row.gpus, "gpus"), (row.lost_gpu_s, "lost_gpu_s"), (row.checkpoint_gpu_s, "checkpoint_gpu_s"))]
+            if min(amounts) < 0:
+                raise ValueError(f"job {row.job_id}: gpus and GPU-seconds must be >= 0, got {amounts}")
+            values.append((_ts(row.at, "at"), row.job_id, row.tenant, row.cause, *amounts, row.group_id,
+                           _json(list(row.node_ids), "node_ids")))
+        if values:
+            with self._tx() as conn:
+                conn.executemany(
+                    "INSERT INTO job_losses (at, job_id, tenant, cause, gpus, lost_gpu_s, checkpoint_gpu_s, group_id, "
+                    "node_ids_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    values,
+                )
+        return len(values)
+
+    @staticmethod
+    def _loss_where(
+        since: datetime | None, until: datetime | None, tenant: str | None, job_id: str | None = None
+    ) -> tuple[str, list[Any]]:
+        where, params = _window("at", since, until)
+        for column, value in (("tenant", tenant), ("job_id", job_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        return _where(where), params
+
+    def job_losses(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        *,
+        tenant: str | None = None,
+        job_id: str | None = None,
+    ) -> list[JobLoss]:
+        """Job-loss rows in ``[since, until)`` (for one tenant and/or job, when given), oldest first."""
+        where, params = self._loss_where(since, until, tenant, job_id)
+        rows = self._query(
+            "SELECT at, job_id, tenant, cause, gpus, lost_gpu_s, checkpoint_gpu_s, group_id, node_ids_json "
+            f"FROM job_losses{where} ORDER BY at, id",
+            params,
+        )
+        return [
+            JobLoss(_dt(a), j, t, c, float(g), float(lost), float(ck), grp, tuple(json.loads(n)))
+            for a, j, t, c, g, lost, ck, grp, n in rows
+        ]
+
+    def loss_totals(
+        self, since: datetime | None = None, until: datetime | None = None, *, tenant: str | None = None
+    ) -> dict[str, LossTotals]:
+        """Per tenant, the job-loss ledger in ``[since, until)`` summed (only tenants with rows; one when given).
+
+        Interruptions and evictions count rows of that cause (one per run
+        stopped); GPU-hours are the rows' GPU-seconds / 3600.
+        """
+        where, params = self._loss_where(since, until, tenant)
+        rows = self._query(
+            "SELECT tenant, sum(cause = 'interruption'), sum(cause = 'eviction'), sum(cause = 'checkpoint'), "
+            f"sum(lost_gpu_s), sum(checkpoint_gpu_s) FROM job_losses{where} GROUP BY tenant ORDER BY tenant",
+            params,
+        )
+        return {
+            t: LossTotals(int(i), int(e), int(c), float(lost) / 3600.0, float(ck) / 3600.0)
+            for t, i, e, c, lost, ck in rows
+        }
 
     # ---------------------------------------------------------------- meta
 

@@ -41,6 +41,8 @@ from burst.state import (
     InvalidIntentTransition,
     InvalidJobTransition,
     JobExists,
+    JobLoss,
+    LossTotals,
     SchemaTooNew,
     Store,
 )
@@ -611,6 +613,49 @@ def test_cost_ledger_windows(store: Store) -> None:
         store.spend_by_tenant(datetime(2026, 3, 1))  # noqa: DTZ001
     with pytest.raises(ValueError, match="usd"):
         store.record_cost(month, "steady", float("inf"), 1.0)
+
+
+def test_a_v2_file_without_the_job_loss_table_opens_and_gains_it(db_path: Path) -> None:
+    with Store.open(db_path, target_version=2) as v2:
+        assert v2.schema_version == 2
+        assert not v2._query("SELECT name FROM sqlite_master WHERE name = 'job_losses'")
+        v2.record_cost(T0, "elastic_spot", 8.0, 2.0, tenant="a", group_id="spot")
+    with Store.open(db_path) as s:
+        assert s.schema_version == LATEST_VERSION == 3
+        assert s.costs() == [CostEntry(T0, "elastic_spot", 8.0, 2.0, "a", "spot")]  # the ledger is kept
+        assert s.job_losses() == [] and s.loss_totals() == {}
+        s.record_losses([JobLoss(T0, "j", "a", "interruption", 8.0, lost_gpu_s=7200.0, group_id="spot",
+                                 node_ids=("spot-1",))])
+    with Store.open(db_path) as again:
+        assert again.job_losses() == [JobLoss(T0, "j", "a", "interruption", 8.0, lost_gpu_s=7200.0,
+                                              group_id="spot", node_ids=("spot-1",))]
+        assert again.loss_totals() == {"a": LossTotals(interruptions=1, lost_gpu_hours=2.0)}
+
+
+def test_job_loss_ledger_windows_filters_and_refusals(store: Store) -> None:
+    store.record_losses([
+        JobLoss(T0, "j1", "a", "interruption", 8.0, lost_gpu_s=3600.0),
+        JobLoss(T0 + timedelta(hours=1), "j1", "a", "checkpoint", 8.0, checkpoint_gpu_s=480.0),
+        JobLoss(T0 + timedelta(hours=1, minutes=1), "j1", "a", "eviction", 8.0, lost_gpu_s=480.0),
+        JobLoss(T0 + timedelta(hours=2), "j2", "b", "interruption", 0.5, lost_gpu_s=900.0),
+    ])
+    assert store.loss_totals() == {
+        "a": LossTotals(interruptions=1, evictions=1, checkpoints=1, lost_gpu_hours=4080.0 / 3600,
+                        checkpoint_gpu_hours=480.0 / 3600),
+        "b": LossTotals(interruptions=1, lost_gpu_hours=0.25),
+    }
+    assert store.loss_totals(since=T0 + timedelta(hours=1), until=T0 + timedelta(hours=2), tenant="a") == {
+        "a": LossTotals(evictions=1, checkpoints=1, lost_gpu_hours=480.0 / 3600, checkpoint_gpu_hours=480.0 / 3600),
+    }
+    assert [r.cause for r in store.job_losses(job_id="j1")] == ["interruption", "checkpoint", "eviction"]
+    assert [r.job_id for r in store.job_losses(tenant="b")] == ["j2"]
+    with pytest.raises(ValueError, match="cause"):
+        store.record_losses([JobLoss(T0, "j3", "a", "interruption", 1.0), JobLoss(T0, "j3", "a", "drain", 1.0)])
+    with pytest.raises(ValueError, match=">= 0"):
+        store.record_losses([JobLoss(T0, "j3", "a", "eviction", 1.0, lost_gpu_s=-1.0)])
+    with pytest.raises(ValueError, match="naive"):
+        store.record_losses([JobLoss(datetime(2026, 3, 2), "j3", "a", "eviction", 1.0)])  # noqa: DTZ001
+    assert len(store.job_losses()) == 4  # the refused batches left nothing behind
 
 
 # ------------------------------------------------------------------ store: concurrency

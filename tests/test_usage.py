@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from burst.cli import main
 from burst.projection.usage import USAGE_JSON_SCHEMA
-from burst.state import CostEntry, Store
+from burst.state import CostEntry, JobLoss, Store
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
@@ -59,11 +59,12 @@ def test_usage_json_gives_exact_gpu_hours_by_tier_and_model_per_tenant(config: P
     out = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat(), "--json"])
     assert out.exit_code == 0, out.output
     body = json.loads(out.output)
+    no_losses = {"lost_gpu_hours": 0.0, "interruptions": 0, "evictions": 0, "checkpoint_gpu_hours": 0.0}
     assert body["tenants"] == {
         "a": {"gpu_hours": 13.75, "usd": 35.0, "by_tier": {"elastic_on_demand": 3.5, "elastic_spot": 2.25, "steady": 8.0},
-              "by_gpu_model": {"A100": 11.5, "H100": 2.25}, "cross_zone_gb": None, "egress_gb": None},
+              "by_gpu_model": {"A100": 11.5, "H100": 2.25}, "cross_zone_gb": None, "egress_gb": None, **no_losses},
         "b": {"gpu_hours": 4.0, "usd": 7.0, "by_tier": {"elastic_spot": 4.0}, "by_gpu_model": {"H100": 4.0},
-              "cross_zone_gb": None, "egress_gb": None},
+              "cross_zone_gb": None, "egress_gb": None, **no_losses},
     }
     assert body["network"] == {"cross_zone_gb": None, "egress_gb": None}  # no provider reports traffic
     warm = body["warm_pool"]
@@ -86,6 +87,39 @@ def test_usage_json_gives_exact_gpu_hours_by_tier_and_model_per_tenant(config: P
     table = runner.invoke(main, ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat()])
     assert table.exit_code == 0 and "13.75" in table.output
     assert "600.00 storage GB-hours (3.00 stopped node-hours x 200 GB)" in table.output
+
+
+def test_usage_gives_each_tenants_interruptions_evictions_lost_and_checkpoint_gpu_hours(
+    config: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "burst.db"
+    with Store.open(state) as store:
+        store.record_costs([CostEntry(T0, "elastic_spot", 8.0, 2.0, "a", "h100")])
+        store.record_losses([
+            JobLoss(T0, "j1", "a", "interruption", 8.0, lost_gpu_s=8 * 900.0, group_id="h100"),  # 2 GPU-h
+            JobLoss(T0 + timedelta(hours=1), "j1", "a", "checkpoint", 8.0, checkpoint_gpu_s=8 * 45.0),  # 0.1
+            JobLoss(T0 + timedelta(hours=1, minutes=1), "j1", "a", "eviction", 8.0, lost_gpu_s=8 * 450.0),  # 1
+            JobLoss(T0 + timedelta(hours=2), "j2", "b", "interruption", 4.0, lost_gpu_s=4 * 1800.0),  # 2, no cost rows
+            JobLoss(T0 - timedelta(hours=1), "j0", "a", "interruption", 8.0, lost_gpu_s=8 * 3600.0),  # before --since
+        ])
+    runner = CliRunner()
+    args = ["usage", "--config", str(config), "--state", str(state), "--since", T0.isoformat()]
+    out = runner.invoke(main, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    tenants = json.loads(out.output)["tenants"]
+    keys = ("interruptions", "evictions", "lost_gpu_hours", "checkpoint_gpu_hours")
+    assert {t: {k: u[k] for k in keys} for t, u in tenants.items()} == {
+        "a": {"interruptions": 1, "evictions": 1, "lost_gpu_hours": 3.0, "checkpoint_gpu_hours": 0.1},
+        "b": {"interruptions": 1, "evictions": 0, "lost_gpu_hours": 2.0, "checkpoint_gpu_hours": 0.0},
+    }
+    assert (tenants["a"]["gpu_hours"], tenants["b"]["gpu_hours"]) == (2.0, 0.0)
+    required = USAGE_JSON_SCHEMA["properties"]["tenants"]["additionalProperties"]["required"]
+    assert set(keys) <= set(required) and set(tenants["b"]) == set(required)
+    one = json.loads(runner.invoke(main, [*args, "--tenant", "b", "--json"]).output)["tenants"]
+    assert list(one) == ["b"] and one["b"]["lost_gpu_hours"] == 2.0
+    table = runner.invoke(main, args)
+    assert table.exit_code == 0, table.output
+    assert "lost GPU-h" in table.output and "checkpoint GPU-h" in table.output and "3.00" in table.output
 
 
 def test_usage_schema_says_network_is_null_because_no_provider_reports_it() -> None:

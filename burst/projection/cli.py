@@ -254,6 +254,10 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
               root_volume_gb: float, as_json: bool, schema: bool) -> None:
     """Meter the cost ledger: GPU-hours per tenant by cost line and GPU model, and warm-pool node-, GPU- and storage-hours.
 
+    Per tenant too, from the job-loss ledger: runs interrupted and evicted,
+    GPU-hours of work they lost beyond their last checkpoint, and GPU-hours
+    spent on checkpoints plans asked for.
+
     Warm-pool storage GB-hours are the stopped (or hibernated) cloud warm
     node-hours × --root-volume-gb. Cross-zone and egress GB are null: no
     provider reports them, so nothing is metered or estimated.
@@ -282,19 +286,27 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
     catalog = catalog_from_config(config) if config is not None else None
     with _store(Store, Path(path)) as store:
         rows = store.costs(since=t0, until=t1)
+        losses = store.loss_totals(since=t0, until=t1, tenant=tenant)
     usage = meter(rows, groups, catalog.standby_price if catalog is not None else (lambda g: 0.0), tenant=tenant,
                   group_price=catalog.group_price if catalog is not None else None,
-                  root_volume_gb=lambda g: root_volume_gb)
+                  root_volume_gb=lambda g: root_volume_gb, losses=losses)
     if as_json:
         click.echo(json.dumps({"since": t0.isoformat(), "until": t1.isoformat() if t1 else None, **usage.to_json()}, indent=2))
         return
     table = Table(title=f"usage since {t0.isoformat()}")
     for col in ("tenant", "GPU-hours", "USD", *COST_LINES, "by GPU model"):
         table.add_column(col, justify="left" if col in ("tenant", "by GPU model") else "right")
+    lost = Table(title="work lost and checkpoints")
+    for col in ("tenant", "interruptions", "evictions", "lost GPU-h", "checkpoint GPU-h"):
+        lost.add_column(col, justify="left" if col == "tenant" else "right")
     for name, u in sorted(usage.tenants.items()):
         table.add_row(name, f"{u.gpu_hours:,.2f}", f"{u.usd:,.2f}", *(f"{u.by_tier.get(ln, 0.0):,.2f}" for ln in COST_LINES),
                       ", ".join(f"{m}: {h:,.2f}" for m, h in sorted(u.by_gpu_model.items())))
-    Console(width=None).print(table)
+        lost.add_row(name, str(u.losses.interruptions), str(u.losses.evictions), f"{u.losses.lost_gpu_hours:,.2f}",
+                     f"{u.losses.checkpoint_gpu_hours:,.2f}")
+    console = Console(width=None)
+    console.print(table)
+    console.print(lost)
     click.echo(f"warm pools: {usage.warm_pool_node_hours:,.2f} node-hours, {usage.warm_pool_gpu_hours:,.2f} GPU-hours, "
                f"{usage.storage_gb_hours:,.2f} storage GB-hours ({usage.stopped_node_hours:,.2f} stopped node-hours "
                f"x {root_volume_gb:g} GB), ${usage.warm_pool_usd:,.2f}")

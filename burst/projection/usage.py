@@ -1,5 +1,6 @@
 """Metering from the cost ledger: GPU-hours per tenant by cost line and GPU model, warm-pool node-, GPU- and
-storage-hours, and network GB (reported as unknown).
+storage-hours, and network GB (reported as unknown); and from the job-loss ledger, per tenant, the runs
+interrupted and evicted, the GPU-hours of work they lost and the GPU-hours spent checkpointing.
 
 A ledger row carries the GPU-hours a tenant's jobs held on one group's nodes
 (`CostEntry.gpu_hours`); the group names the GPU model. Warm (hot-pool) rows
@@ -37,7 +38,7 @@ from typing import Any
 
 from burst.catalog import is_onprem
 from burst.model import NodeGroup, WarmState
-from burst.state import CostEntry
+from burst.state import CostEntry, LossTotals
 
 UNKNOWN_MODEL = "unknown"
 
@@ -66,7 +67,8 @@ USAGE_JSON_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": {
                 "type": "object",
-                "required": ["gpu_hours", "usd", "by_tier", "by_gpu_model", "cross_zone_gb", "egress_gb"],
+                "required": ["gpu_hours", "usd", "by_tier", "by_gpu_model", "cross_zone_gb", "egress_gb",
+                             "lost_gpu_hours", "interruptions", "evictions", "checkpoint_gpu_hours"],
                 "properties": {
                     "gpu_hours": {**_NUMBER, "description": "GPU-hours the tenant's jobs held"},
                     "usd": {**_NUMBER, "description": "USD charged to the tenant (held GPUs at the node's rate)"},
@@ -74,6 +76,12 @@ USAGE_JSON_SCHEMA: dict[str, Any] = {
                     "by_gpu_model": {**_BY, "description": "GPU-hours per GPU model ('unknown': group no longer configured)"},
                     "cross_zone_gb": _NETWORK,
                     "egress_gb": _NETWORK,
+                    "lost_gpu_hours": {**_NUMBER, "description": "GPU-hours of work lost beyond the last checkpoint "
+                                       "(interruptions and evictions): seconds lost x the job's GPUs / 3600"},
+                    "interruptions": {"type": "integer", "description": "runs requeued because their nodes were lost"},
+                    "evictions": {"type": "integer", "description": "runs a plan evicted or requeued"},
+                    "checkpoint_gpu_hours": {**_NUMBER, "description": "GPU-hours spent on checkpoints plans asked of "
+                                             "running jobs: checkpoint duration x the job's GPUs / 3600"},
                 },
             },
         },
@@ -108,6 +116,7 @@ class TenantUsage:
     usd: float = 0.0
     by_tier: dict[str, float] = field(default_factory=dict)
     by_gpu_model: dict[str, float] = field(default_factory=dict)
+    losses: LossTotals = field(default_factory=LossTotals)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +126,10 @@ class TenantUsage:
             "by_gpu_model": {k: round(v, 6) for k, v in sorted(self.by_gpu_model.items())},
             "cross_zone_gb": None,
             "egress_gb": None,
+            "lost_gpu_hours": round(self.losses.lost_gpu_hours, 6),
+            "interruptions": self.losses.interruptions,
+            "evictions": self.losses.evictions,
+            "checkpoint_gpu_hours": round(self.losses.checkpoint_gpu_hours, 6),
         }
 
 
@@ -156,11 +169,14 @@ def meter(
     tenant: str | None = None,
     group_price: Callable[[NodeGroup], float] | None = None,
     root_volume_gb: Callable[[NodeGroup], float] = lambda group: ROOT_VOLUME_GB,
+    losses: Mapping[str, LossTotals] | None = None,
 ) -> Usage:
     """The usage in `rows` (module doc); with `tenant`, only that tenant's (warm pools are the fleet's).
 
     `group_price` prices a node of a group whose warm pool is kept running
-    (without it, such rows count as unpriced).
+    (without it, such rows count as unpriced). `losses` are the job-loss
+    ledger's totals per tenant (`Store.loss_totals`) over the same window; a
+    tenant with losses and no cost rows is listed too.
     """
     tenants: dict[str, TenantUsage] = defaultdict(TenantUsage)
     warm_gh = warm_usd = unpriced = warm_nh = stopped_nh = storage = 0.0
@@ -195,6 +211,9 @@ def meter(
         u.by_tier[row.line] = u.by_tier.get(row.line, 0.0) + row.gpu_hours
         model = group.shape.gpu_model if group is not None else UNKNOWN_MODEL
         u.by_gpu_model[model] = u.by_gpu_model.get(model, 0.0) + row.gpu_hours
+    for name, totals in (losses or {}).items():
+        if tenant is None or name == tenant:
+            tenants[name].losses = totals
     return Usage(dict(tenants), warm_gh, warm_usd, unpriced, warm_nh, stopped_nh, storage, volumes)
 
 

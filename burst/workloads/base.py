@@ -18,6 +18,7 @@ class JobEvents:
     requeued: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost)
     started: list[Job] = field(default_factory=list)
     evicted: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost) by a plan's eviction
+    lost_nodes: dict[str, tuple[NodeId, ...]] = field(default_factory=dict)  # requeued job id -> the nodes its run had
 
 
 class JobSource(Protocol):

@@ -189,6 +189,7 @@ class KubernetesJobSource:
                 back, lost = progress.requeue(job, now)
                 self._banked[jid] = back
                 events.requeued.append((back, lost))
+                events.lost_nodes[jid] = job.node_ids
             elif after is None and was_running:
                 events.completed.append(progress.complete(seen.job, now))
         active: list[Job] = []

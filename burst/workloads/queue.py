@@ -41,6 +41,7 @@ def observe_jobs(
                 back, lost = progress.requeue(job, now)
                 changed.append(back)
                 events.requeued.append((back, lost))
+                events.lost_nodes[job.id] = job.node_ids
                 active.append(back)
                 continue
         if job.active:
@@ -58,11 +59,16 @@ def apply_job_action(job: Job, action: Action, now: datetime) -> Job:
         return progress.requeue(job, now)[0]
     if action.kind is ActionKind.REQUEST_CHECKPOINT:
         # The checkpoint is recorded as `last_checkpoint_at`; `started_at` stays the run's
-        # start (the reclaim step measures max_job_runtime from it). Only a running job checkpoints.
-        if job.state not in RUNNING_STATES or job.started_at is None:
+        # start (the reclaim step measures max_job_runtime from it).
+        if not checkpoints_on_request(job):
             return job
         return dataclasses.replace(job, last_checkpoint_at=now)
     raise ValueError(f"not a job action: {action.kind.value}")
+
+
+def checkpoints_on_request(job: Job) -> bool:
+    """Whether a plan's request_checkpoint makes `job` checkpoint: only a running job does."""
+    return job.state in RUNNING_STATES and job.started_at is not None
 
 
 JOB_ACTIONS = frozenset(
