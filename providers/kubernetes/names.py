@@ -45,4 +45,4 @@ SPOT_TAINT = {"key": PREFIX + "spot", "value": "true", "effect": "NoSchedule"}
 """Spot nodes carry this taint: only pods that tolerate an interruption land there."""
 
 SMP = "application/strategic-merge-patch+json"
-"""Every PATCH burst sends is a strategic merge patch (taints merge by key, annotations by name)."""
+"""Every PATCH burst sends is a strategic merge patch (annotations merge by name; a node's taints are one atomic list, so burst sends the whole list)."""

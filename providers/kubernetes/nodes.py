@@ -6,7 +6,8 @@ sim) and gives the controller the same `Provider`, seen through the cluster:
 * a Node object is matched to its instance by `spec.providerID` (the part
   after the last `/`: `aws:///us-east-1a/i-0abc` is `i-0abc`), and labelled
   `burst.dev/tier`, `burst.dev/capacity-type`, `burst.dev/node-group`; a spot
-  node also gets the `burst.dev/spot` NoSchedule taint;
+  node also gets the `burst.dev/spot` NoSchedule taint, next to the taints it
+  already has;
 * an instance the cloud reports ready counts as booting (upcoming capacity,
   toward its group's target) until its Node is Ready and reports
   `nvidia.com/gpu` allocatable, so pods still pending while the device
@@ -46,12 +47,13 @@ from burst.model import (
 from burst.model import Node as BurstNode
 from providers.base import Provider
 from providers.kubernetes import names
-from providers.kubernetes.cluster import KubeCluster, Obj
+from providers.kubernetes.cluster import ApiException, KubeCluster, Obj
 from providers.kubernetes.drain import Drainer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DRAIN_TIMEOUT_S = 900.0
+CONFLICT = 409
 
 
 def instance_id(node: Obj) -> str:
@@ -150,16 +152,31 @@ class KubernetesNodes:
                 self._gpu_ready.discard(node_id)
 
     def _label(self, k8s: Obj, group: NodeGroup) -> None:
-        labels = k8s["metadata"].get("labels") or {}
+        """Patch the group's labels where they differ, and add the spot taint to a spot node that lacks it.
+
+        `spec.taints` has no merge key, so a strategic merge patch replaces the whole list: the patch carries
+        the node's taints with the spot one appended, and the resourceVersion they were read at, so a taint
+        another writer added meanwhile makes the patch conflict (retried next tick) instead of vanishing.
+        """
+        meta = k8s["metadata"]
+        labels = meta.get("labels") or {}
         want = group_labels(group)
         patch: Obj = {}
         if any(labels.get(k) != v for k, v in want.items()):
             patch["metadata"] = {"labels": want}
-        if group.capacity_type is CapacityType.SPOT and not any(
-                t.get("key") == names.SPOT_TAINT["key"] for t in k8s.get("spec", {}).get("taints") or []):
-            patch["spec"] = {"taints": [dict(names.SPOT_TAINT)]}
-        if patch:
-            self.cluster.patch_node(k8s["metadata"]["name"], patch)
+        taints: list[Obj] = list(k8s.get("spec", {}).get("taints") or [])
+        if group.capacity_type is CapacityType.SPOT and not any(t.get("key") == names.SPOT_TAINT["key"] for t in taints):
+            patch["spec"] = {"taints": [*taints, dict(names.SPOT_TAINT)]}
+            if meta.get("resourceVersion"):
+                patch.setdefault("metadata", {})["resourceVersion"] = meta["resourceVersion"]
+        if not patch:
+            return
+        try:
+            self.cluster.patch_node(meta["name"], patch)
+        except ApiException as exc:
+            if exc.status != CONFLICT:
+                raise
+            log.info("node changed since it was read; tainting it next tick", extra={"node": meta["name"]})
 
     def _hot_pool_cordon(self, k8s: Obj, node: BurstNode) -> None:
         name = k8s["metadata"]["name"]

@@ -2,7 +2,7 @@
 
 kmock 0.8 was evaluated first and does not fit: its list responses carry a
 placeholder resourceVersion, it has no label or field selectors, it merges
-patches as plain dicts (no strategic merge of `spec.taints`), it has no
+patches as plain dicts (no strategic merge of keyed lists), it has no
 eviction subresource or PodDisruptionBudget check, updates never conflict on
 a stale resourceVersion (only a second create does), and a watch neither
 starts from a resourceVersion nor answers 410 Gone. Extending it through its
@@ -15,9 +15,12 @@ events after R that match its selectors (an object leaving a field
 selector's set is a DELETED event), or answers an ERROR event with code 410
 when R is older than the compacted history; PUT with a stale
 resourceVersion is 409; a create of an existing name is 409; PATCH applies a
-strategic merge patch (maps merge, null deletes, `spec.taints` merges by
-`key`) and refuses other patch types with 415; an eviction is refused with
-429 while a matching PodDisruptionBudget allows no disruption.
+strategic merge patch (maps merge, null deletes, lists with a patch merge key
+merge by it: containers by `name`, conditions by `type`; any other list, such
+as `spec.taints`, which core/v1 declares atomic, is replaced whole), is 409
+when the patch carries a `metadata.resourceVersion` that is not the current
+one, and refuses other patch types with 415; an eviction is refused with 429
+while a matching PodDisruptionBudget allows no disruption.
 
 A test can run a one-shot `before_answer` hook between deciding a GET and
 answering it, so another writer's request lands in between (a race made
@@ -80,7 +83,8 @@ RESOURCES = {
 }
 KINDS = {"namespaces": "Namespace", "nodes": "Node", "pods": "Pod", "poddisruptionbudgets": "PodDisruptionBudget",
          "leases": "Lease"}
-MERGE_KEYS = {("spec", "taints"): "key", ("spec", "containers"): "name", ("status", "conditions"): "type"}
+MERGE_KEYS = {("spec", "containers"): "name", ("status", "conditions"): "type"}
+"""The lists a strategic merge patch merges, by their patchMergeKey in core/v1; every other list is replaced."""
 
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[a-z0-9.]+)/v1)"
@@ -244,7 +248,8 @@ def status(code: int, reason: str, message: str, *, success: bool = False) -> Ob
 
 
 def strategic_merge(target: Any, patch: Any, path: tuple[str, ...]) -> Any:
-    """A strategic merge patch of the fields burst patches: maps merge, null deletes, keyed lists merge."""
+    """A strategic merge patch of the fields burst patches: maps merge, null deletes, keyed lists merge, other
+    lists are replaced."""
     if not isinstance(patch, dict) or not isinstance(target, dict):
         return copy.deepcopy(patch)
     out = copy.deepcopy(target)
@@ -407,10 +412,18 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             if kind != SMP:
                 self._send(415, status(415, "UnsupportedMediaType", f"this server takes only {SMP}, got {kind}"))
                 return
-            if server.get(resource, name or "", ns or "") is None:
-                self._send(404, status(404, "NotFound", f'{resource} "{name}" not found'))
-                return
-            self._send(200, server.patch(resource, name or "", body, ns or ""))
+            with server.lock:
+                current = server.get(resource, name or "", ns or "")
+                if current is None:
+                    self._send(404, status(404, "NotFound", f'{resource} "{name}" not found'))
+                    return
+                sent = (body.get("metadata") or {}).get("resourceVersion")
+                if sent is not None and sent != current["metadata"]["resourceVersion"]:
+                    self._send(409, status(409, "Conflict", f"the object has been modified (sent resourceVersion "
+                                                            f"{sent}, current {current['metadata']['resourceVersion']})"))
+                    return
+                answer = server.patch(resource, name or "", body, ns or "")
+            self._send(200, answer)
 
         def do_DELETE(self) -> None:  # noqa: N802
             route = self._route()
