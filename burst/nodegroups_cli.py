@@ -8,7 +8,8 @@ id: Terraform's fields replace the entry's, the entry's other settings
 (boot_latency, scale_down_cooldown, a warm pool's max_age, ...) stay. The
 `burst_controller` output gives the cluster, the aws section's
 events_queue_url and, from its service account, the gcp section's project
-(the gcp groups' zones are added to `gcp.zones`). Outputs of any other shape are listed as ignored.
+(the gcp groups' zones are added to `gcp.zones`; a gcp group has one zone,
+since burst manages zonal MIGs only). Outputs of any other shape are listed as ignored.
 
 Finding the group objects inside outputs reuses the walker of
 `providers.aws.discovery`, which reads the same files for `aws.terraform_outputs`.
@@ -135,6 +136,11 @@ def group_entry(doc: Mapping[str, Any], source: str, output: str) -> ImportedGro
     zones_raw = [] if zones_raw is None else [zones_raw] if isinstance(zones_raw, str) else zones_raw
     if not isinstance(zones_raw, list) or not all(isinstance(z, str) for z in zones_raw):
         raise TerraformOutputError(f"{where}: field `zones`: expected a list of strings, got {zones_raw!r}")
+    if provider == "gcp" and len(zones_raw) > 1:
+        raise TerraformOutputError(
+            f"{where}: field `zones`: gcp group {doc['id']!r} spans {len(zones_raw)} zones ({', '.join(zones_raw)}) "
+            "but burst manages zonal MIGs only; give the gcp-gpu-node-group module one zone (one group per zone)"
+        )
     min_size = _whole(doc["min_size"], where, "min_size", low=0)
     max_size = _whole(doc["max_size"], where, "max_size", low=0)
     if min_size > max_size:

@@ -177,6 +177,9 @@ BAD_OUTPUTS = [
     ("warm pool on spot", _set("aws_spot_a100", "warm_pool", {"state": "stopped", "min_size": 1, "max_prepared": 1,
                                                                "reuse_on_scale_in": True}),
      ["output aws_spot_a100", "`warm_pool`: spot groups have no warm pool"]),
+    ("regional gcp group", _set("gcp_spot_a100", "zones", ["us-central1-a", "us-central1-b"]),
+     ["output gcp_spot_a100", "`zones`: gcp group 'gcp-spot-a100' spans 2 zones (us-central1-a, us-central1-b)",
+      "zonal MIGs only", "give the gcp-gpu-node-group module one zone"]),
     ("onprem tier", _set("onprem_node_groups", "tier", "elastic"),
      ["output onprem_node_groups[0]", "`tier`", "its tier must be steady"]),
     ("fractional gpus", _set("aws_od_a100", "gpus_per_node", 1.5), ["output aws_od_a100", "`gpus_per_node`: 1.5 is not a whole number"]),
@@ -340,9 +343,8 @@ def test_the_gcp_provider_discovers_the_imported_group_by_the_modules_labels(tmp
                                "controller_url": "http://10.0.0.5:8470"})
     ((name, args),) = [(n, module_arguments(c, scope)) for n, c in ex.modules.items()
                        if unquote(c["source"]).endswith("/gcp-gpu-node-group")]
-    run = run_locals(module, args, ["labels", "min_size", "spot", "regional"], tmp_path / name)
+    run = run_locals(module, args, ["labels", "min_size", "spot"], tmp_path / name)
     assert run.ok, run.error
-    assert run.outputs["regional"] is False
     (zone,) = args["zones"]
     clock = ManualClock()
     with compute_server(clock, project=args["project"]) as server:

@@ -190,11 +190,13 @@ def test_aws_group_propagates_the_discovery_tags_at_launch() -> None:
     assert specs == {"instance": "${local.tags}", "volume": "${local.tags}"}
 
 
-def test_aws_group_ignores_desired_capacity_and_secures_the_instances() -> None:
+def test_aws_group_ignores_desired_capacity_and_warm_pool_and_secures_the_instances() -> None:
+    """burst sets the desired capacity and resizes the warm pool (PutWarmPool): an apply must leave both."""
     c = config(AWS_GROUP)
     asg = c.resources[("aws_autoscaling_group", "this")]
     (lifecycle,) = asg["lifecycle"]
-    assert lifecycle["ignore_changes"] == ["desired_capacity"]
+    assert lifecycle["ignore_changes"] == ["desired_capacity", "warm_pool"]
+    assert dynamic(asg, "warm_pool") is not None  # the ignored name is the block the module sets
     lt = c.resources[("aws_launch_template", "this")]
     (metadata,) = lt["metadata_options"]
     assert unquote(metadata["http_tokens"]) == "required"
@@ -320,7 +322,9 @@ def test_the_events_queue_receives_the_three_ec2_event_types() -> None:
 GCP_GROUP = MODULES / "gcp-gpu-node-group"
 
 
-def test_gcp_group_labels_the_instances_and_ignores_the_target_size() -> None:
+def test_gcp_group_labels_the_instances_and_ignores_the_target_size_and_standby_pool() -> None:
+    """One zonal MIG (the GCP provider manages no regional ones); burst owns its target size and resizes its
+    standby pool, so an apply leaves them; Spot VMs stop on preemption, as the provider's detection expects."""
     c = config(GCP_GROUP)
     assert set(c.locals["discovery_labels"]) >= DISCOVERY_LABELS
     assert c.locals["labels"].endswith("local.discovery_labels)}")
@@ -328,35 +332,38 @@ def test_gcp_group_labels_the_instances_and_ignores_the_target_size() -> None:
     assert template["labels"] == "${local.labels}"
     (scheduling,) = template["scheduling"]
     assert scheduling["provisioning_model"] == '${local.spot ? "SPOT" : "STANDARD"}'
+    assert scheduling["instance_termination_action"] == '${local.spot ? "STOP" : null}'
     assert "shutdown-script" in c.locals["metadata"] and template["metadata"] == "${local.metadata}"
-    migs = [c.resources[("google_compute_instance_group_manager", "zonal")],
-            c.resources[("google_compute_region_instance_group_manager", "regional")]]
-    for mig in migs:
-        (lifecycle,) = mig["lifecycle"]
-        assert lifecycle["ignore_changes"] == ["target_size"]
-        standby = dynamic(mig, "standby_policy")
-        assert standby is not None and standby["for_each"] == "${range(local.standby_count)}"
+    assert [t for t, _ in c.resources if t.endswith("instance_group_manager")] == ["google_compute_instance_group_manager"]
+    mig = c.resources[("google_compute_instance_group_manager", "zonal")]
+    assert "count" not in mig and mig["zone"] == "${var.zones[0]}"
+    (lifecycle,) = mig["lifecycle"]
+    assert lifecycle["ignore_changes"] == ["target_size", "standby_policy", "target_stopped_size",
+                                           "target_suspended_size"]
+    standby = dynamic(mig, "standby_policy")
+    assert standby is not None and standby["for_each"] == "${range(local.standby_count)}"
 
 
 @pytest.mark.slow
 def test_terraform_evaluates_the_gcp_groups_labels_and_checks(tmp_path: Path) -> None:
     (args,) = example_calls("gcp-gpu-node-group").values()
-    names = ["labels", "standby_count", "regional"]
+    names = ["labels", "standby_count"]
     run = run_locals(GCP_GROUP, args, names, tmp_path / "gcp")
     assert run.ok, run.error
     assert run.outputs["labels"] == {"burst-cluster": "hybrid", "burst-tier": "elastic", "burst-capacity-type": "spot",
                                      "burst-gpu-model": "a100", "burst-group": "gcp-spot-a100",
                                      "burst-min-size": "0", "burst-max-size": "6"}
     assert all(v == v.lower() for v in run.outputs["labels"].values())
-    assert run.outputs["standby_count"] == 0 and run.outputs["regional"] is False
-    regional = run_locals(GCP_GROUP, {**args, "zones": ["us-central1-a", "us-central1-b"]}, names, tmp_path / "gcp")
-    assert regional.ok and regional.outputs["regional"] is True
+    assert run.outputs["standby_count"] == 0
+    for zones in (["us-central1-a", "us-central1-b"], []):
+        bad = run_locals(GCP_GROUP, {**args, "zones": zones}, names, tmp_path / "gcp")
+        assert not bad.ok and "Give exactly one zone: burst manages zonal MIGs only" in bad.error, zones
     pool = {"state": "stopped", "min_size": 1, "max_prepared": 2, "reuse_on_scale_in": True}
     bad = run_locals(GCP_GROUP, {**args, "warm_pool": pool}, names, tmp_path / "gcp")
     assert not bad.ok and "warm_pool is for on_demand groups only" in bad.error
     od = run_locals(GCP_GROUP, {**args, "capacity_type": "on_demand", "warm_pool": pool, "zones": ["us-central1-a"]},
                     names, tmp_path / "gcp")
-    assert od.ok and od.outputs["standby_count"] == 1 and od.outputs["regional"] is False
+    assert od.ok and od.outputs["standby_count"] == 1
     bad = run_locals(GCP_GROUP, {**args, "capacity_type": "on_demand", "warm_pool": {**pool, "state": "running"}},
                      names, tmp_path / "gcp")
     assert not bad.ok and "GPUs cannot be suspended" in bad.error

@@ -45,7 +45,7 @@ variable "gcp_region" {
 
 variable "gcp_zones" {
   type        = list(string)
-  description = "Zones of the GCP group: one makes a zonal MIG (what burst's GCP provider discovers), several a regional MIG."
+  description = "Zone of the GCP group, as a one-element list: the module makes a zonal MIG, the only kind burst's GCP provider manages."
   default     = ["us-central1-a"]
 }
 

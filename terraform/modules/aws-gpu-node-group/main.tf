@@ -149,7 +149,8 @@ resource "aws_autoscaling_group" "this" {
   }
 
   lifecycle {
-    # burst owns the desired capacity; an apply must not reset it.
-    ignore_changes = [desired_capacity]
+    # burst owns the desired capacity and resizes the warm pool (PutWarmPool);
+    # an apply must not reset them.
+    ignore_changes = [desired_capacity, warm_pool]
   }
 }

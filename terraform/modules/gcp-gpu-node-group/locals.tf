@@ -2,8 +2,7 @@
 # the checks and the discovery labels can be evaluated without a cloud provider.
 
 locals {
-  spot     = var.capacity_type == "spot"
-  regional = length(var.zones) > 1
+  spot = var.capacity_type == "spot"
 
   # Cross-variable checks (Terraform 1.0 has no preconditions): tonumber() of
   # the message fails the plan with the message in the error.

@@ -1,6 +1,6 @@
 # A GPU node group burst scales on GCP: instance template (GPUs, Spot option,
-# shutdown script hook), zonal or regional MIG whose target size burst owns,
-# standby pool for on-demand groups, and the discovery labels burst reads.
+# shutdown script hook), zonal MIG whose target size and standby pool burst
+# owns, and the discovery labels burst reads.
 
 resource "google_compute_instance_template" "this" {
   project      = var.project
@@ -38,7 +38,7 @@ resource "google_compute_instance_template" "this" {
     preemptible                 = local.spot
     automatic_restart           = !local.spot
     on_host_maintenance         = "TERMINATE"
-    instance_termination_action = local.spot ? "DELETE" : null
+    instance_termination_action = local.spot ? "STOP" : null
   }
 
   service_account {
@@ -52,7 +52,6 @@ resource "google_compute_instance_template" "this" {
 }
 
 resource "google_compute_instance_group_manager" "zonal" {
-  count              = local.regional ? 0 : 1
   project            = var.project
   name               = var.name
   zone               = var.zones[0]
@@ -81,44 +80,8 @@ resource "google_compute_instance_group_manager" "zonal" {
   target_stopped_size = local.standby_count == 1 ? local.standby_size : null
 
   lifecycle {
-    # burst owns the target size; an apply must not reset it.
-    ignore_changes = [target_size]
-  }
-}
-
-resource "google_compute_region_instance_group_manager" "regional" {
-  count                            = local.regional ? 1 : 0
-  project                          = var.project
-  name                             = var.name
-  region                           = var.region
-  distribution_policy_zones        = var.zones
-  distribution_policy_target_shape = var.distribution_shape
-  base_instance_name               = var.name
-  target_size                      = local.min_size
-
-  version {
-    instance_template = google_compute_instance_template.this.id
-  }
-
-  update_policy {
-    type                         = "OPPORTUNISTIC"
-    minimal_action               = "REPLACE"
-    instance_redistribution_type = "NONE"
-    max_surge_fixed              = 0
-    max_unavailable_fixed        = length(var.zones)
-  }
-
-  dynamic "standby_policy" {
-    for_each = range(local.standby_count)
-    content {
-      initial_delay_sec = var.standby_initial_delay_s
-      mode              = "MANUAL"
-    }
-  }
-  target_stopped_size = local.standby_count == 1 ? local.standby_size : null
-
-  lifecycle {
-    # burst owns the target size; an apply must not reset it.
-    ignore_changes = [target_size]
+    # burst owns the target size and resizes the standby pool (standby policy
+    # and target stopped/suspended size); an apply must not reset them.
+    ignore_changes = [target_size, standby_policy, target_stopped_size, target_suspended_size]
   }
 }

@@ -17,8 +17,8 @@ output "burst_node_group" {
 }
 
 output "instance_group_manager" {
-  description = "Self link of the managed instance group (zonal or regional)."
-  value       = local.regional ? google_compute_region_instance_group_manager.regional[0].self_link : google_compute_instance_group_manager.zonal[0].self_link
+  description = "Self link of the zonal managed instance group."
+  value       = google_compute_instance_group_manager.zonal.self_link
 }
 
 output "instance_template" {

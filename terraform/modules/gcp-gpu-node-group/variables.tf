@@ -30,28 +30,17 @@ variable "region" {
 
 variable "zones" {
   type        = list(string)
-  description = "Zones of the group: one zone makes a zonal MIG, several a regional MIG spread over them."
+  description = "The group's zone, as a one-element list: burst manages zonal MIGs only (for several zones, make one group per zone)."
 
   validation {
-    condition     = length(var.zones) >= 1
-    error_message = "Give at least one zone."
-  }
-}
-
-variable "distribution_shape" {
-  type        = string
-  description = "Regional MIGs only: how instances spread over zones (ANY suits GPUs and spot: it goes where capacity is)."
-  default     = "ANY"
-
-  validation {
-    condition     = contains(["EVEN", "BALANCED", "ANY", "ANY_SINGLE_ZONE"], var.distribution_shape)
-    error_message = "The distribution_shape must be EVEN, BALANCED, ANY or ANY_SINGLE_ZONE."
+    condition     = length(var.zones) == 1
+    error_message = "Give exactly one zone: burst manages zonal MIGs only; make one group per zone."
   }
 }
 
 variable "capacity_type" {
   type        = string
-  description = "on_demand or spot (Spot provisioning model; instances are deleted on preemption). Spot groups never get a standby pool."
+  description = "on_demand or spot (Spot provisioning model, instance_termination_action STOP: a preempted VM stays TERMINATED, which is how burst's GCP provider detects a preemption it missed the operation of). Spot groups never get a standby pool."
 
   validation {
     condition     = contains(["on_demand", "spot"], var.capacity_type)
