@@ -99,15 +99,24 @@ class Actuator:
         """Send every provider action of `plan`, in order; job actions are the job source's.
 
         Actions on a group in `skip` (its provider is down) are not sent: their outcome fails with the reason.
+        The plan and each action applied are logged at INFO with their ids (job actions were applied by the
+        job source just before; provider actions once the provider confirmed them).
         """
+        log.info("plan", extra={"plan_id": plan.id, "actions": len(plan.actions), "holds": len(plan.holds)})
         out: list[Outcome] = []
         for a in plan.actions:
             if a.kind not in PROVIDER_ACTIONS:
+                _log_applied(plan.id, a, by="job source")
                 continue
             if skip and a.target in skip:
-                out.append(Outcome(a, self.idempotency_key(plan.id, a), False, f"not sent: {skip[a.target]}"))
+                detail = f"not sent: {skip[a.target]}"
+                log.warning("action not sent", extra={"plan_id": plan.id, "action_id": a.id, "detail": detail})
+                out.append(Outcome(a, self.idempotency_key(plan.id, a), False, detail))
                 continue
-            out.append(self._send(plan.id, a))
+            outcome = self._send(plan.id, a)
+            if outcome.ok:
+                _log_applied(plan.id, a, by="provider")
+            out.append(outcome)
         return out
 
     def _fenced(self) -> None:
@@ -292,6 +301,12 @@ def sort_unknown(
             else:
                 unexplained.append(node)
     return adopted, unexplained
+
+
+def _log_applied(plan_id: str, action: Action, *, by: str) -> None:
+    if log.isEnabledFor(logging.INFO):
+        log.info("action applied", extra={"plan_id": plan_id, "action_id": action.id, "kind": action.kind.value,
+                                          "target": action.target, "reason": action.reason, "by": by})
 
 
 def _action_from_json(data: Mapping[str, Any]) -> Action:

@@ -111,7 +111,8 @@ STATE_OPTION = click.option(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line per event (start, action, gc, status, stop).")
 @click.option("--quiet", is_flag=True, help="Print only the final summary.")
 @click.option("--api", "api_listen", default=None,
-              help="Serve the HTTP API on HOST:PORT, e.g. 127.0.0.1:8460 (default: the config's api.listen; none).")
+              help="Serve the HTTP API on HOST:PORT, e.g. 0.0.0.0:8460, or on 127.0.0.1 with a bare PORT, e.g. 8460 "
+                   "(default: the config's api.listen; none).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Log lines on stderr: text, or one JSON object per line with plan and action ids.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
@@ -125,9 +126,10 @@ def run_cmd(
     With no --config this is the embedded quickstart: a simulated on-prem rack and
     two simulated cloud groups (on-demand and spot), three tenants and a seeded
     synthetic workload, on an accelerated simulated clock. SIGTERM or Ctrl-C
-    finishes the current tick and stops. SIGHUP, or a change to a policy file,
-    reloads the tenant policies after the current tick; a policy set with an
-    error is refused and the last good one stays in force.
+    finishes the current tick, gives up the leader lease and stops. SIGHUP, or
+    a change to a policy file, reloads the tenant policies after the current
+    tick; a policy set with an error is refused and the last good one stays in
+    force.
     """
     import signal
 
@@ -152,6 +154,7 @@ def run_cmd(
         signal.signal(signal.SIGHUP, lambda *_: runtime.request_reload())
         printer.banner(until)
         stats = runtime.run(until=until, on_tick=printer.tick)
+        runtime.release_lease()  # the end of --duration is a clean stop too
         printer.summary(stats)
     finally:
         if api is not None:

@@ -1,9 +1,12 @@
 """Daemon logging: one JSON object per line, with the plan and action ids a record carries.
 
 `burst run --log-format json` installs `JsonFormatter` on the root logger;
-records logged with `extra={"plan_id": ..., "action_id": ...}` (the actuator
-and the loop do) keep those keys, so a log pipeline can join them to the
-decision log and to `burst explain`.
+records logged with `extra={"plan_id": ..., "action_id": ...}` keep those keys,
+so a log pipeline can join them to the decision log and to `burst explain`.
+At INFO the actuator writes one `plan` record per tick (`plan_id`, `actions`,
+`holds`) and one `action applied` record per action (`plan_id`, `action_id`,
+`kind`, `target`, `reason`, `by`); failures are `action failed` or
+`action not sent` at WARNING, with the same ids.
 """
 
 from __future__ import annotations

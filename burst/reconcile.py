@@ -567,10 +567,12 @@ def run_loop(
 ) -> LoopStats:
     """Tick until `stop` is set or the clock passes `until`; `wait(seconds)` paces the ticks.
 
-    A tick that raises is logged with its traceback and counted; the loop goes
-    on. `stop` is checked between ticks, so SIGTERM lets the current tick finish.
-    `on_timing(report or None if it raised, seconds)` sees every tick (metrics).
-    `interval_s` and `jitter_s` may be callables, read before each wait (a reload re-paces the loop).
+    A tick that raises, in the controller or in a callback, is logged with its
+    traceback and counted; the loop goes on. `stop` is checked between ticks,
+    so SIGTERM lets the current tick finish. `on_timing(report or None if the
+    controller raised, seconds)` sees every tick (metrics), then `on_tick(report)`.
+    `interval_s` and `jitter_s` may be callables, read before each wait (a reload re-paces the loop);
+    each wait is the interval plus a uniform draw in [0, jitter] from a `seed`ed random source.
     """
     rng = random.Random(seed)
     stats = LoopStats()
@@ -578,18 +580,21 @@ def run_loop(
         if until is not None and controller.clock() >= until:
             break
         started = time.perf_counter()
+        report: TickReport | None = None
         try:
             report = controller.tick()
-        except Exception:
-            stats.errors += 1
-            log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
-            if on_timing is not None:
-                on_timing(None, time.perf_counter() - started)
-        else:
             if on_timing is not None:
                 on_timing(report, time.perf_counter() - started)
             if on_tick is not None:
                 on_tick(report)
+        except Exception:
+            stats.errors += 1
+            log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
+            if report is None and on_timing is not None:
+                try:
+                    on_timing(None, time.perf_counter() - started)
+                except Exception:
+                    log.exception("tick listener failed; the next tick runs", extra={"tick": stats.ticks + 1})
         stats.ticks += 1
         if stop.is_set():
             break

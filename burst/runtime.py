@@ -136,6 +136,7 @@ class Runtime:
 
         With a sim clock each pause advances simulated time by the interval and
         sleeps interval / clock_speed wall seconds (none when `realtime` is False).
+        A loop ended by `stop` (SIGTERM) is a clean stop: the leader lease is released.
         """
         cfg = self.config
         if self.sim_clock is not None:
@@ -151,7 +152,7 @@ class Runtime:
             def wait(seconds: float) -> None:
                 self.stop.wait(seconds)
 
-        return run_loop(
+        stats = run_loop(
             self.controller,
             interval_s=lambda: self.config.loop_interval,  # a reloaded config re-paces the next wait
             jitter_s=lambda: self.config.loop_jitter,
@@ -161,6 +162,18 @@ class Runtime:
             on_tick=on_tick,
             on_timing=self._timed,
         )
+        if self.stop.is_set():
+            self.release_lease()
+        return stats
+
+    def release_lease(self) -> None:
+        """Give up the leader lease if this daemon holds it (a clean stop), so a standby leads at its next tick."""
+        lease = self.controller.lease
+        state = lease.current() if lease is not None else None
+        if lease is None or state is None or state.holder != lease.holder or state.expires_at <= self.now():
+            return
+        lease.release()
+        log.info("leader lease released", extra={"holder": lease.holder, "epoch": state.epoch})
 
     def __post_init__(self) -> None:
         self._policy_stamp = _dir_stamp(self.reloader.path)
@@ -202,8 +215,9 @@ class Runtime:
             return []
         try:
             reloaded = load_config(self.config_file)
+            checked = validate_config(reloaded)
             change = diff_config(self.config, reloaded)
-            catalog = catalog_from_config(reloaded) if "catalog" in change.live else self.catalog
+            catalog = checked if "catalog" in change.live else self.catalog
             for provider in self.providers.values():
                 for group in provider.node_groups():
                     catalog.group_price(group)  # a catalog that cannot price a running group is refused
@@ -249,24 +263,15 @@ class Runtime:
             self.temp_dir.cleanup()
 
 
-def build_runtime(
-    config: BurstConfig,
-    *,
-    state_path: Path | None = None,
-    ephemeral: bool = False,
-    sim_start: datetime | None = None,
-    config_file: Path | None = None,
-) -> Runtime:
-    """Build the controller `config` describes.
+def validate_config(config: BurstConfig) -> Catalog:
+    """Decide whether `config` can be run, before anything is built: its price catalog, or one line saying why not.
 
-    `state_path` overrides the config's; `ephemeral` keeps state in a fresh
-    temporary directory removed on `close()` (the quickstart's default).
-    `sim_start` overrides the sim clock's start instant. `config_file` is the
-    file `config` was read from, re-read on SIGHUP or change (None: never).
+    The same checks guard the start and a reload, so a file refused at start (no node groups: an empty or
+    truncated burst.yaml) is refused on reload too. Raises ConfigError, or UnknownInstanceType for a group
+    the catalog cannot price.
     """
     groups = config.node_groups_model()
-    discover_aws = config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups)
-    discover_gcp = config.gcp is not None and config.gcp.discover and not any(g.provider == "gcp" for g in groups)
+    discover_aws, discover_gcp = _discovers(config)
     if not groups and not discover_aws and not discover_gcp:
         raise ConfigError("node_groups: the config has no node groups; add at least one")
     unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "gcp", "libcloud", "onprem"})
@@ -284,14 +289,49 @@ def build_runtime(
     if any(g.provider == "libcloud" for g in groups) and config.libcloud is None:
         raise ConfigError("node_groups: provider libcloud needs a libcloud: section with its driver and each "
                           "group's size and image")
+    catalog = catalog_from_config(config)
+    for g in groups:
+        catalog.group_price(g)
+    if config.workload.synthetic is not None and config.workload.kubernetes is None:
+        try:
+            SyntheticSettings.from_mapping(config.workload.synthetic)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return catalog
+
+
+def _discovers(config: BurstConfig) -> tuple[bool, bool]:
+    """Whether the AWS and GCP providers discover their groups (the config lists none of theirs)."""
+    groups = config.node_groups_model()
+    return (
+        config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups),
+        config.gcp is not None and config.gcp.discover and not any(g.provider == "gcp" for g in groups),
+    )
+
+
+def build_runtime(
+    config: BurstConfig,
+    *,
+    state_path: Path | None = None,
+    ephemeral: bool = False,
+    sim_start: datetime | None = None,
+    config_file: Path | None = None,
+) -> Runtime:
+    """Build the controller `config` describes.
+
+    `state_path` overrides the config's; `ephemeral` keeps state in a fresh
+    temporary directory removed on `close()` (the quickstart's default).
+    `sim_start` overrides the sim clock's start instant. `config_file` is the
+    file `config` was read from, re-read on SIGHUP or change (None: never).
+    """
+    catalog = validate_config(config)
+    groups = config.node_groups_model()
+    discover_aws, discover_gcp = _discovers(config)
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
     path = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
     path.parent.mkdir(parents=True, exist_ok=True)
     store = Store.open(path)
     try:
-        catalog = catalog_from_config(config)
-        for g in groups:
-            catalog.group_price(g)  # an unknown instance type fails here, before anything runs
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
         clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
         providers: dict[str, Provider] = {}
@@ -609,4 +649,5 @@ __all__ = [
     "catalog_from_config",
     "load_run_config",
     "quickstart_config_path",
+    "validate_config",
 ]

@@ -76,6 +76,20 @@ PathStr = Annotated[str, Strict(), AfterValidator(_path), WithJsonSchema({"type"
 """A file-system path as written in the config (relative ones resolve against the config file's directory)."""
 
 
+DEFAULT_API_HOST = "127.0.0.1"
+"""Where the API binds when its listen setting names only a port."""
+
+
+def listen_address(value: str | int) -> str:
+    """Decide the HOST:PORT an API listen setting binds: `HOST:PORT` as given, a bare port (`8460`, `:8460`)
+    on 127.0.0.1. Port 0 (any free port) passes; a ValueError names the accepted forms otherwise."""
+    text = str(value).strip() if not isinstance(value, bool) else ""
+    host, _, port = text.rpartition(":")
+    if not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise ValueError(f"{value!r} is not HOST:PORT or a port, e.g. 127.0.0.1:8460 or 8460")
+    return f"{host or DEFAULT_API_HOST}:{int(port)}"
+
+
 def _cluster_id(value: str) -> str:
     if re.fullmatch(CLUSTER_PATTERN, value) is None:
         raise ValueError(
@@ -461,8 +475,8 @@ class ApiDoc(StrictModel):
 
     listen: str | None = Field(
         default=None, strict=True,
-        description="HOST:PORT the API binds, e.g. 127.0.0.1:8460 (default: no API). Bind beyond 127.0.0.1 only "
-        "behind TLS.",
+        description="HOST:PORT the API binds, e.g. 127.0.0.1:8460, or a bare port (8460 or :8460) for 127.0.0.1 "
+        "(default: no API). Bind beyond 127.0.0.1 only behind TLS.",
     )
     tokens_dir: PathStr = Field(
         default="tokens",
@@ -475,15 +489,15 @@ class ApiDoc(StrictModel):
         "under /agent/v1.",
     )
 
-    @field_validator("listen")
+    @field_validator("listen", mode="before")
     @classmethod
-    def _host_port(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        host, _, port = value.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{value!r} is not HOST:PORT, e.g. 127.0.0.1:8460")
-        return value
+    def _host_port(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool) or not isinstance(value, str | int):
+            return value  # None, or a type error the field itself reports
+        address = listen_address(value)
+        if address.endswith(":0"):
+            raise ValueError(f"{value!r}: port 0 is not a fixed port; give one, e.g. 8460")
+        return address
 
 
 class LeaderDoc(StrictModel):

@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from burst.api.server import ApiServer, start_api
+from burst.api.server import ApiServer, ApiStartError, start_api
 from burst.cli import main
-from burst.runtime import Runtime, build_runtime, load_run_config
+from burst.runtime import Runtime, build_runtime, load_run_config, quickstart_config_path
+from policies import PolicyValidationError, load_config
+from policies.config import listen_address
 
 
 @pytest.fixture
@@ -51,6 +53,90 @@ def test_tokens_are_generated_private_and_guard_every_other_endpoint(daemon) -> 
         assert httpx.get(f"{api.url}{path}", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert httpx.post(f"{api.url}/v1/jobs", json={"tenant": "prod", "gpus": 1}).status_code == 401
     assert httpx.get(f"{api.url}/v1/status", headers=token(api, "prod")).status_code == 403
+
+
+def test_auth_failures_keep_their_status_and_message(daemon) -> None:
+    _, api = daemon
+    cases = [
+        ({}, 401, "missing bearer token"),
+        ({"Authorization": "Basic YWRtaW46eA=="}, 401, "missing bearer token"),
+        ({"Authorization": "Bearer"}, 401, "missing bearer token"),
+        ({"Authorization": "Bearer nope"}, 401, "unknown token"),
+        (token(api, "prod"), 403, "this endpoint needs the admin token"),
+    ]
+    for headers, code, detail in cases:
+        response = httpx.get(f"{api.url}/v1/status", headers=headers)
+        assert (response.status_code, response.json()["detail"]) == (code, detail), headers
+        assert (response.headers.get("www-authenticate") == "Bearer") == (code == 401)
+    assert httpx.get(f"{api.url}/v1/status", headers={"Authorization": "bearer " + token(api, "admin")[
+        "Authorization"].split()[1]}).status_code == 200  # the scheme is case-insensitive
+
+
+def test_openapi_declares_bearer_auth_on_every_route_but_health_and_readiness(daemon) -> None:
+    _, api = daemon
+    schema = httpx.get(f"{api.url}/openapi.json").json()
+    scheme = schema["components"]["securitySchemes"]
+    assert list(scheme) == ["bearerAuth"]
+    assert (scheme["bearerAuth"]["type"], scheme["bearerAuth"]["scheme"]) == ("http", "bearer")
+    operations = [(path, method, op) for path, ops in schema["paths"].items() for method, op in ops.items()]
+    assert {path for path, _, _ in operations} >= {"/healthz", "/readyz", "/v1/status", "/v1/plan", "/v1/jobs",
+                                                  "/v1/jobs/{job_id}", "/metrics"}
+    for path, method, op in operations:
+        assert not any(p["name"].lower() == "authorization" for p in op.get("parameters", [])), (path, method)
+        if path in ("/healthz", "/readyz"):
+            assert "security" not in op and not {"401", "403"} & set(op["responses"]), (path, method)
+        else:
+            assert op.get("security") == [{"bearerAuth": []}], (path, method)
+            assert {"401", "403"} <= set(op["responses"]), (path, method)
+
+
+@pytest.mark.parametrize(("given", "bound"), [
+    ("8460", "127.0.0.1:8460"), (8460, "127.0.0.1:8460"), (":8460", "127.0.0.1:8460"), (" 8460 ", "127.0.0.1:8460"),
+    ("0.0.0.0:8460", "0.0.0.0:8460"), ("[::1]:8460", "[::1]:8460"), ("localhost:80", "localhost:80"),
+    ("0", "127.0.0.1:0"),
+])
+def test_a_bare_port_listens_on_localhost(given: str | int, bound: str) -> None:
+    assert listen_address(given) == bound
+
+
+@pytest.mark.parametrize("given", ["", ":", "nowhere", "host:", "host:http", "8460:", "65536", "-1", "١٢٣", True])
+def test_a_listen_address_without_a_port_is_refused(given: str | bool) -> None:
+    with pytest.raises(ValueError, match="is not HOST:PORT or a port"):
+        listen_address(given)
+
+
+@pytest.mark.parametrize(("line", "bound"), [
+    ("listen: 8460", "127.0.0.1:8460"), ("listen: ':8460'", "127.0.0.1:8460"), ("listen: :8460", "127.0.0.1:8460"),
+    ("listen: 0.0.0.0:8460", "0.0.0.0:8460"), ("listen: null", None),
+])
+def test_api_listen_in_burst_yaml_takes_a_bare_port(tmp_path: Path, line: str, bound: str | None) -> None:
+    path = tmp_path / "burst.yaml"
+    path.write_text(quickstart_config_path().read_text() + f"api:\n  {line}\n")
+    assert load_config(path).api.listen == bound
+
+
+@pytest.mark.parametrize("line", ["listen: 0", "listen: nowhere", "listen: [8460]", "listen: true"])
+def test_api_listen_in_burst_yaml_refuses_what_is_not_an_address(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "burst.yaml"
+    path.write_text(quickstart_config_path().read_text() + f"api:\n  {line}\n")
+    with pytest.raises(PolicyValidationError) as info:
+        load_config(path)
+    assert "api.listen" in str(info.value)
+
+
+def test_start_api_on_a_bare_port_binds_localhost(tmp_path: Path) -> None:
+    runtime = build_runtime(load_run_config(None), state_path=tmp_path / "burst.db")
+    try:
+        api = start_api(runtime, "0", tokens_dir=tmp_path / "tokens")
+        try:
+            assert api.url.startswith("http://127.0.0.1:")
+            assert httpx.get(f"{api.url}/healthz").json() == {"status": "ok"}
+        finally:
+            api.stop()
+        with pytest.raises(ApiStartError, match="is not HOST:PORT or a port"):
+            start_api(runtime, "localhost", tokens_dir=tmp_path / "tokens")
+    finally:
+        runtime.close()
 
 
 def test_status_and_plan_describe_the_last_tick(daemon) -> None:
@@ -137,5 +223,9 @@ def test_burst_run_serves_the_api_and_refuses_a_bad_address(tmp_path: Path) -> N
                                        "--state", str(tmp_path / "s.db")])
     assert result.exit_code == 0, result.output
     assert "API on http://127.0.0.1:" in result.output
+    bare = CliRunner().invoke(main, ["run", "--duration", "5m", "--quiet", "--api", "0",
+                                     "--state", str(tmp_path / "bare.db")])
+    assert bare.exit_code == 0, bare.output
+    assert "API on http://127.0.0.1:" in bare.output
     bad = CliRunner().invoke(main, ["run", "--duration", "5m", "--quiet", "--api", "nowhere"])
     assert bad.exit_code != 0 and "is not HOST:PORT" in bad.output

@@ -6,11 +6,16 @@ import io
 import json
 import logging
 import shutil
+import sys
 from datetime import timedelta
 from pathlib import Path
 
-from burst.logs import JsonFormatter
-from burst.runtime import build_runtime, load_run_config, quickstart_config_path
+import pytest
+
+from burst.logs import JsonFormatter, configure_logging
+from burst.model import ActionKind
+from burst.reconcile import TickReport
+from burst.runtime import ConfigError, build_runtime, load_run_config, quickstart_config_path
 
 
 def copy_quickstart(tmp_path: Path) -> Path:
@@ -108,5 +113,79 @@ def test_config_reload_applies_pacing_and_prices_keeps_the_rest_and_survives_a_b
         errors = runtime.reload_if_changed()  # a new type needs its GPU shape: refused whole
         assert errors and "gpu_model and gpus" in errors[0]
         assert runtime.catalog.group_price(od) == 99.0
+    finally:
+        runtime.close()
+
+
+def test_json_log_records_every_plan_and_each_applied_action_with_the_plans_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    configure_logging("json", "info")  # what `burst run --log-format json --log-level info` installs
+    runtime = build_runtime(load_run_config(None), state_path=tmp_path / "s.db")
+    reports: list[TickReport] = []
+    try:
+        runtime.run(until=runtime.now() + timedelta(hours=4), on_tick=reports.append, realtime=False)
+    finally:
+        runtime.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    plans = {line["plan_id"]: line for line in lines if line["message"] == "plan"}
+    applied: dict[str, dict[str, dict[str, object]]] = {}
+    for line in lines:
+        if line["message"] == "action applied":
+            assert line["level"] == "info" and line["logger"] == "burst.actuator"
+            applied.setdefault(line["plan_id"], {})[line["action_id"]] = line
+    assert len(reports) == 240 and len(plans) == 240
+    acted = [r for r in reports if r.plan.actions]
+    kinds = {a.kind for r in acted for a in r.plan.actions}
+    assert ActionKind.SCALE_UP in kinds and ActionKind.PLACE_JOB in kinds  # cloud capacity and job placements
+    for report in reports:
+        plan = report.plan
+        assert plans[plan.id]["actions"] == len(plan.actions) and plans[plan.id]["holds"] == len(plan.holds)
+        failed = {o.action.id for o in report.outcomes if not o.ok}
+        logged = applied.get(plan.id, {})
+        assert set(logged) == {a.id for a in plan.actions} - failed
+        for action in plan.actions:
+            if action.id in logged:
+                line = logged[action.id]
+                assert (line["kind"], line["target"], line["reason"]) == (action.kind.value, action.target, action.reason)
+    assert set(applied) <= set(plans)
+
+
+@pytest.mark.parametrize("broken", ["empty", "truncated"])
+def test_an_empty_or_truncated_config_is_refused_on_reload_as_at_start_and_logged(
+    tmp_path: Path, broken: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = copy_quickstart(tmp_path)
+    original = config.read_text()
+    runtime = build_runtime(load_run_config(config), state_path=tmp_path / "s.db", config_file=config)
+    try:
+        start = runtime.now()
+        runtime.run(until=start + timedelta(minutes=2), realtime=False)
+        good = runtime.config
+        assert good.loop_interval == 60.0 and good.node_groups
+
+        # an editor's half-saved file: nothing, or the head of the file, without loop_interval and node_groups
+        config.write_text("" if broken == "empty" else original[: original.index("loop_interval:")])
+        with pytest.raises(ConfigError, match="no node groups"):
+            build_runtime(load_run_config(config), state_path=tmp_path / "other.db")  # refused at start
+
+        with caplog.at_level(logging.INFO, logger="burst"):
+            errors = runtime.reload_if_changed()
+        assert errors and "burst.yaml" in errors[0] and "no node groups" in errors[0]
+        assert runtime.config is good and runtime.config.loop_interval == 60.0  # not the default 10 s
+        failed = [r for r in caplog.records if r.getMessage().startswith("config reload failed")]
+        assert len(failed) == 1 and failed[0].levelno == logging.ERROR
+        assert failed[0].errors == errors  # type: ignore[attr-defined]
+        assert not any(r.getMessage() == "config reloaded" for r in caplog.records)
+
+        tick = runtime.now()
+        runtime.run(until=tick + timedelta(minutes=3), realtime=False)
+        assert runtime.now() == tick + timedelta(minutes=3)  # still 1m ticks on the last good config
     finally:
         runtime.close()

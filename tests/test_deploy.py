@@ -64,12 +64,44 @@ def test_the_manifests_config_and_policies_validate(tmp_path: Path) -> None:
     assert validate_policy_dir(policies) == []
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
+BURST_BIN = "/opt/burst/bin/burst"
+"""Where the units run burst from: absent on a test machine, which `systemd-analyze verify` reports."""
+needs_systemd_analyze = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here"
+)
+
+
+def verify_problems(unit: Path) -> list[str]:
+    """Every line `systemd-analyze verify` reports about `unit` except that BURST_BIN is missing on this machine,
+    and a non-zero exit that no line explains."""
+    result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    missing_bin = f"{unit.name}: Command {BURST_BIN} is not executable: No such file or directory"
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    problems = [line for line in lines if line != missing_bin]
+    if result.returncode != 0 and not problems and missing_bin not in lines:
+        problems.append(f"systemd-analyze verify {unit.name} exited {result.returncode} without saying why")
+    return problems
+
+
+@needs_systemd_analyze
 def test_systemd_units_verify() -> None:
-    for unit in sorted((DEPLOY / "systemd").glob("*.service")):
-        result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
-        problems = [line for line in result.stderr.splitlines() if "Unknown" in line or "Invalid" in line]
+    units = sorted((DEPLOY / "systemd").glob("*.service"))
+    assert [u.name for u in units] == ["burst-agent.service", "burst.service"]
+    for unit in units:
+        assert f"ExecStart={BURST_BIN} " in unit.read_text()
+        problems = verify_problems(unit)
         assert not problems, problems
+
+
+@needs_systemd_analyze
+def test_systemd_verify_check_catches_a_broken_unit(tmp_path: Path) -> None:
+    text = (DEPLOY / "systemd" / "burst.service").read_text()
+    broken = tmp_path / "burst.service"
+    broken.write_text(text.replace("RestartSec=5", "RestartSec=five\nKillMode\nTimeoutStopSec=2x"))
+    problems = verify_problems(broken)
+    assert any("Missing '='" in line for line in problems), problems
+    assert sum("Failed to parse" in line for line in problems) == 2, problems
+    assert not any(BURST_BIN in line for line in problems)  # the missing binary alone is not a problem
 
 
 def test_systemd_units_run_burst_and_reload_with_sighup() -> None:

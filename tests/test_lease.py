@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +17,8 @@ from builders import T0, group, job
 from burst.actuator import Actuator
 from burst.lease import Deposed, SqliteLease
 from burst.model import Action, ActionKind, Plan, Tier
-from burst.reconcile import Controller
+from burst.reconcile import Controller, TickReport
+from burst.runtime import Runtime, build_runtime, load_run_config, quickstart_config_path
 from burst.state import Store
 from burst.workloads.queue import StoreQueue
 from providers.sim import ManualClock, SimProvider
@@ -118,3 +124,70 @@ def test_a_clean_stop_releases_the_lease_so_the_standby_leads_at_once(cluster) -
     assert not report.standby
     clock.advance(timedelta(seconds=1).total_seconds())
     assert a.tick().standby
+
+
+def leader_config(tmp_path: Path, holder: str) -> Path:
+    """The quickstart with leader election on, as daemon `holder`, with a lease longer than its 1m ticks."""
+    if not (tmp_path / "qs").exists():
+        shutil.copytree(quickstart_config_path().parent, tmp_path / "qs")
+    path = tmp_path / "qs" / f"{holder}.yaml"
+    path.write_text((tmp_path / "qs" / "burst.yaml").read_text() + f"leader: {{enabled: true, holder: {holder}, lease: 5m}}\n")
+    return path
+
+
+def test_a_daemon_stopped_cleanly_releases_the_lease_and_a_second_one_leads_at_once(tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    first = build_runtime(load_run_config(leader_config(tmp_path, "daemon-a")), state_path=state)
+    second: Runtime | None = None
+    try:
+        first.run(until=first.now() + timedelta(minutes=3), realtime=False)
+        second = build_runtime(load_run_config(leader_config(tmp_path, "daemon-b")), state_path=state)
+        assert second.sim_clock is not None
+        second.sim_clock.advance((first.now() - second.now()).total_seconds())  # both at daemon-a's next tick
+        assert second.controller.tick().standby  # daemon-a leads: a plain end of run() keeps the lease
+
+        def sigterm(_: TickReport) -> None:
+            first.stop.set()  # what the SIGTERM handler does, mid-run
+
+        first.run(until=first.now() + timedelta(hours=1), on_tick=sigterm, realtime=False)
+        report = second.controller.tick()  # the same instant: no lease wait
+        assert not report.standby and report.at == first.now()
+        lease = second.controller.lease
+        assert lease is not None and lease.current() is not None
+        assert (lease.current().holder, lease.current().epoch) == ("daemon-b", 2)  # type: ignore[union-attr]
+        assert first.controller.tick().standby  # and daemon-a, were it to tick again, stands by
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_sigterm_to_burst_run_releases_the_lease(tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    config = leader_config(tmp_path, "daemon-a")
+    daemon = subprocess.Popen([sys.executable, "-m", "burst.cli", "run", "--config", str(config), "--state", str(state),
+                               "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lease = None
+        deadline = time.monotonic() + 60
+        while lease is None or lease.current() is None:  # until daemon-a has taken the lease
+            assert daemon.poll() is None, daemon.communicate()
+            assert time.monotonic() < deadline, "burst run never took the lease"
+            if lease is None and state.exists():
+                lease = SqliteLease(state, "daemon-b", duration_s=LEASE_S)
+            time.sleep(0.05)
+        held = lease.current()
+        assert held is not None and held.holder == "daemon-a"
+        assert lease.acquire(held.expires_at - timedelta(seconds=1)) is None  # held: daemon-b would wait
+        daemon.send_signal(signal.SIGTERM)
+        out, err = daemon.communicate(timeout=60)
+        assert daemon.returncode == 0, err
+        released = lease.current()
+        assert released is not None and released.holder == "daemon-a" and released.expires_at < held.expires_at
+        assert lease.acquire(held.expires_at - timedelta(seconds=LEASE_S)) == held.epoch + 1  # at once
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.communicate()
+        if lease is not None:
+            lease.close()

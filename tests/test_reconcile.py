@@ -210,6 +210,79 @@ def test_stop_event_ends_the_loop_after_the_current_tick() -> None:
     assert stats.ticks == 1 and len(seen) == 1
 
 
+@pytest.mark.parametrize("callback", ["on_tick", "on_timing"])
+def test_a_callback_that_raises_is_logged_and_the_next_tick_runs(
+    callback: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock(T0)
+    store = Store(":memory:")
+    ctl, _, queue = build(store, clock)
+    queue.submit(job("j", gpus=8, duration_s=600.0))
+    seen: list[object] = []
+
+    def listener(*args: object) -> None:
+        seen.append(args[0])
+        if len(seen) == 1:
+            raise RuntimeError("listener broke")
+
+    with caplog.at_level(logging.ERROR, logger="burst.reconcile"):
+        stats = run_loop(ctl, interval_s=60, wait=clock.advance, stop=threading.Event(),
+                         until=T0 + timedelta(minutes=5), **{callback: listener})  # type: ignore[arg-type]
+    assert stats.ticks == 5 and stats.errors == 1 and len(seen) == 5
+    assert all(report is not None for report in seen)  # the ticks themselves never failed
+    assert "tick failed" in caplog.text and "listener broke" in caplog.text
+    assert store.get_job("j").state is JobState.RUNNING  # type: ignore[union-attr]
+
+
+def test_on_timing_sees_a_failed_tick_even_when_it_raises_itself(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock(T0)
+    ctl, _, queue = build(Store(":memory:"), clock)
+    real_observe = queue.observe
+    calls: list[str] = []
+
+    def flaky_observe(now, nodes):  # type: ignore[no-untyped-def]
+        if not calls:
+            calls.append("observe")
+            raise TimeoutError("listing timed out")
+        return real_observe(now, nodes)
+
+    def on_timing(report: object, seconds: float) -> None:
+        calls.append("failed" if report is None else "ok")
+        if report is None:
+            raise RuntimeError("metrics broke")
+
+    queue.observe = flaky_observe  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger="burst.reconcile"):
+        stats = run_loop(ctl, interval_s=60, wait=clock.advance, stop=threading.Event(),
+                         until=T0 + timedelta(minutes=3), on_timing=on_timing)
+    assert calls == ["observe", "failed", "ok", "ok"] and stats.ticks == 3 and stats.errors == 1
+    assert "listing timed out" in caplog.text and "metrics broke" in caplog.text
+
+
+def test_loop_jitter_draws_each_wait_in_interval_to_interval_plus_jitter() -> None:
+    def waits(seed: int, jitter: float) -> list[float]:
+        clock = ManualClock(T0)
+        ctl, _, _ = build(Store(":memory:"), clock)
+        out: list[float] = []
+
+        def wait(seconds: float) -> None:  # the simulated clock moves; nothing sleeps
+            out.append(seconds)
+            clock.advance(seconds)
+
+        stats = run_loop(ctl, interval_s=60, jitter_s=lambda: jitter, wait=wait, stop=threading.Event(),
+                         until=T0 + timedelta(hours=1), seed=seed)
+        assert stats.errors == 0 and len(out) == stats.ticks
+        return out
+
+    drawn = waits(seed=11, jitter=15.0)
+    assert len(drawn) >= 40 and all(60.0 <= w <= 75.0 for w in drawn)
+    assert len(set(drawn)) == len(drawn)  # every wait differs
+    assert max(drawn) - min(drawn) > 10.0  # and they spread over the range, not bunched at one end
+    assert waits(seed=11, jitter=15.0) == drawn  # a seed makes the pacing repeatable
+    assert waits(seed=12, jitter=15.0) != drawn
+    assert set(waits(seed=11, jitter=0.0)) == {60.0}  # the default: no jitter at all
+
+
 def test_state_survives_a_restart_and_plan_ids_continue(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     path = tmp_path / "burst.db"

@@ -10,7 +10,9 @@ schema is at `/openapi.json` and browsable at `/docs`.
 | `GET /v1/jobs`, `POST /v1/jobs`, `GET /v1/jobs/{id}`, `DELETE /v1/jobs/{id}` | admin, or a tenant token for its own jobs |
 | `/agent/v1/...` | each node agent's own token (burst.agent.router) |
 
-A missing or unknown token is 401; a tenant token reaching for another
+Tokens are declared in the OpenAPI schema as the `bearerAuth` security
+scheme (HTTP bearer), required by every route here but the health checks. A
+missing or unknown token is 401; a tenant token reaching for another
 tenant's jobs, or for an admin endpoint, is 403; a bad payload is 422 naming
 the field. Job writes go to the state store's embedded queue (its own SQLite
 connection, beside the loop's: WAL lets them share the file).
@@ -26,7 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -39,6 +42,14 @@ from burst.model import Job, JobState
 from burst.state import JobExists, Store
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+BEARER = HTTPBearer(
+    scheme_name="bearerAuth", auto_error=False,
+    description="The admin token or a tenant's token (files in api.tokens_dir).",
+)
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "Missing or unknown bearer token"},
+    403: {"description": "The token may not do this (a tenant token on another tenant, or on an admin endpoint)"},
+}
 
 
 class DaemonView:
@@ -147,11 +158,10 @@ def api_app(
 
     app = FastAPI(title="burst controller API", version="1", lifespan=lifespan)
 
-    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
+    def principal(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
+        if credentials is None:  # no Authorization header, or not a bearer one
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-        who = tokens.resolve(token)
+        who = tokens.resolve(credentials.credentials)
         if who is None:
             raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
         return who
@@ -173,18 +183,21 @@ def api_app(
             response.status_code = 503
         return {"ready": ready, "last_tick": at.isoformat() if at else None}
 
-    @app.get("/v1/status", summary="Tiers, groups, warm pools, queue and spend rate at the last tick")
+    @app.get("/v1/status", summary="Tiers, groups, warm pools, queue and spend rate at the last tick",
+             responses=AUTH_RESPONSES)
     def status(_: Annotated[Principal, Depends(admin)]) -> dict[str, Any]:
         return view.read()[1]
 
-    @app.get("/v1/plan", summary="The plan of the last tick, with every action's reason and every hold")
+    @app.get("/v1/plan", summary="The plan of the last tick, with every action's reason and every hold",
+             responses=AUTH_RESPONSES)
     def current_plan(_: Annotated[Principal, Depends(admin)]) -> dict[str, Any]:
         plan = view.read()[2]
         if plan is None:
             raise HTTPException(404, "no tick has run yet")
         return plan
 
-    @app.get("/v1/jobs", summary="Jobs in the embedded queue (a tenant token sees its own only)")
+    @app.get("/v1/jobs", summary="Jobs in the embedded queue (a tenant token sees its own only)",
+             responses=AUTH_RESPONSES)
     def list_jobs(
         who: Annotated[Principal, Depends(principal)],
         tenant: Annotated[str | None, Query(description="Only this tenant's jobs")] = None,
@@ -196,7 +209,8 @@ def api_app(
             jobs = store.jobs(states=state or None, tenant=tenant if tenant is not None else who.tenant)
         return [job_to_json(j) for j in jobs]
 
-    @app.post("/v1/jobs", status_code=201, summary="Submit a job to the embedded queue")
+    @app.post("/v1/jobs", status_code=201, summary="Submit a job to the embedded queue",
+              responses=AUTH_RESPONSES)
     def submit(body: JobSubmission, who: Annotated[Principal, Depends(principal)]) -> dict[str, Any]:
         if not who.may_see(body.tenant):
             raise HTTPException(403, f"a token of tenant {who.tenant} cannot submit for tenant {body.tenant}")
@@ -219,11 +233,12 @@ def api_app(
             raise HTTPException(403, f"job {job_id} belongs to another tenant")
         return job
 
-    @app.get("/v1/jobs/{job_id}", summary="One job")
+    @app.get("/v1/jobs/{job_id}", summary="One job", responses=AUTH_RESPONSES)
     def get_job(job_id: str, who: Annotated[Principal, Depends(principal)]) -> dict[str, Any]:
         return job_to_json(_own_job(job_id, who))
 
-    @app.delete("/v1/jobs/{job_id}", summary="Cancel a job (pending or running); its GPUs are freed next tick")
+    @app.delete("/v1/jobs/{job_id}", summary="Cancel a job (pending or running); its GPUs are freed next tick",
+                responses=AUTH_RESPONSES)
     def cancel(job_id: str, who: Annotated[Principal, Depends(principal)]) -> dict[str, Any]:
         job = _own_job(job_id, who)
         if not job.active:
@@ -237,7 +252,7 @@ def api_app(
                     hub.evict(node_id, Eviction(job_id=job.id, reason=f"cancelled through the API by {who.tenant or 'the admin'}"))
         return job_to_json(done)
 
-    @app.get("/metrics", summary="Prometheus metrics (text exposition format)")
+    @app.get("/metrics", summary="Prometheus metrics (text exposition format)", responses=AUTH_RESPONSES)
     def metrics(_: Annotated[Principal, Depends(admin)]) -> Response:
         body = generate_latest(registry) if registry is not None else b""
         return Response(content=body, media_type=CONTENT_TYPE_LATEST)

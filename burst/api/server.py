@@ -20,6 +20,7 @@ from burst.api.app import DaemonView, api_app
 from burst.api.status import daemon_status
 from burst.api.tokens import load_api_tokens
 from burst.reconcile import TickReport
+from policies.config import listen_address
 
 if TYPE_CHECKING:
     from burst.runtime import Runtime
@@ -49,9 +50,12 @@ class ApiServer:
 
 
 def _bind(listen: str) -> socket.socket:
+    """Bind `listen` (HOST:PORT, or a bare port for 127.0.0.1; see `policies.config.listen_address`)."""
+    try:
+        listen = listen_address(listen)
+    except ValueError as exc:
+        raise ApiStartError(f"api: {exc}") from None
     host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise ApiStartError(f"api: {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8460")
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -62,7 +66,8 @@ def _bind(listen: str) -> socket.socket:
 
 
 def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
-    """Start the API for `runtime` on `listen` (HOST:PORT), tokens from (or generated into) `tokens_dir`."""
+    """Start the API for `runtime` on `listen` (HOST:PORT, or a bare PORT for 127.0.0.1), tokens from (or
+    generated into) `tokens_dir`."""
     config = runtime.config
     try:
         tokens = load_api_tokens(tokens_dir, runtime.reloader.current.keys())
