@@ -43,6 +43,28 @@ region's price at an instant is the lowest of its zones' prices in effect then
 first row that zone has no price. `SpotHistory.price_at` is that step function;
 `Catalog.spot_price_at` falls back to the flat spot price where the history has
 nothing at or before the instant.
+
+Standby: what a stopped warm-pool node bills
+--------------------------------------------
+A stopped (or hibernated) cloud instance bills no compute, only the storage of
+its boot volume. ``burst/data/storage_prices.csv`` (columns `STORAGE_COLUMNS`)
+holds dated list prices of block storage, USD per GB-month, per (provider,
+region, volume type). `Catalog.standby_price` of a cloud group is
+
+    root_volume_gb × usd_per_gb_month / HOURS_PER_MONTH   (730 h)
+
+for the volume type the provider's Terraform node-group module provisions
+(`ROOT_VOLUME_TYPES`: gp3 on AWS, pd-ssd on GCP) and the root volume size
+(`ROOT_VOLUME_GB`, 200, the modules' ``root_volume_size_gib`` /
+``boot_disk_size_gb`` default; ``Catalog.load(root_volume_gb=...)`` changes
+it). AWS and GCP both bill these "GB" as binary gigabytes (GiB), the unit the
+modules size volumes in, so no conversion applies. A 200 GB gp3 volume in
+us-east-1: 200 × 0.08 / 730 ≈ 0.0219 USD/hour. ``scripts/refresh_aws_prices.py``
+and ``scripts/refresh_gcp_prices.py`` refresh the file's rows of their provider
+from its price API, with each row's ``as_of`` date and source.
+A region the file has no row for is priced at its provider's reference region
+(`STORAGE_FALLBACK_REGIONS`: us-east-1, us-central1); a provider with no volume
+type of its own is priced as AWS (`Catalog.root_volume_price`).
 """
 
 from __future__ import annotations
@@ -51,9 +73,10 @@ import bisect
 import csv
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -62,6 +85,13 @@ from burst.model import CapacityType, NodeGroup, Tier, WarmState
 
 HOURS_PER_YEAR = 8760.0
 """Hours in a (non-leap) year, used to amortise on-prem capex."""
+
+HOURS_PER_MONTH = 730.0
+"""Hours in the month that per-GB-month storage prices are quoted for (8760 / 12, as AWS and GCP bill)."""
+
+ROOT_VOLUME_GB = 200.0
+"""Boot volume per cloud node, GB: the default of the Terraform node-group modules
+(aws-gpu-node-group ``root_volume_size_gib``, gcp-gpu-node-group ``boot_disk_size_gb``)."""
 
 COLUMNS = (
     "provider",
@@ -95,6 +125,21 @@ SHIPPED_SPOT_HISTORY_CSV = "burst/data/spot_history.csv"
 
 SPOT_MEDIAN_WINDOW_S = 30 * 86400.0
 """How far back `Catalog.projected_spot` looks: the last 30 days."""
+
+STORAGE_COLUMNS = ("provider", "region", "volume_type", "usd_per_gb_month", "as_of", "source")
+"""The storage price CSV's columns, in order."""
+
+SHIPPED_STORAGE_CSV = "burst/data/storage_prices.csv"
+"""How errors name the storage price CSV shipped with the package."""
+
+ROOT_VOLUME_TYPES: Mapping[str, str] = {"aws": "gp3", "gcp": "pd-ssd"}
+"""The boot volume type each provider's Terraform node-group module creates: what its standby is priced as."""
+
+STORAGE_FALLBACK_REGIONS: Mapping[str, str] = {"aws": "us-east-1", "gcp": "us-central1"}
+"""Where a provider's storage price is taken from when its group's region has no row (`Catalog.root_volume_price`)."""
+
+STORAGE_DEFAULT_PROVIDER = "aws"
+"""Providers without a root volume type of their own (libcloud, ...) are priced as this one's."""
 
 _FIX = "add it to catalog.overrides in burst.yaml or to the price CSV"
 
@@ -365,6 +410,94 @@ def shipped_spot_history() -> list[SpotPricePoint]:
     return parse_spot_history(text, SHIPPED_SPOT_HISTORY_CSV)
 
 
+@dataclass(frozen=True)
+class StoragePrice:
+    """One block-storage volume type in one region: its list price, USD per GB-month."""
+
+    provider: str
+    region: str
+    volume_type: str
+    usd_per_gb_month: float
+    as_of: str
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("provider", "region", "volume_type", "source"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{name} must not be empty")
+        _finite(self.usd_per_gb_month, "usd_per_gb_month")
+        if self.usd_per_gb_month <= 0:
+            raise ValueError(f"usd_per_gb_month must be > 0, got {self.usd_per_gb_month}")
+        try:
+            date.fromisoformat(self.as_of)
+        except ValueError:
+            raise ValueError(f"as_of must be a YYYY-MM-DD date, got {self.as_of!r}") from None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies the row: later rows with the same key replace it."""
+        return (self.provider, self.region, self.volume_type)
+
+    def usd_per_hour(self, gb: float) -> float:
+        """USD per hour of a `gb` volume: ``gb × usd_per_gb_month / HOURS_PER_MONTH``."""
+        return gb * self.usd_per_gb_month / HOURS_PER_MONTH
+
+
+def parse_storage_prices(text: str, name: str) -> list[StoragePrice]:
+    """Rows of a storage price CSV (`name` is used in errors, which give the file and line)."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = tuple(reader.fieldnames or ())
+    if header != STORAGE_COLUMNS:
+        raise ValueError(
+            f"{name}:1: expected columns {','.join(STORAGE_COLUMNS)}, got {','.join(header) or 'nothing'}"
+        )
+    rows: list[StoragePrice] = []
+    for record in reader:
+        line = reader.line_num
+        if None in record or any(record[c] is None for c in STORAGE_COLUMNS):
+            raise ValueError(f"{name}:{line}: expected {len(STORAGE_COLUMNS)} fields")
+        try:
+            rows.append(
+                StoragePrice(
+                    provider=record["provider"].strip(),
+                    region=record["region"].strip(),
+                    volume_type=record["volume_type"].strip(),
+                    usd_per_gb_month=float(record["usd_per_gb_month"]),
+                    as_of=record["as_of"].strip(),
+                    source=record["source"].strip(),
+                )
+            )
+        except ValueError as exc:
+            raise ValueError(f"{name}:{line}: {exc}") from None
+    return rows
+
+
+def read_storage_prices(path: Path) -> list[StoragePrice]:
+    """Rows of the storage price CSV at `path`."""
+    return parse_storage_prices(path.read_text(encoding="utf-8"), str(path))
+
+
+@cache
+def _shipped_storage() -> tuple[StoragePrice, ...]:
+    text = resources.files("burst").joinpath("data/storage_prices.csv").read_text(encoding="utf-8")
+    return tuple(parse_storage_prices(text, SHIPPED_STORAGE_CSV))
+
+
+def shipped_storage_prices() -> list[StoragePrice]:
+    """Rows of the storage price CSV shipped with the package."""
+    return list(_shipped_storage())
+
+
+class NoStoragePrice(LookupError):
+    """Neither the group's region nor its provider's fallback region has a storage price row."""
+
+    def __init__(self, provider: str, region: str, volume_type: str) -> None:
+        self.provider, self.region, self.volume_type = provider, region, volume_type
+        fallback = STORAGE_FALLBACK_REGIONS.get(provider, region)
+        where = region if fallback == region else f"{region} nor in {fallback}"
+        super().__init__(f"no {volume_type} storage price for {provider} in {where}: add a row to {SHIPPED_STORAGE_CSV}")
+
+
 Segment = tuple[datetime, datetime, float]
 """[start, end) and the USD/hour in effect over it."""
 
@@ -470,15 +603,18 @@ class Catalog:
         rows: Iterable[PriceRow],
         *,
         onprem: OnPremCost = DEFAULT_ONPREM,
-        standby_fraction: float = 0.05,
         spot_history: SpotHistory | None = None,
+        storage: Iterable[StoragePrice] | None = None,
+        root_volume_gb: float = ROOT_VOLUME_GB,
     ) -> None:
+        """`storage`: storage price rows (None: the shipped ones; a later row with the same key wins)."""
         self.spot_history = spot_history or SpotHistory(())
-        _finite(standby_fraction, "standby_fraction")
-        if not 0 <= standby_fraction < 1:
-            raise ValueError(f"standby_fraction must be in [0, 1), got {standby_fraction}")
+        _finite(root_volume_gb, "root_volume_gb")
+        if root_volume_gb <= 0:
+            raise ValueError(f"root_volume_gb must be > 0, got {root_volume_gb}")
         self.onprem = onprem
-        self.standby_fraction = standby_fraction
+        self.root_volume_gb = root_volume_gb
+        self._storage = {s.key: s for s in (_shipped_storage() if storage is None else storage)}
         by_key: dict[tuple[str, str, str], PriceRow] = {}
         for row in rows:
             by_key[row.key] = row  # later rows override earlier ones
@@ -495,19 +631,23 @@ class Catalog:
         *,
         extra: Sequence[PriceRow] = (),
         onprem: OnPremCost = DEFAULT_ONPREM,
-        standby_fraction: float = 0.05,
         spot_history: Sequence[SpotPricePoint] = (),
+        storage: Sequence[StoragePrice] = (),
+        root_volume_gb: float = ROOT_VOLUME_GB,
     ) -> Catalog:
         """The shipped prices, then the rows of the CSV at `path`, then `extra` (each overriding the last).
 
-        The spot price history is the shipped one plus `spot_history`.
+        The spot price history is the shipped one plus `spot_history`; the
+        storage prices are the shipped ones overridden by `storage`. Cloud
+        standby is priced for a `root_volume_gb` boot volume per node.
         """
         rows = shipped_prices()
         if path is not None:
             rows.extend(read_prices(path))
         rows.extend(extra)
         history = SpotHistory([*shipped_spot_history(), *spot_history])
-        return cls(rows, onprem=onprem, standby_fraction=standby_fraction, spot_history=history)
+        return cls(rows, onprem=onprem, spot_history=history, storage=[*_shipped_storage(), *storage],
+                   root_volume_gb=root_volume_gb)
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -519,6 +659,15 @@ class Catalog:
     def read_on(self) -> str:
         """The latest date any row was read on ('' for an empty catalog)."""
         return max((r.read_on for r in self._by_key.values()), default="")
+
+    def storage_rows(self) -> tuple[StoragePrice, ...]:
+        """Every storage price row in effect, sorted by key."""
+        return tuple(sorted(self._storage.values(), key=lambda r: r.key))
+
+    def _derived(self, rows: Iterable[PriceRow], spot_history: SpotHistory) -> Catalog:
+        """A catalog with other price rows or spot history and this one's on-prem, storage and volume size."""
+        return Catalog(rows, onprem=self.onprem, spot_history=spot_history, storage=self.storage_rows(),
+                       root_volume_gb=self.root_volume_gb)
 
     def find(self, provider: str, instance_type: str, region: str) -> PriceRow | None:
         """The row for an instance type, or None.
@@ -572,7 +721,7 @@ class Catalog:
     def with_spot_history(self, points: Iterable[SpotPricePoint]) -> Catalog:
         """This catalog with `points` added to its spot price history (a later point at the same instant wins)."""
         history = SpotHistory([*self.spot_history.points(), *points])
-        return Catalog(self.rows(), onprem=self.onprem, standby_fraction=self.standby_fraction, spot_history=history)
+        return self._derived(self.rows(), history)
 
     def projected_spot(self, start: datetime,
                        window_s: float = SPOT_MEDIAN_WINDOW_S) -> tuple[Catalog, dict[tuple[str, str, str], float]]:
@@ -592,8 +741,7 @@ class Catalog:
                 used[row.key] = median
                 row = replace(row, spot_usd_per_hour=median)
             rows.append(row)
-        catalog = Catalog(rows, onprem=self.onprem, standby_fraction=self.standby_fraction,
-                          spot_history=self.spot_history)
+        catalog = self._derived(rows, self.spot_history)
         return catalog, used
 
     def group_price(self, group: NodeGroup) -> float:
@@ -606,18 +754,46 @@ class Catalog:
         """USD per GPU-hour on a node of `group`: the rate tenants are charged for held GPUs."""
         return self.group_price(group) / group.gpus_per_node
 
+    def root_volume_price(self, group: NodeGroup) -> StoragePrice:
+        """The storage price row a cloud node of `group` pays for its boot volume.
+
+        The volume type is the provider's `ROOT_VOLUME_TYPES` entry. A provider
+        without one is priced as the provider it borrows instance prices from
+        (`find`: the simulated cloud naming a real instance type), else as
+        `STORAGE_DEFAULT_PROVIDER` (AWS gp3: libcloud and other clouds have no
+        rows; a stopped VM bills its disk there too, so a non-zero estimate is
+        kept rather than 0). The row is the group's region's; a region without
+        one falls back to the provider's `STORAGE_FALLBACK_REGIONS` row
+        (us-east-1 on AWS, us-central1 on GCP), so a region the file lacks is
+        priced at the reference region's list price instead of failing.
+        Raises `NoStoragePrice` only when that fallback row is missing too.
+        """
+        provider = group.provider
+        if provider not in ROOT_VOLUME_TYPES:
+            borrowed = self.find(provider, group.instance_type, group.region)
+            if borrowed is not None and borrowed.provider in ROOT_VOLUME_TYPES:
+                provider = borrowed.provider
+            else:
+                provider = STORAGE_DEFAULT_PROVIDER
+        volume_type = ROOT_VOLUME_TYPES[provider]
+        for region in (group.region, STORAGE_FALLBACK_REGIONS[provider]):
+            row = self._storage.get((provider, region, volume_type))
+            if row is not None:
+                return row
+        raise NoStoragePrice(provider, group.region, volume_type)
+
     def standby_price(self, group: NodeGroup) -> float:
         """USD per hour of a stopped (cloud) or powered-off (on-prem) warm-pool node of `group`.
 
-        Cloud: ``standby_fraction`` × the on-demand price, whatever the group's
-        capacity type. This approximates what a stopped instance still bills,
-        the EBS/PD storage of its boot volume, as a share of the instance price.
+        Cloud: the storage of its boot volume, whatever the group's capacity
+        type: ``root_volume_gb × usd_per_gb_month / HOURS_PER_MONTH`` with the
+        row `root_volume_price` picks (its fallbacks are documented there), e.g.
+        200 × 0.08 / 730 ≈ 0.0219 USD/hour for AWS gp3 in us-east-1.
         On-prem: depreciation and operations of its GPUs, without power.
         """
         if is_onprem(group):
             return self.onprem.standby_usd_per_gpu_hour * group.gpus_per_node
-        row = self.row(group.provider, group.instance_type, group.region)
-        return self.standby_fraction * row.on_demand_usd_per_hour
+        return self.root_volume_price(group).usd_per_hour(self.root_volume_gb)
 
     def warm_price(self, group: NodeGroup, state: WarmState) -> float:
         """USD per hour of a warm-pool node of `group` in `state` (a running one costs a full node)."""
@@ -654,22 +830,33 @@ __all__ = [
     "COST_LINES",
     "SPOT_HISTORY_COLUMNS",
     "SPOT_MEDIAN_WINDOW_S",
+    "STORAGE_COLUMNS",
+    "STORAGE_DEFAULT_PROVIDER",
+    "STORAGE_FALLBACK_REGIONS",
     "DEFAULT_ONPREM",
+    "HOURS_PER_MONTH",
     "HOURS_PER_YEAR",
+    "ROOT_VOLUME_GB",
+    "ROOT_VOLUME_TYPES",
     "Catalog",
     "CostLine",
     "NoSpotPrice",
+    "NoStoragePrice",
     "OnPremCost",
     "PriceRow",
     "SpotHistory",
     "SpotPricePoint",
+    "StoragePrice",
     "UnknownInstanceType",
     "cost_line",
     "is_onprem",
     "parse_prices",
     "parse_spot_history",
+    "parse_storage_prices",
     "read_spot_history",
     "read_prices",
+    "read_storage_prices",
     "shipped_prices",
     "shipped_spot_history",
+    "shipped_storage_prices",
 ]

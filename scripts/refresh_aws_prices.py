@@ -1,6 +1,7 @@
 """Refresh the AWS on-demand prices of burst's price catalog (burst/data/prices.csv) from the AWS Price List API.
 
-    python scripts/refresh_aws_prices.py [--csv burst/data/prices.csv] [--dry-run]
+    python scripts/refresh_aws_prices.py [--csv burst/data/prices.csv]
+        [--storage-csv burst/data/storage_prices.csv] [--dry-run]
 
 For every `aws` row of the CSV it asks `pricing.get_products` (service
 AmazonEC2, the endpoint in us-east-1) for the Linux, shared-tenancy, no
@@ -10,6 +11,11 @@ Spot prices are left alone (the provider reads them live from
 describe_spot_price_history; the dated history `burst cost` projects from
 is refreshed by scripts/refresh_aws_spot_history.py). Credentials come from boto3's default chain;
 the Price List API needs `pricing:GetProducts`.
+
+It refreshes the `aws` rows of the storage price CSV too (what a stopped
+warm-pool node bills: its boot volume): the AmazonEC2 product of family
+"Storage" with that `volumeApiName` (e.g. gp3) and `regionCode`, whose
+on-demand rate is in USD per "GB-Mo".
 
 Response shape: each `PriceList` entry is a JSON *string* holding one product
 and its terms, as documented for the Price List Query API
@@ -34,9 +40,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from burst.catalog import COLUMNS  # noqa: E402
+from burst.catalog import COLUMNS, STORAGE_COLUMNS  # noqa: E402
 
 SOURCE = "AWS Price List API (pricing.get_products, AmazonEC2 OnDemand, Linux/Shared/NA/Used)"
+STORAGE_SOURCE = "AWS Price List API (pricing.get_products, AmazonEC2 productFamily Storage, OnDemand GB-Mo)"
 LINUX_FILTERS = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
 
 
@@ -83,6 +90,45 @@ def fetch_on_demand(pricing: Any, instance_type: str, region: str) -> float | No
     return found.get((instance_type, region))
 
 
+def storage_filters(volume_type: str, region: str) -> list[dict[str, str]]:
+    wanted = {"productFamily": "Storage", "volumeApiName": volume_type, "regionCode": region}
+    return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in wanted.items()]
+
+
+def parse_storage_price_list(price_list: Iterable[str]) -> dict[tuple[str, str], float]:
+    """USD per GB-month per (volume type, region) from `get_products` PriceList entries of EBS volumes."""
+    out: dict[tuple[str, str], float] = {}
+    for text in price_list:
+        doc = json.loads(text)
+        product = doc.get("product", {})
+        attrs = product.get("attributes", {})
+        if product.get("productFamily") != "Storage":
+            continue
+        key = (str(attrs.get("volumeApiName", "")), str(attrs.get("regionCode", "")))
+        for term in doc.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                if dim.get("unit") != "GB-Mo" or "USD" not in dim.get("pricePerUnit", {}):
+                    continue
+                price = float(dim["pricePerUnit"]["USD"])
+                if price > 0:
+                    out[key] = max(out.get(key, 0.0), price)
+    return out
+
+
+def fetch_storage(pricing: Any, volume_type: str, region: str) -> float | None:
+    """The USD per GB-month of one EBS volume type in one region (None if the API lists none)."""
+    params: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": storage_filters(volume_type, region),
+                              "FormatVersion": "aws_v1", "MaxResults": 100}
+    found: dict[tuple[str, str], float] = {}
+    while True:
+        page = pricing.get_products(**params)
+        found.update(parse_storage_price_list(page.get("PriceList", [])))
+        if not page.get("NextToken"):
+            break
+        params["NextToken"] = page["NextToken"]
+    return found.get((volume_type, region))
+
+
 def _usd(price: float) -> str:
     """A price as the catalog writes it: up to 6 decimals (AWS quotes 10), trailing zeros dropped."""
     return f"{price:.6f}".rstrip("0").rstrip(".")
@@ -111,19 +157,45 @@ def refresh(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
     return out.getvalue(), changes
 
 
+def refresh_storage(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
+    """The storage CSV `text` with its aws rows' USD per GB-month refreshed, and one line per change."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    changes: list[str] = []
+    for row in rows:
+        if row["provider"] != "aws":
+            continue
+        price = fetch_storage(pricing, row["volume_type"], row["region"])
+        if price is None:
+            changes.append(f"{row['volume_type']} {row['region']}: not in the Price List API, kept")
+            continue
+        if float(row["usd_per_gb_month"]) != price:
+            changes.append(f"{row['volume_type']} {row['region']}: {row['usd_per_gb_month']} -> {_usd(price)}")
+        row["usd_per_gb_month"] = _usd(price)
+        row["source"] = STORAGE_SOURCE
+        row["as_of"] = today
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(STORAGE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue(), changes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=ROOT / "burst" / "data" / "prices.csv")
+    parser.add_argument("--storage-csv", type=Path, default=ROOT / "burst" / "data" / "storage_prices.csv")
     parser.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
     args = parser.parse_args(argv)
     import boto3
 
     pricing = boto3.client("pricing", region_name="us-east-1")
-    text, changes = refresh(args.csv.read_text(), pricing, datetime.now(UTC).date().isoformat())
-    for line in changes:
-        print(line)
-    if not args.dry_run:
-        args.csv.write_text(text)
+    today = datetime.now(UTC).date().isoformat()
+    for path, refresh_file in ((args.csv, refresh), (args.storage_csv, refresh_storage)):
+        text, changes = refresh_file(path.read_text(), pricing, today)
+        for line in changes:
+            print(line)
+        if not args.dry_run:
+            path.write_text(text)
     return 0
 
 

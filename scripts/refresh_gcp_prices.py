@@ -1,7 +1,8 @@
 """Refresh the GCP on-demand and Spot prices of burst's price catalog (burst/data/prices.csv) from the Cloud Billing
 Catalog API.
 
-    python scripts/refresh_gcp_prices.py [--csv burst/data/prices.csv] [--api-key KEY] [--dry-run]
+    python scripts/refresh_gcp_prices.py [--csv burst/data/prices.csv]
+        [--storage-csv burst/data/storage_prices.csv] [--api-key KEY] [--dry-run]
 
 Compute Engine is billed per resource, so a machine's hourly price is summed
 from SKUs of the Compute Engine service (`services/6F81-5844-456A/skus`):
@@ -13,6 +14,13 @@ SKUs and are skipped). `MACHINES` says what each catalog instance type is
 made of. For every `gcp` row whose instance type is in `MACHINES` the script
 rewrites both prices, the source and the read_on date; a row whose SKUs are
 not all found is kept and reported.
+
+It refreshes the `gcp` rows of the storage price CSV too (what a stopped
+warm-pool node bills: its boot disk): per row, the OnDemand SKU named as
+`DISK_SKUS` says for the row's volume type (e.g. "SSD backed PD Capacity",
+optionally followed by " in <location>"; the "Regional ..." SKUs are other
+disks) whose `serviceRegions` lists the row's region, priced per GiB-month
+("GiBy.mo"), which is the CSV's USD per GB-month (Compute Engine bills binary GB).
 
 The API takes an API key (`--api-key` or GCP_BILLING_API_KEY) or, without
 one, an OAuth token from Application Default Credentials.
@@ -45,7 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from burst.catalog import COLUMNS  # noqa: E402
+from burst.catalog import COLUMNS, STORAGE_COLUMNS  # noqa: E402
 
 SERVICE = "services/6F81-5844-456A"
 """Compute Engine in the Cloud Billing Catalog."""
@@ -75,6 +83,14 @@ MACHINES: Mapping[str, Machine] = {
     "n1-standard-8+1xV100": Machine("N1 Predefined", 8, 30, "Nvidia Tesla V100", 1),
 }
 """Catalog instance type -> its vCPUs, memory and GPUs (Compute Engine machine type documentation)."""
+
+DISK_SKUS: Mapping[str, str] = {
+    "pd-standard": "Storage PD Capacity",
+    "pd-balanced": "Balanced PD Capacity",
+    "pd-ssd": "SSD backed PD Capacity",
+}
+"""Storage CSV volume type -> the description its zonal capacity SKU starts with."""
+STORAGE_SOURCE = f"Cloud Billing Catalog API ({SERVICE}/skus: zonal PD capacity, OnDemand, per GiB-month)"
 
 USAGE = {"OnDemand": "on_demand", "Preemptible": "spot"}
 SPOT_PREFIX = r"(?:Spot Preemptible )?"
@@ -172,6 +188,48 @@ def refresh(text: str, skus: list[Mapping[str, Any]], today: str) -> tuple[str, 
     return out.getvalue(), changes
 
 
+def disk_price(skus: Iterable[Mapping[str, Any]], volume_type: str, region: str) -> float | None:
+    """USD per GiB-month of a zonal disk of `volume_type` in `region`; None when no single SKU matches."""
+    name = DISK_SKUS.get(volume_type)
+    if name is None:
+        return None
+    found: set[float] = set()
+    for sku in skus:
+        if (sku.get("category", {}).get("usageType") != "OnDemand" or region not in sku.get("serviceRegions", [])
+                or not re.fullmatch(rf"{re.escape(name)}(?: in .+)?", str(sku.get("description", "")))):
+            continue
+        info = sku.get("pricingInfo", [])[-1:]
+        if not info or info[0].get("pricingExpression", {}).get("usageUnit") != "GiBy.mo":
+            continue
+        price = unit_price(sku)
+        if price is not None and price > 0:
+            found.add(price)
+    return found.pop() if len(found) == 1 else None
+
+
+def refresh_storage(text: str, skus: list[Mapping[str, Any]], today: str) -> tuple[str, list[str]]:
+    """The storage CSV `text` with its gcp rows' USD per GB-month refreshed from `skus`, and one line per change."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    changes: list[str] = []
+    for row in rows:
+        if row["provider"] != "gcp":
+            continue
+        price = disk_price(skus, row["volume_type"], row["region"])
+        if price is None:
+            changes.append(f"{row['volume_type']} {row['region']}: no single capacity SKU in the catalog, kept")
+            continue
+        if float(row["usd_per_gb_month"]) != price:
+            changes.append(f"{row['volume_type']} {row['region']}: {row['usd_per_gb_month']} -> {_usd(price)}")
+        row["usd_per_gb_month"] = _usd(price)
+        row["source"] = STORAGE_SOURCE
+        row["as_of"] = today
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(STORAGE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue(), changes
+
+
 def _page_getter(api_key: str | None) -> Callable[[str], Mapping[str, Any]]:
     headers: dict[str, str] = {}
     if not api_key:
@@ -196,16 +254,19 @@ def _page_getter(api_key: str | None) -> Callable[[str], Mapping[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=ROOT / "burst" / "data" / "prices.csv")
+    parser.add_argument("--storage-csv", type=Path, default=ROOT / "burst" / "data" / "storage_prices.csv")
     parser.add_argument("--api-key", default=os.environ.get("GCP_BILLING_API_KEY"),
                         help="Cloud Billing API key (default GCP_BILLING_API_KEY; else Application Default Credentials)")
     parser.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
     args = parser.parse_args(argv)
     skus = fetch_skus(_page_getter(args.api_key))
-    text, changes = refresh(args.csv.read_text(), skus, datetime.now(UTC).date().isoformat())
-    for line in changes:
-        print(line)
-    if not args.dry_run:
-        args.csv.write_text(text)
+    today = datetime.now(UTC).date().isoformat()
+    for path, refresh_file in ((args.csv, refresh), (args.storage_csv, refresh_storage)):
+        text, changes = refresh_file(path.read_text(), skus, today)
+        for line in changes:
+            print(line)
+        if not args.dry_run:
+            path.write_text(text)
     return 0
 
 

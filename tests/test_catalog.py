@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import date
+import re
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -10,14 +11,25 @@ import pytest
 from burst.catalog import (
     COLUMNS,
     COST_LINES,
+    HOURS_PER_MONTH,
+    ROOT_VOLUME_GB,
+    ROOT_VOLUME_TYPES,
+    STORAGE_COLUMNS,
+    STORAGE_DEFAULT_PROVIDER,
+    STORAGE_FALLBACK_REGIONS,
     Catalog,
     NoSpotPrice,
+    NoStoragePrice,
     OnPremCost,
     PriceRow,
+    StoragePrice,
     UnknownInstanceType,
     cost_line,
     parse_prices,
+    parse_storage_prices,
+    read_storage_prices,
     shipped_prices,
+    shipped_storage_prices,
 )
 from burst.model import CapacityType, GpuShape, NodeGroup, Tier, WarmState
 
@@ -334,16 +346,109 @@ def test_cheapest_compares_per_gpu_not_per_instance() -> None:
 # ---------------------------------------------------------------- standby and cost lines
 
 
-def test_standby_price_is_a_fraction_of_on_demand(catalog: Catalog) -> None:
-    od_row = catalog.row("aws", "g5.12xlarge", "us-east-1")
-    spot_group = make_group("aws", "g5.12xlarge", capacity_type=SPOT, gpus=4)
-    assert catalog.standby_price(spot_group) == pytest.approx(0.05 * od_row.on_demand_usd_per_hour)
-    cat = Catalog.load(standby_fraction=0.1)
-    assert cat.standby_price(spot_group) == pytest.approx(0.1 * od_row.on_demand_usd_per_hour)
-    assert cat.warm_price(spot_group, WarmState.RUNNING) == od_row.spot_usd_per_hour
-    assert cat.warm_price(spot_group, WarmState.STOPPED) == cat.standby_price(spot_group)
-    with pytest.raises(ValueError, match="standby_fraction"):
-        Catalog.load(standby_fraction=1.5)
+STORAGE_HEADER = ",".join(STORAGE_COLUMNS)
+
+
+def test_standby_price_is_the_boot_volume_storage(catalog: Catalog) -> None:
+    # A stopped node bills its 200 GB boot volume at the region's list price per GB-month, 730 h a month.
+    assert (HOURS_PER_MONTH, ROOT_VOLUME_GB) == (730.0, 200.0)
+    spot = make_group("aws", "p4d.24xlarge", capacity_type=SPOT, gpus=8, gpu_model="A100")
+    assert catalog.standby_price(spot) == pytest.approx(200 * 0.08 / 730)  # gp3 us-east-1: 0.0219178 USD/h
+    assert catalog.standby_price(spot) == pytest.approx(0.021917808)
+    oregon = make_group("aws", "g4dn.xlarge", "us-west-2", gpu_model="T4")
+    assert catalog.standby_price(oregon) == pytest.approx(200 * 0.08 / 730)  # gp3 us-west-2 lists 0.08 too
+    iowa = make_group("gcp", "a2-highgpu-8g", "us-central1", gpus=8, gpu_model="A100")
+    assert catalog.root_volume_price(iowa).volume_type == "pd-ssd"  # what the GCP module's template makes
+    assert catalog.standby_price(iowa) == pytest.approx(200 * 0.17 / 730)  # 0.0465753 USD/h
+    # Whatever the capacity type and the instance price: the same volume costs the same.
+    assert catalog.standby_price(make_group("aws", "g5.xlarge")) == catalog.standby_price(spot)
+    bigger = Catalog.load(root_volume_gb=500)
+    assert bigger.standby_price(spot) == pytest.approx(500 * 0.08 / 730)
+    assert bigger.warm_price(spot, WarmState.STOPPED) == bigger.standby_price(spot)
+    running = catalog.row("aws", "p4d.24xlarge", "us-east-1").spot_usd_per_hour
+    assert bigger.warm_price(spot, WarmState.RUNNING) == running  # a running warm node costs a full node
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="root_volume_gb"):
+            Catalog.load(root_volume_gb=bad)
+
+
+def test_standby_price_survives_derived_catalogs() -> None:
+    cat = Catalog.load(root_volume_gb=300)
+    group = make_group("aws", "p4d.24xlarge", gpus=8)
+    assert cat.with_spot_history([]).standby_price(group) == pytest.approx(300 * 0.08 / 730)
+    projected, _ = cat.projected_spot(datetime(2026, 12, 1, tzinfo=UTC))
+    assert projected.standby_price(group) == pytest.approx(300 * 0.08 / 730)
+    assert projected.storage_rows() == cat.storage_rows()
+
+
+def test_standby_price_falls_back_to_the_providers_reference_region(catalog: Catalog) -> None:
+    # No row for these regions: the provider's us-east-1 / us-central1 price, not a failure.
+    assert STORAGE_FALLBACK_REGIONS == {"aws": "us-east-1", "gcp": "us-central1"}
+    ireland = make_group("aws", "g5.xlarge", "eu-west-1")
+    assert catalog.root_volume_price(ireland).region == "us-east-1"
+    assert catalog.standby_price(ireland) == pytest.approx(200 * 0.08 / 730)
+    netherlands = make_group("gcp", "g2-standard-4", "europe-west4", gpu_model="L4")
+    assert catalog.root_volume_price(netherlands).key == ("gcp", "us-central1", "pd-ssd")
+    assert catalog.standby_price(netherlands) == pytest.approx(200 * 0.17 / 730)
+    # A row for the region, added by the caller, wins over the fallback.
+    row = StoragePrice("aws", "eu-west-1", "gp3", 0.088, "2026-12-01", "test")
+    assert Catalog.load(storage=[row]).standby_price(ireland) == pytest.approx(200 * 0.088 / 730)
+    # Without even the fallback row there is nothing to price with: a named error.
+    with pytest.raises(NoStoragePrice, match=r"gp3 storage price for aws in eu-west-1 nor in us-east-1"):
+        Catalog([], storage=[]).standby_price(ireland)
+
+
+def test_other_providers_borrow_storage_like_instance_prices(catalog: Catalog) -> None:
+    # The simulated cloud prices a real instance type like its row's provider, storage included.
+    assert catalog.standby_price(make_group("sim", "a2-highgpu-8g", "us-central1", gpus=8)) == pytest.approx(
+        200 * 0.17 / 730
+    )
+    assert catalog.standby_price(make_group("sim", "p4d.24xlarge", gpus=8)) == pytest.approx(200 * 0.08 / 730)
+    # Other clouds (libcloud) and made-up instance types: priced as AWS gp3 in us-east-1, never free.
+    assert STORAGE_DEFAULT_PROVIDER == "aws"
+    assert catalog.standby_price(make_group("libcloud", "some-size", "fr-par-1")) == pytest.approx(200 * 0.08 / 730)
+
+
+def test_shipped_storage_prices() -> None:
+    rows = shipped_storage_prices()
+    assert len({r.key for r in rows}) == len(rows), "duplicate keys in the shipped storage CSV"
+    prices = {r.key: r.usd_per_gb_month for r in rows}
+    assert prices[("aws", "us-east-1", "gp3")] == 0.08
+    assert prices[("aws", "us-west-2", "gp3")] == 0.08
+    assert prices[("gcp", "us-central1", "pd-balanced")] == 0.10
+    assert prices[("gcp", "us-central1", "pd-ssd")] == 0.17
+    for row in rows:
+        assert row.source.startswith("https://"), row.key
+        date.fromisoformat(row.as_of)
+    for provider, region in STORAGE_FALLBACK_REGIONS.items():
+        assert (provider, region, ROOT_VOLUME_TYPES[provider]) in prices  # every fallback exists
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("aws,us-east-1,gp3,0,2026-12-01,src", "usd_per_gb_month must be > 0"),
+        ("aws,us-east-1,gp3,cheap,2026-12-01,src", "could not convert"),
+        ("aws,us-east-1,gp3,inf,2026-12-01,src", "usd_per_gb_month must be a finite number"),
+        ("aws,,gp3,0.08,2026-12-01,src", "region must not be empty"),
+        ("aws,us-east-1,gp3,0.08,last week,src", "as_of"),
+        ("aws,us-east-1,gp3,0.08", "expected 6 fields"),
+    ],
+)
+def test_bad_storage_rows_name_file_and_line(line: str, reason: str) -> None:
+    text = f"{STORAGE_HEADER}\naws,us-east-1,gp3,0.08,2026-12-01,ok\n{line}\n"
+    with pytest.raises(ValueError, match=rf"^s\.csv:3: .*{reason}"):
+        parse_storage_prices(text, "s.csv")
+
+
+def test_bad_storage_file_names_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "storage.csv"
+    path.write_text("provider,region,price\naws,us-east-1,0.08\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:1: expected columns provider,region,volume_type"):
+        read_storage_prices(path)
+    path.write_text(f"{STORAGE_HEADER}\ngcp,us-central1,pd-ssd,-0.17,2026-12-01,src\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:2: usd_per_gb_month must be > 0"):
+        read_storage_prices(path)
 
 
 def test_cost_line_mapping() -> None:

@@ -122,19 +122,19 @@ def test_warm_nodes_are_hot_pool_overhead_stopped_at_standby_running_at_full_pri
     assert [(r.at, r.line, r.tenant, r.group_id, r.gpu_hours) for r in rows] == [
         (AT, "hot_pool", None, "od", 0.0)
     ]
-    assert rows[0].usd == pytest.approx(0.05 * 21.957642)  # standby_fraction 0.05 of on demand
+    assert rows[0].usd == pytest.approx(200 * 0.08 / 730)  # its 200 GB gp3 boot volume, us-east-1: 0.0219178 USD
     rows = attribute_costs(groups, [hot], [], CATALOG, seconds=1800, at=AT)
     assert [(r.line, r.tenant, r.group_id) for r in rows] == [("hot_pool", None, "od")]
     assert rows[0].usd == pytest.approx(21.957642 / 2)  # a running warm node costs a full node
-    # Stopped spot capacity bills its boot volume: a share of the on-demand price, not of spot.
+    # Stopped spot capacity bills its boot volume too: the same storage price, neither spot nor on demand.
     rows = attribute_costs(
         groups, [node("w3", sp, NodeState.WARM, WarmState.STOPPED)], [], CATALOG, seconds=3600, at=AT
     )
     assert [(r.line, r.group_id) for r in rows] == [("hot_pool", "sp")]
-    assert rows[0].usd == pytest.approx(0.05 * 21.957642)
+    assert rows[0].usd == pytest.approx(200 * 0.08 / 730)
     # Two warm nodes of one group add up on a single hot_pool row.
     rows = attribute_costs(groups, [stopped, hot], [], CATALOG, seconds=3600, at=AT)
-    assert len(rows) == 1 and rows[0].usd == pytest.approx(1.05 * 21.957642)
+    assert len(rows) == 1 and rows[0].usd == pytest.approx(21.957642 + 200 * 0.08 / 730)
 
 
 def test_unpaid_states_and_nodes_of_unknown_groups_cost_nothing() -> None:
@@ -244,7 +244,7 @@ def test_rows_round_trip_through_a_sqlite_file_store(tmp_path: Path) -> None:
         assert lines["elastic_on_demand"] == pytest.approx(21.957642)
         assert lines["elastic_spot"] == pytest.approx(2.4655)
         assert lines["steady"] == pytest.approx(8 * onprem)
-        assert lines["hot_pool"] == pytest.approx(0.05 * 21.957642)
+        assert lines["hot_pool"] == pytest.approx(200 * 0.08 / 730)  # a stopped p4d: its gp3 boot volume
         assert store.cost_by_line(since=AT + timedelta(seconds=1)) == dict.fromkeys(COST_LINES, 0.0)
         assert sorted(store.costs(since=T0), key=lambda r: (r.line, r.tenant or "", r.group_id or "")) == rows
 

@@ -40,7 +40,7 @@ def config(tmp_path: Path) -> Path:
 def test_usage_json_gives_exact_gpu_hours_by_tier_and_model_per_tenant(config: Path, tmp_path: Path) -> None:
     state = tmp_path / "burst.db"
     store = Store.open(state)
-    standby = 0.05 * 21.957642  # a stopped p4d node-hour
+    standby = 200 * 0.08 / 730  # a stopped p4d node-hour: its 200 GB gp3 boot volume in us-east-1
     onprem_standby = (25000.0 / (4 * 8760) + 0.25) * 8  # a powered-off 8-GPU node-hour: capex and ops, no power
     store.record_costs([
         CostEntry(T0, "steady", 10.0, 8.0, "a", "onprem"),

@@ -36,13 +36,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from burst.catalog import is_onprem
+from burst.catalog import ROOT_VOLUME_GB, is_onprem
 from burst.model import NodeGroup, WarmState
 from burst.state import CostEntry, LossTotals
 
 UNKNOWN_MODEL = "unknown"
 
-ROOT_VOLUME_GB = 200.0
 """Root volume per cloud node, GB: the Terraform node-group modules' default (module doc)."""
 
 STORAGE_STATES = frozenset({WarmState.STOPPED, WarmState.HIBERNATED})

@@ -84,3 +84,62 @@ def test_every_machine_is_a_catalog_row() -> None:
 
     shipped = {r.instance_type for r in shipped_prices() if r.provider == "gcp"}
     assert set(script.MACHINES) <= shipped, set(script.MACHINES) - shipped
+
+
+def disk_sku(description: str, regions: list[str], nanos: int, *, usage: str = "OnDemand",
+             unit: str = "GiBy.mo") -> dict[str, Any]:
+    """A Persistent Disk capacity SKU in the Cloud Billing Catalog's shape."""
+    return {
+        "name": f"{script.SERVICE}/skus/{description}",
+        "description": description,
+        "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Storage", "resourceGroup": "SSD",
+                     "usageType": usage},
+        "serviceRegions": regions,
+        "pricingInfo": [{"pricingExpression": {"usageUnit": unit, "tieredRates": [
+            {"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": "0", "nanos": nanos}}]}}],
+    }
+
+
+DISK_SKUS = [
+    disk_sku("SSD backed PD Capacity", ["us-central1"], 170000000),
+    disk_sku("Regional SSD backed PD Capacity", ["us-central1"], 340000000),  # a regional disk: not the boot disk
+    disk_sku("Balanced PD Capacity", ["us-central1"], 100000000),
+    disk_sku("SSD backed PD Capacity in Netherlands", ["europe-west4"], 187000000),
+    disk_sku("SSD backed PD Capacity", ["us-central1"], 120000000, usage="Commit1Yr"),  # not on demand
+]
+
+STORAGE_CSV = (
+    "provider,region,volume_type,usd_per_gb_month,as_of,source\n"
+    "aws,us-east-1,gp3,0.08,2026-01-01,aws list\n"
+    "gcp,us-central1,pd-ssd,0.16,2026-01-01,old\n"
+    "gcp,us-central1,pd-balanced,0.1,2026-01-01,old\n"
+    "gcp,europe-west4,pd-ssd,0.17,2026-01-01,old\n"
+    "gcp,us-east4,pd-ssd,0.187,2026-01-01,old\n"
+)
+
+
+def test_disk_prices_are_the_zonal_on_demand_capacity_skus() -> None:
+    assert script.disk_price(DISK_SKUS, "pd-ssd", "us-central1") == pytest.approx(0.17)
+    assert script.disk_price(DISK_SKUS, "pd-balanced", "us-central1") == pytest.approx(0.10)
+    assert script.disk_price(DISK_SKUS, "pd-ssd", "europe-west4") == pytest.approx(0.187)
+    assert script.disk_price(DISK_SKUS, "pd-ssd", "us-east4") is None  # no SKU for the region
+    assert script.disk_price(DISK_SKUS, "hyperdisk-balanced", "us-central1") is None  # not in DISK_SKUS
+    hourly = [disk_sku("SSD backed PD Capacity", ["us-west1"], 1000, unit="GiBy.h")]
+    assert script.disk_price(hourly, "pd-ssd", "us-west1") is None  # only per-month prices are read
+
+
+def test_refresh_storage_rewrites_the_gcp_rows_and_keeps_the_rest() -> None:
+    text, changes = script.refresh_storage(STORAGE_CSV, DISK_SKUS, "2026-12-03")
+    rows = {(r["provider"], r["region"], r["volume_type"]): r for r in csv.DictReader(io.StringIO(text))}
+    ssd = rows[("gcp", "us-central1", "pd-ssd")]
+    assert (ssd["usd_per_gb_month"], ssd["as_of"]) == ("0.17", "2026-12-03")
+    assert ssd["source"].startswith("Cloud Billing Catalog API")
+    assert rows[("gcp", "europe-west4", "pd-ssd")]["usd_per_gb_month"] == "0.187"
+    assert rows[("gcp", "us-east4", "pd-ssd")]["as_of"] == "2026-01-01"  # no SKU for it here: kept
+    assert rows[("aws", "us-east-1", "gp3")]["source"] == "aws list"  # another provider
+    assert changes == [
+        "pd-ssd us-central1: 0.16 -> 0.17",
+        "pd-ssd europe-west4: 0.17 -> 0.187",
+        "pd-ssd us-east4: no single capacity SKU in the catalog, kept",
+    ]
+    assert text.splitlines()[0] == STORAGE_CSV.splitlines()[0]
