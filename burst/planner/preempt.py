@@ -1,12 +1,17 @@
 """Step: priority preemption, for pending jobs that no capacity can serve.
 
 A pending job placement refused for lack of capacity (every group it may
-use full, or at its max size) may evict running jobs of lower priority whose
-tenants list its tenant in `preemptible_by`. For each such job, highest
-priority first, the step looks at every ready node of the groups it may use
-and asks victim selection (`burst.planner.victims`) for the cheapest set of
-allowed jobs on that node that frees enough GPUs beside the node's free
-ones; the node whose victims lose the least work wins. Victims are
+use full, or at its max size) may evict running jobs whose tenants list its
+tenant in `preemptible_by`: jobs of lower priority, and jobs of equal
+priority of a tenant over its share (`over_share`: with the victim gone, its
+tenant still holds at least as many GPUs per unit of `fair_share_weight` as
+the preemptor's tenant would with its job placed, the measure fair-share
+ordering serves by; a set of victims that would take a tenant below that
+is not used, so two tenants never preempt each other back and forth). For
+each such job, highest priority first, the step looks at every ready node of
+the groups it may use and asks victim selection (`burst.planner.victims`)
+for the cheapest set of allowed jobs on that node that frees enough GPUs
+beside the node's free ones; the node whose victims lose the least work wins. Victims are
 checkpointed, then evicted, by the rule every step that moves running jobs
 shares (`burst.planner.evict`), with the reason: a victim with unsaved work
 whose checkpoint fits `PREEMPTION_CHECKPOINT_BUDGET_S` is asked for one and
@@ -23,9 +28,9 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from burst.model import Job
+from burst.model import Job, TenantName
 from burst.planner.context import PlanContext, gpus_per_node_of
 from burst.planner.evict import Move, checkpoint_then_evict
 from burst.planner.placement import candidate_groups
@@ -44,7 +49,8 @@ def job_priority(ctx: PlanContext, job: Job) -> int:
 
 
 def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> None:
-    """Evict the cheapest allowed lower-priority jobs for pending jobs that cannot be served (see module doc).
+    """Evict the cheapest allowed jobs (lower priority, or equal priority over their tenant's share) for pending
+    jobs that cannot be served (see module doc).
 
     `order` is the victim order (`burst.planner.victims.ORDERS`); burst uses least lost work, the others are
     there to be measured against it.
@@ -59,12 +65,26 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         running_gpus[job.tenant] += job.gpu_demand
         for node_id in job.node_ids:
             on_node[node_id].append(job)
+    priority_of = {job.id: job_priority(ctx, job) for job in running}
+    # The (priority, tenant) pairs running: a waiting job none of them may yield to skips the node scan.
+    running_kinds = {(priority_of[job.id], job.tenant) for job in running}
     evicting: set[str] = set()
     disrupted: dict[str, float] = defaultdict(float)
+    promised: dict[str, float] = defaultdict(float)  # GPUs preemption frees for each tenant's waiting jobs
     free: dict[str, float] = {}  # GPUs of a node not yet promised, once preemption has promised some of it
+    may_preempt: dict[tuple[str, int], bool] = {}
+    widest = max((cap.gpn for cap in ctx.groups.values()), default=0)
+    if not any(ctx.policy(t).preemptible_by for _, t in running_kinds):
+        waiting = [job for job in waiting if job.whole_gpus > widest]  # only their holds are left to say
     for job in sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id)):
         priority = job_priority(ctx, job)
         best: tuple[float, str, list[Victim]] | None = None
+        kind = (job.tenant, priority)
+        if kind not in may_preempt:
+            may_preempt[kind] = any((p < priority or (p == priority and t != job.tenant))
+                                    and job.tenant in ctx.policy(t).preemptible_by for p, t in running_kinds)
+        if not may_preempt[kind] and job.whole_gpus <= widest:
+            continue  # no running job may yield to this one
         groups = [c for c in candidate_groups(ctx, job, ctx.policy(job.tenant)) if job.whole_gpus <= c.gpn]
         for cap in groups:
             for node_id in sorted(cap.free_of):
@@ -72,8 +92,9 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                 allowed = [
                     r for r in on_node.get(node_id, ())
                     if r.id not in evicting
-                    and job_priority(ctx, r) < priority
                     and job.tenant in ctx.policy(r.tenant).preemptible_by
+                    and (priority_of[r.id] < priority or priority_of[r.id] == priority and r.tenant != job.tenant
+                         and over_share(ctx, r.tenant, disrupted[r.tenant] + r.gpu_demand, job, promised))
                 ]
                 if need <= 0 or not allowed:
                     continue
@@ -81,6 +102,13 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                                          order=order, checkpoint_budget_s=PREEMPTION_CHECKPOINT_BUDGET_S,
                                          freed_gpus={r.id: gpus_per_node_of(r) for r in allowed},
                                          purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
+                if not _keeps_shares(ctx, victims, job, priority, priority_of, disrupted, promised):
+                    by_priority = [r for r in allowed if priority_of[r.id] < priority]
+                    victims = select_victims(by_priority, need, ctx.now, running_gpus=running_gpus,
+                                             disrupted_gpus=disrupted, order=order,
+                                             checkpoint_budget_s=PREEMPTION_CHECKPOINT_BUDGET_S,
+                                             freed_gpus={r.id: gpus_per_node_of(r) for r in by_priority},
+                                             purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
                 cost = sum(v.cost_gpu_s for v in victims)
                 if victims and (best is None or cost < best[0]):
                     best = (cost, node_id, victims)
@@ -92,10 +120,12 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         cap_free = ctx.groups[ctx.nodes[node_id].group_id].free_of[node_id]
         free[node_id] = free.get(node_id, cap_free) + sum(gpus_per_node_of(v.job) for v in victims) - job.whole_gpus
         moves = [
-            checkpoint_then_evict(ctx, victim.job, f"preempted by priority: {victim.reason}", STEP,
-                                  then="yielding its GPUs", budget_s=PREEMPTION_CHECKPOINT_BUDGET_S)
+            checkpoint_then_evict(ctx, victim.job, f"{_why(ctx, victim.job, job, priority, priority_of, promised)}: "
+                                  f"{victim.reason}", STEP, then="yielding its GPUs",
+                                  budget_s=PREEMPTION_CHECKPOINT_BUDGET_S)
             for victim in victims
         ]
+        promised[job.tenant] += job.gpu_demand
         for victim in victims:
             evicting.add(victim.job.id)
             disrupted[victim.job.tenant] += victim.job.gpu_demand
@@ -107,6 +137,43 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                      "land", STEP, job.tenant)
 
 
+def over_share(ctx: PlanContext, tenant: TenantName, giving_gpus: float, job: Job,
+               promised: Mapping[TenantName, float]) -> bool:
+    """Whether `tenant`, giving up `giving_gpus`, still holds at least the share `job`'s tenant holds with `job`
+    placed: GPUs held per unit of `fair_share_weight`, the preemptor's counting what preemption already freed for
+    it in this plan."""
+    mine = ctx.usage_of(job.tenant).total_gpus + promised.get(job.tenant, 0.0) + job.gpu_demand
+    theirs = ctx.usage_of(tenant).total_gpus - giving_gpus
+    return mine / _weight(ctx, job.tenant) <= theirs / _weight(ctx, tenant) + 1e-9
+
+
+def _weight(ctx: PlanContext, tenant: TenantName) -> float:
+    return max(ctx.policy(tenant).fair_share_weight, 1e-9)
+
+
+def _keeps_shares(ctx: PlanContext, victims: list[Victim], job: Job, priority: int, priority_of: Mapping[str, int],
+                  disrupted: Mapping[TenantName, float], promised: Mapping[TenantName, float]) -> bool:
+    """Whether every tenant yielding a job of `job`'s `priority` stays over its share with all its victims gone."""
+    giving: dict[TenantName, float] = defaultdict(float)
+    peers: set[TenantName] = set()
+    for v in victims:
+        giving[v.job.tenant] += v.job.gpu_demand
+        if priority_of[v.job.id] >= priority:
+            peers.add(v.job.tenant)
+    return all(over_share(ctx, t, disrupted.get(t, 0.0) + giving[t], job, promised) for t in peers)
+
+
+def _why(ctx: PlanContext, victim: Job, job: Job, priority: int, priority_of: Mapping[str, int],
+         promised: Mapping[TenantName, float]) -> str:
+    """How a victim's eviction is allowed: a lower priority, or its tenant's share."""
+    if priority_of[victim.id] < priority:
+        return "preempted by priority"
+    mine = ctx.usage_of(job.tenant).total_gpus + promised.get(job.tenant, 0.0) + job.gpu_demand
+    return (f"preempted for fair share: tenant {victim.tenant} holds {ctx.usage_of(victim.tenant).total_gpus:g} "
+            f"GPU(s) at weight {ctx.policy(victim.tenant).fair_share_weight:g}, tenant {job.tenant} "
+            f"{mine:g} with its job at weight {ctx.policy(job.tenant).fair_share_weight:g}")
+
+
 def preemption_step(order: str) -> Callable[[PlanContext], None]:
     """The preemption step with victims taken in `order` (for the simulator's victim-order comparison)."""
     if order not in ORDERS:
@@ -114,4 +181,4 @@ def preemption_step(order: str) -> Callable[[PlanContext], None]:
     return functools.partial(preempt_for_priority, order=order)
 
 
-__all__ = ["STEP", "job_priority", "preempt_for_priority", "preemption_step"]
+__all__ = ["STEP", "job_priority", "over_share", "preempt_for_priority", "preemption_step"]
