@@ -719,7 +719,9 @@ class Snapshot:
     `warm_pools` are the warm-pool sizes and states asked of the providers.
     `unavailable` are groups cooling down after a failed launch or a spot
     interruption: the planner launches elsewhere until they are back.
-    `notices` are the nodes a provider said it will reclaim, and when.
+    `notices` are the nodes a provider said it will reclaim, and when;
+    `rebalances` the nodes it said are at elevated risk of that (a rebalance
+    recommendation: no deadline), and when it said so.
     `node_gpus` are the GPUs (identity, health, topology) of on-prem nodes that
     reported them: the local GPU scheduler binds jobs to specific GPUs there.
     `interruption_rates` are the spot groups' interruption rates per node-hour
@@ -735,6 +737,7 @@ class Snapshot:
     warm_pools: Mapping[GroupId, tuple[int, WarmState]] = field(default_factory=dict)  # requested size, state
     unavailable: Mapping[GroupId, str] = field(default_factory=dict)  # groups not to launch in now, and why
     notices: Mapping[NodeId, datetime] = field(default_factory=dict)  # spot interruption deadlines per node
+    rebalances: Mapping[NodeId, datetime] = field(default_factory=dict)  # rebalance recommendations' times per node
     node_gpus: Mapping[NodeId, NodeGpus] = field(default_factory=dict)  # on-prem nodes' GPUs, from their agents
     interruption_rates: Mapping[GroupId, float] = field(default_factory=dict)  # learnt, per node-hour
 

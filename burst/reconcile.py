@@ -64,10 +64,12 @@ from burst.model import (
     WarmState,
 )
 from burst.planner import PIPELINE, PlanIds, Step, plan
+from burst.planner.notice import STEP as NOTICE_STEP
 from burst.planner.spot_rates import InterruptionObservations
 from burst.state import Store
 from burst.workloads.base import JobEvents, JobSource
 from burst.workloads.queue import JOB_ACTIONS
+from policies.config import DEFAULT_INTERRUPTION_COOLDOWN_S
 from providers.base import Provider
 
 log = logging.getLogger("burst.reconcile")
@@ -106,11 +108,9 @@ class TickReport:
 
 LAUNCH_FAILURE_COOLDOWN_S = 600.0
 """A group whose launch failed (no capacity, a quota) is passed over by the planner for this long."""
-INTERRUPTION_COOLDOWN_S = 0.0
+INTERRUPTION_COOLDOWN_S = DEFAULT_INTERRUPTION_COOLDOWN_S
 """How long a spot group that just lost a node to an interruption takes no new launches (SkyPilot's eager
-move to the next offering; its running nodes are untouched). Off by default: with one spot group per GPU
-model, as in the simulator's default set-up, 5 minutes of it raised cost on all three benchmark traces
-(ITP04 +2.4%) and lost work on ITP02 (+44%), since the work can only go to on-demand."""
+move to the next offering): burst.yaml's `spot.interruption_cooldown`, whose default says why it is off."""
 
 
 class AgentLink(Protocol):
@@ -184,6 +184,7 @@ class Controller:
         self._last_demand_at: datetime | None = None
         self._cooldowns: dict[GroupId, tuple[datetime, str]] = {}
         self._notices: dict[NodeId, datetime] = {}
+        self._rebalances: dict[NodeId, datetime] = {}
         self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
         self.down: dict[str, str] = {}  # providers whose reads failed this tick, and why
         self._last_targets: dict[GroupId, int] = {}
@@ -239,7 +240,11 @@ class Controller:
                 was = before.get(action.target)
                 if action.kind in (ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB) and was is not None and was.active:
                     back, lost = progress.requeue(was, now)
-                    job_events.evicted.append((back, lost))
+                    if action.step == NOTICE_STEP:  # moved off a node being reclaimed: the interruption's loss
+                        job_events.requeued.append((back, lost))
+                        job_events.lost_nodes[back.id] = was.node_ids
+                    else:
+                        job_events.evicted.append((back, lost))
                 if self.agents is not None:
                     self.agents.forward(action, before.get(action.target), now)
         down = self._down_groups()
@@ -293,6 +298,7 @@ class Controller:
             warm_pools=self._warm_pools(),
             unavailable={**self.unavailable(now), **self._down_groups()},
             notices=dict(self._notices),
+            rebalances=dict(self._rebalances),
             node_gpus=self.agents.node_gpus() if self.agents is not None else {},
             interruption_rates=self.interruptions.rates(self.groups.values()),
         )
@@ -327,13 +333,18 @@ class Controller:
             self._cooldowns[group_id] = (until, why)
 
     def _note_interruptions(self, events: Sequence[ProviderEvent], observed: Mapping[NodeId, Node], now: datetime) -> None:
-        """Keep each interruption notice's deadline while its node is listed and the deadline is recent."""
+        """Keep each interruption notice's deadline while its node is listed and the deadline is recent, and each
+        rebalance recommendation's time while its node is listed."""
         for e in events:
             if e.kind is EventKind.INTERRUPTION and e.node_id is not None and e.deadline is not None:
                 self._notices[e.node_id] = e.deadline
+            elif e.kind is EventKind.REBALANCE and e.node_id is not None:
+                self._rebalances[e.node_id] = e.at
         stale = now - timedelta(seconds=NOTICE_GRACE_S)
         for node_id in [n for n, at in self._notices.items() if n not in observed or at < stale]:
             del self._notices[node_id]
+        for node_id in [n for n in self._rebalances if n not in observed]:
+            del self._rebalances[node_id]
 
     def _learn_interruptions(self, events: Sequence[ProviderEvent], known: Sequence[Node], now: datetime) -> None:
         """Count spot node-hours since the last tick (the spot nodes ready then) and this tick's interruption

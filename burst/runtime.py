@@ -384,6 +384,7 @@ def build_runtime(
             clock=clock,
             cluster=config.cluster,
             forecaster=(lambda now, jobs: forecasts.forecasts(now)) if forecasts else None,
+            interruption_cooldown_s=config.spot.interruption_cooldown,
         )
     except BaseException:
         store.close()

@@ -1,4 +1,5 @@
-"""Checkpoint on notice: a spot reclaim notice asks jobs whose checkpoint fits to checkpoint, and it saves their work."""
+"""Checkpoint on notice: a spot reclaim notice moves jobs off the node, checkpointing first when it fits; a rebalance
+recommendation asks for a checkpoint early."""
 
 from __future__ import annotations
 
@@ -14,33 +15,82 @@ from burst.settings import data_dir
 from burst.sim.compare import compare
 from burst.sim.setup import default_setup
 from burst.sim.traces import load_trace
+from burst.workloads.queue import apply_job_action
 
 SPOT = group("spot", capacity_type=CapacityType.SPOT)
+OD = group("od")
 DEADLINE = T0 + timedelta(seconds=120)
+PRICES = TablePrices({"spot": 8.0, "od": 32.0})
 
 
 def on_spot(jid: str, **kw: object):
-    return job(jid, gpus=8, state=JobState.RUNNING, nodes=("spot-0",), started=T0 - timedelta(hours=1),
-               fault_tolerant=True, checkpoint_interval_s=1800.0, **kw)
+    """A job 50 minutes into its run on spot-0, checkpointed every 30 minutes: 1200 s of work unsaved at T0."""
+    return job(jid, gpus=kw.pop("gpus", 8), state=JobState.RUNNING, nodes=("spot-0",),
+               started=T0 - timedelta(minutes=50), fault_tolerant=kw.pop("fault_tolerant", True),
+               checkpoint_interval_s=1800.0, **kw)
 
 
-def noticed(*jobs, now=T0) -> Plan:
-    snap = Snapshot(groups=(SPOT,), nodes=(ready_node("spot-0", SPOT),), jobs=tuple(jobs), targets={"spot": 1},
-                    notices={"spot-0": DEADLINE})
-    return plan(snap, [], {}, TablePrices({"spot": 8.0}), now=now, ids=PlanIds("p"))
+def warned(*jobs, now=T0, notices=None, rebalances=None, od: bool = False) -> Plan:
+    """One plan with spot-0 noticed (by default) or recommended for rebalance; `od`: an idle on-demand node too."""
+    nodes = (ready_node("spot-0", SPOT), *((ready_node("od-0", OD, idle_since=now),) if od else ()))
+    snap = Snapshot(groups=(SPOT, OD), nodes=nodes, jobs=tuple(jobs), targets={"spot": 1, "od": int(od)},
+                    notices={"spot-0": DEADLINE} if notices is None else notices, rebalances=rebalances or {})
+    return plan(snap, [], {}, PRICES, now=now, ids=PlanIds("p"))
 
 
-def test_a_checkpoint_that_fits_the_notice_is_requested_and_one_that_does_not_is_held() -> None:
-    p = noticed(on_spot("quick", checkpoint_duration_s=60.0), on_spot("slow", checkpoint_duration_s=200.0))
+def test_a_checkpoint_that_fits_the_notice_is_asked_then_the_job_is_evicted_once_it_lands() -> None:
+    quick = on_spot("quick", checkpoint_duration_s=60.0)
+    (ask,) = warned(quick).actions
+    assert (ask.kind, ask.target, ask.step) == (ActionKind.REQUEST_CHECKPOINT, "quick", "checkpoint_on_notice")
+    assert ask.reason == ("spot reclaim at 12:02:00, 110 s left (less a 10 s margin): checkpoint (60 s) before "
+                          "moving off the reclaimed node (1200 s of work unsaved)")
+    asked = apply_job_action(quick, ask, T0)
+    during = warned(asked, now=T0 + timedelta(seconds=30))
+    assert during.actions == (), "asked once per notice: the checkpoint under way is waited for"
+    assert [h.reason for h in during.holds if h.subject == "job:quick"] == [
+        "spot reclaim at 12:02:00, 80 s left (less a 10 s margin): its checkpoint is under way (30 of 60 s); "
+        "then moving off the reclaimed node"]
+    (evict,) = warned(asked, now=T0 + timedelta(seconds=60)).actions
+    assert (evict.kind, evict.target) == (ActionKind.EVICT_JOB, "quick")
+    assert evict.reason.endswith("moving off the reclaimed node (60 s of work unsaved; requeued from its last "
+                                 "checkpoint)")
+    back = apply_job_action(asked, evict, T0 + timedelta(seconds=60))
+    assert (back.id, back.state, back.work_done_s) == ("quick", JobState.PENDING, 3000.0), \
+        "resumes from the checkpoint asked at the notice, 60 s before the deadline"
+
+
+def test_a_checkpoint_that_does_not_fit_is_not_asked_the_job_is_evicted_at_once_and_placed_elsewhere() -> None:
+    slow = on_spot("slow", gpus=4, checkpoint_duration_s=200.0)
+    blind = on_spot("blind", gpus=2)
+    fragile = on_spot("fragile", gpus=2, fault_tolerant=False)  # cannot resume: moving it saves nothing
+    p = warned(slow, blind, fragile, od=True)
+    assert [(a.kind, a.target) for a in p.actions] == [(ActionKind.EVICT_JOB, "slow"), (ActionKind.EVICT_JOB, "blind")]
+    assert p.actions[0].reason == (
+        "spot reclaim at 12:02:00, 110 s left (less a 10 s margin): moving off the reclaimed node (its 200 s "
+        "checkpoint exceeds the 110 s budget; 1200 s of work unsaved; requeued from its last checkpoint)")
+    assert "(no checkpoint to take; requeued from its last checkpoint)" in p.actions[1].reason
+    back = apply_job_action(slow, p.actions[0], T0)
+    assert (back.id, back.state, back.work_done_s, back.node_ids) == ("slow", JobState.PENDING, 1800.0, ())
+    (place,) = warned(back, fragile, od=True, now=T0 + timedelta(seconds=10)).actions
+    assert (place.kind, place.target, place.node_ids) == (ActionKind.PLACE_JOB, "slow", ("od-0",)), \
+        "requeued under the same id and placed on another node before the noticed one goes"
+
+
+def test_a_rebalance_recommendation_asks_for_a_checkpoint_once_and_evicts_nothing() -> None:
+    quick, slow = on_spot("quick", gpus=4, checkpoint_duration_s=60.0), on_spot("slow", gpus=4, checkpoint_duration_s=200.0)
+    p = warned(quick, slow, notices={}, rebalances={"spot-0": T0})
     (ask,) = p.actions
     assert (ask.kind, ask.target, ask.step) == (ActionKind.REQUEST_CHECKPOINT, "quick", "checkpoint_on_notice")
-    assert "its 60 s checkpoint fits the 110 s left (less a 10 s margin)" in ask.reason
-    (hold,) = [h for h in p.holds if h.subject == "job:slow"]
-    assert "its 200 s checkpoint does not fit" in hold.reason and "last periodic checkpoint" in hold.reason
-    asked = on_spot("quick", checkpoint_duration_s=60.0, last_checkpoint_at=T0)
-    assert noticed(asked, now=T0 + timedelta(seconds=30)).actions == (), "asked once per notice"
-    unmeasured = noticed(on_spot("blind"))
-    assert unmeasured.actions == () and "no measured checkpoint duration" in unmeasured.holds[0].reason
+    assert ask.reason == ("spot rebalance recommended at 12:00:00: checkpoint (60 s) now; it keeps running "
+                          "(1200 s of work unsaved)")
+    assert [h.reason for h in p.holds if h.subject == "job:slow"] == [
+        "spot rebalance recommended at 12:00:00: no checkpoint asked (its 200 s checkpoint exceeds the 110 s "
+        "budget; 1200 s of work unsaved); it keeps running"]
+    asked = apply_job_action(quick, ask, T0)
+    later = T0 + timedelta(minutes=5)  # the checkpoint landed long ago: 300 s of work unsaved again
+    assert warned(asked, notices={}, rebalances={"spot-0": T0}, now=later).actions == (), "once per recommendation"
+    (again,) = warned(asked, notices={}, rebalances={"spot-0": later}, now=later).actions
+    assert (again.kind, again.target) == (ActionKind.REQUEST_CHECKPOINT, "quick"), "a new recommendation asks again"
 
 
 def test_a_requested_checkpoint_saves_work_only_once_it_has_completed() -> None:

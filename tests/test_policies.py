@@ -619,6 +619,20 @@ def test_node_group_field_errors(tmp_path: Path, extra: str, line: int, field: s
     assert fragment in errors[0].message
 
 
+def test_a_warm_pool_on_a_spot_group_is_an_error_naming_the_group(tmp_path: Path) -> None:
+    pool = "    warm_pool: {max_prepared: 2}\n"
+    errors = config_errors(write(tmp_path, "burst.yaml", GROUP.format(provider="aws", tier="elastic", capacity="spot")
+                                 + pool))
+    assert [(e.line, e.field) for e in errors] == [(11, "node_groups.0.warm_pool")], errors
+    assert "node group g is capacity_type spot: spot groups have no warm pool" in errors[0].message
+    on_demand = GROUP.format(provider="aws", tier="elastic", capacity="on_demand") + pool
+    (group,) = load_config(write(tmp_path, "burst.yaml", on_demand)).node_groups_model()
+    assert group.warm_pool.max_prepared == 2
+    empty = GROUP.format(provider="aws", tier="elastic", capacity="spot") + "    warm_pool:\n"
+    (spot,) = load_config(write(tmp_path, "burst.yaml", empty)).node_groups_model()
+    assert spot.warm_pool == WarmPoolSettings(), "an empty warm_pool section asks for nothing"
+
+
 def test_missing_required_key_points_at_the_mapping(tmp_path: Path) -> None:
     text = "cluster: c\nnode_groups:\n  - id: g\n    provider: aws\n"
     errors = config_errors(write(tmp_path, "burst.yaml", text))

@@ -138,16 +138,28 @@ def of(sim: SimProvider, state: NodeState) -> list[Node]:
     return sorted((n for n in sim.nodes().values() if n.state is state), key=lambda n: n.id)
 
 
-def test_demand_draws_from_the_pool_first_then_the_pool_refills() -> None:
-    sim, clock = sim_with_pool(2)
-    assert len(of(sim, NodeState.WARM)) == 2
+def test_demand_draws_the_fastest_warm_state_first_then_the_pool_refills() -> None:
+    sim, clock = sim_with_pool(1)  # one stopped node, prepared first
+    sim.set_warm_pool("od-a", 2, WarmState.RUNNING, key="pool-running")
+    clock.advance(600)  # a second node prepared, running-idle
+    warm = {n.warm_state: n.id for n in of(sim, NodeState.WARM)}
+    assert set(warm) == {WarmState.STOPPED, WarmState.RUNNING}
+
     sim.set_target("od-a", 1, key="up")
-    (waking,) = of(sim, NodeState.WAKING)
-    assert not of(sim, NodeState.BOOTING) or all(n.id != waking.id for n in of(sim, NodeState.BOOTING))
-    clock.advance(60)
-    assert [n.id for n in of(sim, NodeState.READY)] == [waking.id], "ready after the 1-minute wake, not a boot"
+    assert [n.id for n in of(sim, NodeState.WAKING)] == [warm[WarmState.RUNNING]], \
+        "the running node (5 s to wake) is drawn before the older stopped one (60 s)"
+    assert [n.id for n in of(sim, NodeState.WARM)] == [warm[WarmState.STOPPED]]
+    (refill,) = of(sim, NodeState.BOOTING)
+    assert refill.id not in warm.values() and refill.created_at == clock(), \
+        "the pool is refilled in the same call, after the draw: the new node is not the one serving"
+    clock.advance(5)
+    assert [n.id for n in of(sim, NodeState.READY)] == [warm[WarmState.RUNNING]]
     clock.advance(600)
-    assert len(of(sim, NodeState.WARM)) == 2, "the pool is prepared back to its size"
+    assert sorted(n.id for n in of(sim, NodeState.WARM)) == sorted([warm[WarmState.STOPPED], refill.id])
+    assert sim.nodes()[refill.id].warm_state is WarmState.RUNNING
+
+    sim.set_target("od-a", 2, key="up-2")
+    assert [n.id for n in of(sim, NodeState.WAKING)] == [refill.id], "running first again, though newest"
 
 
 def test_an_empty_pool_falls_back_to_a_cold_launch_at_once() -> None:

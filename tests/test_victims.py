@@ -44,9 +44,11 @@ def test_a_job_frees_only_its_share_where_the_gpus_are_needed() -> None:
 
 
 def test_the_minimisation_pass_drops_victims_the_others_make_unnecessary() -> None:
-    small = running("d", 2, 10)  # 2 x 600 GPU-s
-    big = running("e", 4, 6)  # 4 x 360 GPU-s: dearer than d, but enough alone
-    assert ids(select_victims([small, big], 4, T0, running_gpus=LOTS)) == ["e"]
+    small = running("d", 2, 5)  # 2 x 300 GPU-s: cheapest per GPU, so taken first, but 2 GPUs are not enough
+    big = running("e", 4, 6)  # 4 x 360 GPU-s: taken next, and enough alone
+    spare = running("f", 4, 30)  # 4 x 1800 GPU-s: never needed
+    victims = select_victims([spare, big, small], 4, T0, running_gpus=LOTS)
+    assert [(v.job.id, v.cost_gpu_s) for v in victims] == [("e", 4 * 360)], "d was picked first, then made unneeded"
 
 
 def test_a_multi_node_job_is_evicted_whole_or_not_at_all() -> None:
@@ -165,3 +167,52 @@ def test_a_victim_whose_checkpoint_exceeds_the_budget_is_evicted_at_once() -> No
     assert (evict.kind, evict.target) == (ActionKind.EVICT_JOB, "slow")
     assert "(its 300 s checkpoint exceeds the 120 s budget; 600 s of work unsaved; requeued" in evict.reason
     assert any(h.subject == "job:urgent" and h.reason.endswith("freed by preempting slow") for h in p.holds)
+
+
+def share_plan(jobs, policies) -> Plan:
+    return preempt_plan(jobs, {"a": Policy(tenant="a", preemptible_by=("b",)), "b": Policy(tenant="b"), **policies})
+
+
+def test_a_tenant_over_its_share_yields_to_an_equal_priority_tenant_below_it() -> None:
+    a1 = running("a1", 4, 10, tenant="a", nodes=("onprem-0",))
+    a2 = running("a2", 4, 20, tenant="a", nodes=("onprem-0",))
+    p = share_plan([a1, a2, job("b1", tenant="b", gpus=4)], {})
+    (evict,) = p.actions
+    assert (evict.kind, evict.target, evict.step) == (ActionKind.EVICT_JOB, "a1", "preempt")
+    assert evict.reason.startswith(
+        "preempted for fair share: tenant a holds 8 GPU(s) at weight 1, tenant b 4 with its job at weight 1: "
+        "frees 4 GPU(s) for tenant b's job b1 (priority 0); costs 0.67 GPU-h of work (least lost work first)")
+    assert any(h.subject == "job:b1" and h.reason.endswith("freed by preempting a1") for h in p.holds)
+
+
+def test_equal_priority_preemption_stops_where_the_shares_would_cross() -> None:
+    a1 = running("a1", 4, 10, tenant="a", nodes=("onprem-0",))
+    b0 = running("b0", 4, 10, tenant="b", nodes=("onprem-0",))
+    assert share_plan([a1, b0, job("b1", tenant="b", gpus=4)], {}).actions == (), "4 each: b would pass a"
+    a2 = running("a2", 4, 20, tenant="a", nodes=("onprem-0",))
+    heavy = {"a": Policy(tenant="a", preemptible_by=("b",), fair_share_weight=3.0)}
+    assert share_plan([a1, a2, job("b1", tenant="b", gpus=4)], heavy).actions == (), \
+        "8 GPUs at weight 3 is under b's 4 at weight 1"
+    closed = {"a": Policy(tenant="a")}
+    assert share_plan([a1, a2, job("b1", tenant="b", gpus=4)], closed).actions == (), "a does not list b"
+    whole = running("whole", 8, 10, tenant="a", nodes=("onprem-0",))
+    assert share_plan([whole, job("b1", tenant="b", gpus=4)], {}).actions == (), \
+        "evicting a's 8-GPU job would leave a 0 against b's 4"
+
+
+def test_victims_of_one_tenant_are_refused_together_when_they_would_take_it_below_the_preemptor() -> None:
+    def plan_with_b_holding(b_elsewhere: int) -> Plan:
+        ra = group("ra", tier=Tier.STEADY, gpus=36, min_size=1, max_size=1)
+        rb = group("rb", tier=Tier.STEADY, gpus=b_elsewhere, min_size=1, max_size=1)
+        jobs = [running("x1", 2, 5, tenant="a", nodes=("onprem-0",)), running("x2", 2, 6, tenant="a", nodes=("onprem-0",)),
+                running("y", 4, 10, tenant="b", nodes=("onprem-0",)), running("big", 36, 10, tenant="a", nodes=("ra-0",)),
+                running("rest", b_elsewhere, 10, tenant="b", nodes=("rb-0",)), job("b1", tenant="b", gpus=4)]
+        snap = Snapshot(groups=(ONPREM, ra, rb), nodes=(ready_node("onprem-0", ONPREM), ready_node("ra-0", ra),
+                                                        ready_node("rb-0", rb)),
+                        jobs=tuple(jobs), targets={"onprem": 1, "ra": 1, "rb": 1})
+        policies = {"a": Policy(tenant="a", preemptible_by=("b",)), "b": Policy(tenant="b")}
+        return plan(snap, [], policies, TablePrices({"onprem": 8.0, "ra": 36.0, "rb": 30.0}), now=T0, ids=PlanIds("p"))
+
+    # a holds 40 GPUs, so its disruption budget allows both 2-GPU jobs; b holds 4 + what it runs elsewhere
+    assert [a.target for a in plan_with_b_holding(28).actions] == ["x1", "x2"], "a keeps 36, b gets 36: allowed"
+    assert plan_with_b_holding(30).actions == (), "either alone keeps a at 38 against b's 38; both would leave a 36"

@@ -1,8 +1,8 @@
 """Checkpoint, then evict: the move every step that takes a running job off its GPUs makes.
 
-Steps that move running jobs (deadlines off spot, unhealthy GPUs, priority
-preemption) share one rule, so a job loses no more than it must whichever
-step moves it:
+Steps that move running jobs (spot reclaim notices, deadlines off spot,
+unhealthy GPUs, priority preemption) share one rule, so a job loses no more
+than it must whichever step moves it:
 
 1. a job that can checkpoint (it is fault-tolerant, so it resumes from a
    checkpoint, and has a measured `checkpoint_duration_s`, within the step's
@@ -14,6 +14,10 @@ step moves it:
 3. once its work is saved, or at once when it cannot checkpoint (no measured
    duration, or one longer than the budget), it is evicted (`evict_job`):
    requeued under the same id, it resumes from its last checkpoint.
+
+A warning without a deadline (a rebalance recommendation) takes only the
+first part (`checkpoint_early`): a checkpoint worth asking is asked, and the
+job keeps running.
 
 Unsaved work is counted by `burst.progress`: a requested checkpoint saves the
 work as of the request, and only once its duration has passed. What the move
@@ -59,14 +63,30 @@ def checkpoint_then_evict(ctx: PlanContext, job: Job, why: str, step: str, *, th
         _act(ctx, job, ActionKind.REQUEST_CHECKPOINT, step,
              f"{why}: checkpoint ({takes:g} s) before {then} ({unsaved:.0f} s of work unsaved)")
         return Move.CHECKPOINT_ASKED
-    if takes is None:
-        saved = "no checkpoint to take"
-    elif budget_s is not None and takes > budget_s:
-        saved = f"its {takes:g} s checkpoint exceeds the {budget_s:g} s budget; {unsaved:.0f} s of work unsaved"
-    else:
-        saved = f"{unsaved:.0f} s of work unsaved"
-    _act(ctx, job, ActionKind.EVICT_JOB, step, f"{why}: {then} ({saved}; requeued from its last checkpoint)")
+    _act(ctx, job, ActionKind.EVICT_JOB, step,
+         f"{why}: {then} ({_no_checkpoint(job, unsaved, budget_s)}; requeued from its last checkpoint)")
     return Move.EVICTED
+
+
+def checkpoint_early(ctx: PlanContext, job: Job, why: str, step: str, *, budget_s: float) -> Move | None:
+    """Ask the running job for a checkpoint now when one is worth taking within `budget_s`, and leave it running.
+
+    For a warning with no deadline yet: the job is not evicted, so it resumes from this checkpoint if the
+    warning comes true. The same rule as `checkpoint_then_evict` decides whether a checkpoint is worth asking.
+    Returns CHECKPOINT_ASKED, CHECKPOINT_UNDER_WAY (one already runs: nothing more is asked), or None when no
+    checkpoint is worth asking (a hold says why).
+    """
+    if _under_way(job, _seconds_since_ask(job, ctx.now)):
+        return Move.CHECKPOINT_UNDER_WAY
+    unsaved = _unsaved_s(job, ctx.now)
+    if _worth_a_checkpoint(job, unsaved, budget_s):
+        _act(ctx, job, ActionKind.REQUEST_CHECKPOINT, step,
+             f"{why}: checkpoint ({job.checkpoint_duration_s:g} s) now; it keeps running ({unsaved:.0f} s of work "
+             "unsaved)")
+        return Move.CHECKPOINT_ASKED
+    ctx.hold(f"job:{job.id}", f"{why}: no checkpoint asked ({_no_checkpoint(job, unsaved, budget_s)}); it keeps "
+             "running", step, job.tenant)
+    return None
 
 
 def move_cost_s(job: Job, now: datetime, *, budget_s: float | None = None) -> float:
@@ -100,6 +120,16 @@ def _worth_a_checkpoint(job: Job, unsaved: float, budget_s: float | None) -> boo
             and unsaved > max(FRESH_CHECKPOINT_S, takes))
 
 
+def _no_checkpoint(job: Job, unsaved: float, budget_s: float | None) -> str:
+    """Why no checkpoint is asked of the job, for a reason or hold."""
+    takes = job.checkpoint_duration_s
+    if takes is None:
+        return "no checkpoint to take"
+    if budget_s is not None and takes > budget_s and unsaved > max(FRESH_CHECKPOINT_S, takes):
+        return f"its {takes:g} s checkpoint exceeds the {budget_s:.0f} s budget; {unsaved:.0f} s of work unsaved"
+    return f"{unsaved:.0f} s of work unsaved"
+
+
 def _seconds_since_ask(job: Job, now: datetime) -> float | None:
     """Seconds since the checkpoint asked of this run (None: none asked since the job started)."""
     asked, started = job.last_checkpoint_at, job.started_at
@@ -113,4 +143,4 @@ def _act(ctx: PlanContext, job: Job, kind: ActionKind, step: str, reason: str) -
                               node_ids=job.node_ids, gpu_uuids=job.gpu_uuids, step=step, reason=reason))
 
 
-__all__ = ["FRESH_CHECKPOINT_S", "Move", "checkpoint_then_evict", "move_cost_s"]
+__all__ = ["FRESH_CHECKPOINT_S", "Move", "checkpoint_early", "checkpoint_then_evict", "move_cost_s"]

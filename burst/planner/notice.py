@@ -1,54 +1,67 @@
-"""Step: checkpoint on notice, when a provider says it will reclaim a spot node.
+"""Step: checkpoint on notice, when a provider says it will reclaim a spot node, or that one is at risk.
 
-For every fault-tolerant job running on a noticed node, the budget is the
-time to the reclaim deadline less `SAFETY_MARGIN_S`. If the job's measured
-checkpoint (`checkpoint_duration_s`) fits the budget, the step asks it to
+Interruption notices (`Snapshot.notices`: the node goes at a deadline). Every
+fault-tolerant job running on a noticed node is moved off it by the rule all
+steps that move running jobs share (`burst.planner.evict.checkpoint_then_evict`),
+with a budget of the time to the deadline less `SAFETY_MARGIN_S`: when its
+measured checkpoint (`checkpoint_duration_s`) fits the budget, it is asked to
 checkpoint now (`request_checkpoint`), so it resumes from this moment rather
-than from its last periodic checkpoint; a checkpoint requested for this notice
-is not asked again. If it does not fit, or the job never measured one, asking
-would only cost GPU time the node no longer has: the job keeps running to the
-deadline and resumes from its last periodic checkpoint, and a hold says so.
-Either way the job is requeued under the same id when the node goes.
+than from its last periodic checkpoint, and is evicted once the checkpoint has
+landed; when it does not fit, or the job never measured one (or its work is
+all but saved), it is evicted at once (`evict_job`) and resumes from its last
+periodic checkpoint, since running on would only spend GPU time the node no
+longer has. Either way it is requeued under the same id and can be placed
+elsewhere before the node goes (never on a noticed node). A checkpoint under
+way when the notice comes is waited for.
+
+Rebalance recommendations (`Snapshot.rebalances`: elevated risk, no deadline)
+start this early, without evicting anything: each fault-tolerant job on a
+recommended node (and on no noticed one) is asked, once per recommendation,
+for a checkpoint that fits `REBALANCE_BUDGET_S` less the margin
+(`burst.planner.evict.checkpoint_early`), and keeps running. When the
+interruption follows, its notice finds the work saved as of the
+recommendation.
 """
 
 from __future__ import annotations
 
-from burst.model import Action, ActionKind
 from burst.planner.context import PlanContext
+from burst.planner.evict import checkpoint_early, checkpoint_then_evict
 
 STEP = "checkpoint_on_notice"
 SAFETY_MARGIN_S = 10.0
-LONGEST_NOTICE_S = 300.0
-"""A checkpoint asked for this close to the deadline was asked for this notice (AWS gives 120 s, GCP 30 s)."""
+"""Seconds of a notice kept free at its end, so a checkpoint that fits lands before the node goes."""
+REBALANCE_BUDGET_S = 120.0
+"""A rebalance recommendation has no deadline, but the interruption it warns of comes with a notice of at least
+two minutes (AWS, the cloud that sends them): a checkpoint that fits that notice, less the safety margin,
+lands even when the notice follows the recommendation at once."""
 
 
 def checkpoint_on_notice(ctx: PlanContext) -> None:
-    """Ask fault-tolerant jobs on noticed nodes to checkpoint when their checkpoint fits before the reclaim."""
-    notices = ctx.snapshot.notices
-    if not notices:
+    """Move fault-tolerant jobs off noticed nodes (checkpointing first when it fits), and ask jobs on nodes
+    recommended for rebalance for a checkpoint that fits (see module doc)."""
+    notices, rebalances = ctx.snapshot.notices, ctx.snapshot.rebalances
+    if not notices and not rebalances:
         return
     for job in ctx.running_jobs():
-        deadlines = [notices[n] for n in job.node_ids if n in notices]
-        if not deadlines or not job.fault_tolerant:
+        if not job.fault_tolerant:
             continue
-        deadline = min(deadlines)
-        budget = (deadline - ctx.now).total_seconds() - SAFETY_MARGIN_S
+        deadlines = [notices[n] for n in job.node_ids if n in notices]
+        if deadlines:
+            deadline = min(deadlines)
+            budget = (deadline - ctx.now).total_seconds() - SAFETY_MARGIN_S
+            why = f"spot reclaim at {deadline:%H:%M:%S}, {budget:.0f} s left (less a {SAFETY_MARGIN_S:g} s margin)"
+            checkpoint_then_evict(ctx, job, why, STEP, then="moving off the reclaimed node", budget_s=budget)
+            continue
+        recommended = [rebalances[n] for n in job.node_ids if n in rebalances]
+        if not recommended:
+            continue
+        latest = max(recommended)
         asked = job.last_checkpoint_at
-        if asked is not None and job.started_at is not None and asked >= job.started_at and \
-                (deadline - asked).total_seconds() <= LONGEST_NOTICE_S:
-            continue  # already asked for this notice
-        takes = job.checkpoint_duration_s
-        if takes is not None and takes <= budget:
-            ctx.actions.append(
-                Action(kind=ActionKind.REQUEST_CHECKPOINT, target=job.id, tenant=job.tenant, count=job.whole_gpus,
-                       node_ids=job.node_ids, step=STEP,
-                       reason=f"spot reclaim at {deadline:%H:%M:%S}: its {takes:g} s checkpoint fits the "
-                       f"{budget:.0f} s left (less a {SAFETY_MARGIN_S:g} s margin)")
-            )
-        else:
-            why = "no measured checkpoint duration" if takes is None else f"its {takes:g} s checkpoint does not fit"
-            ctx.hold(f"job:{job.id}", f"spot reclaim at {deadline:%H:%M:%S}, {budget:.0f} s left: {why}; it "
-                     "resumes from its last periodic checkpoint", STEP, job.tenant)
+        if asked is not None and job.started_at is not None and asked >= max(latest, job.started_at):
+            continue  # already asked since this recommendation
+        checkpoint_early(ctx, job, f"spot rebalance recommended at {latest:%H:%M:%S}", STEP,
+                         budget_s=REBALANCE_BUDGET_S - SAFETY_MARGIN_S)
 
 
-__all__ = ["LONGEST_NOTICE_S", "SAFETY_MARGIN_S", "STEP", "checkpoint_on_notice"]
+__all__ = ["REBALANCE_BUDGET_S", "SAFETY_MARGIN_S", "STEP", "checkpoint_on_notice"]
