@@ -565,9 +565,15 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
               help="Trace CSV to replay (Philly, ITP, Alibaba 2023 or the generic CSV).")
 @click.option("--format", "trace_format", default="auto", show_default=True,
               type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Trace format.")
-@click.option("--epoch", default=None, help="ISO instant that relative trace times count from (ITP default 2021-03-04T00:00:00Z).")
+@click.option("--epoch", default=None,
+              help="ISO instant that relative trace times count from (default: ITP 2021-03-04T00:00:00Z, the "
+                   "collection start; Alibaba 2023-01-01T00:00:00Z, a convention; numeric Philly and csv times: "
+                   "the Unix epoch).")
 @click.option("--tenant-column", default=None, help="Trace column naming the tenant (default: the format's own).")
-@CONFIG_OPTION
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="burst.yaml whose node groups, initial sizes, spot hazards, prices and policies to simulate "
+                   "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
+                   "one spot cloud group at catalog prices).")
 @click.option("--strategy", "strategies", multiple=True,
               type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"]),
               help="Strategy to simulate (repeatable; default: all).")
@@ -607,6 +613,12 @@ def simulate_cmd(
     names = list(strategies) or list(STRATEGIES)
     try:
         trace = load_trace(trace_path, format=trace_format, epoch=_parse_at(epoch) if epoch else None, tenant_column=tenant_column)
+        shown = 20  # bad rows listed one by one; the rest are counted
+        for bad in trace.bad_rows[:shown]:
+            click.echo(f"{trace.path}:{bad.line}: skipped: {bad.message}", err=True)
+        if len(trace.bad_rows) > shown:
+            more = len(trace.bad_rows) - shown
+            click.echo(f"... and {more} more bad row{'s' if more != 1 else ''}", err=True)
         trace = trace.window(_parse_at(start) if start else None, days)
         setup = None
         if config_path is not None:

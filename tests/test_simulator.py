@@ -11,14 +11,18 @@ from pathlib import Path
 
 import pytest
 from builders import T0, TablePrices, group, job, ready_node
+from click.testing import CliRunner
 
-from burst.model import ActionKind, JobState, Policy, Snapshot
+from burst.catalog import Catalog
+from burst.cli import main
+from burst.model import ActionKind, Job, JobState, Policy, Snapshot
 from burst.planner import PIPELINE, PlanIds, plan
 from burst.settings import data_dir
 from burst.sim.compare import compare
+from burst.sim.engine import simulate
 from burst.sim.setup import default_setup
-from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, ClusterAutoscalerScaleDown
-from burst.sim.traces import TraceError, load_trace
+from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, ClusterAutoscalerScaleDown, strategy_run
+from burst.sim.traces import Trace, TraceError, load_trace
 
 ROOT = Path(__file__).parent.parent
 
@@ -88,6 +92,11 @@ def test_same_seed_same_result_other_seed_other_interruptions() -> None:
     assert one == two
     assert one["strategies"]["burst"]["forecast_fits"] > 0 and one["strategies"]["reactive"]["forecast_fits"] == 0
     assert one["strategies"]["burst"]["jobs_started"] == one["trace"]["jobs"]
+    # the seed draws the spot interruptions and which jobs are fault-tolerant: another one gives other losses
+    other = compare(trace, ["reactive"], seed=4).results["reactive"]
+    mine = one["strategies"]["reactive"]
+    assert mine["interruptions"] > 0 and other.interruptions > 0
+    assert (other.interruptions, round(other.lost_gpu_hours, 4)) != (mine["interruptions"], mine["lost_gpu_hours"])
 
 
 def _ca_snapshot(at_minutes: float, *, used: int = 2) -> tuple[Snapshot, list[str]]:
@@ -137,6 +146,39 @@ def test_reactive_keeps_a_node_whose_pods_fit_nowhere_else() -> None:
     other = ClusterAutoscalerScaleDown()
     _ca_plan(other, 0, used=5)
     assert _ca_plan(other, 20, used=5) == []
+
+
+def test_reactive_end_to_end_scans_every_10_s_cold_boots_and_removes_the_node_10_min_after_idle() -> None:
+    """One 8-GPU job, no on-prem capacity, spot not allowed: it needs a cold on-demand node.
+
+    Scans run at 0, 10, 20 s ...; the job arrives at 13 s and is first seen by the 20 s scan, which
+    scales up. The node boots 300 s (ready at 320 s, where the job starts: waited 307 s), the job
+    runs 1800 s to 2120 s, and the idle node is unneeded from then on: removed by the 2720 s scan
+    (10 min later) and gone after the sim provider's 30 s termination.
+    """
+    job_b = Job(id="t-b", tenant="t", gpus=8, submitted_at=T0 + timedelta(seconds=13), duration_s=1800.0)
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(job_b,)).stats()
+    base = default_setup(stats)
+    onprem, od, spot = base.groups
+    setup = dataclasses.replace(
+        base,
+        groups=(dataclasses.replace(onprem, min_size=0, max_size=0), od, spot),
+        initial={"onprem": 0, "cloud-od": 0, "cloud-spot": 0},
+        default_policy=Policy(tenant="_default"),  # no spot
+    )
+    run = strategy_run("reactive", setup, stats)
+    r = simulate(run, [job_b], start=T0, end=T0 + timedelta(hours=2), keep_timeline=True)
+    assert r.waits_s == [307.0] and r.time_to_capacity_p95_s == 307.0
+    assert r.scale_ups == 1 and r.jobs_completed == 1 and r.interruptions == 0
+    # every tick the run made (s after start) and the on-demand GPUs ready at it; 620 s is the
+    # scale-down delay after the 20 s scale-up
+    assert [((p.at - T0).total_seconds(), p.capacity_gpus.get("elastic_on_demand", 0.0)) for p in r.timeline] == [
+        (0.0, 0.0), (20.0, 0.0), (320.0, 8.0), (620.0, 8.0), (2120.0, 8.0), (2720.0, 8.0), (2750.0, 0.0), (7200.0, 0.0),
+    ]
+    # paid from the launch at 20 s to the end of termination at 2750 s: 2730 s of one 8-GPU node
+    assert r.gpu_hours_paid == pytest.approx(2730 / 3600 * 8)
+    assert r.cost_by_tier["elastic_on_demand"] == pytest.approx(2730 / 3600 * setup.catalog.group_price(od))
+    assert r.cost_by_tier["steady"] == 0.0 and r.cost_by_tier["elastic_spot"] == 0.0
 
 
 def test_a_trace_with_no_usable_rows_is_a_clear_error(tmp_path: Path) -> None:
@@ -231,3 +273,78 @@ def test_a_set_up_without_checkpointing_marks_the_same_jobs_fault_tolerant_with_
     ft = [(u, b) for u, b in zip(usual, bare, strict=True) if u.fault_tolerant]
     assert all(u.checkpoint_interval_s == 1800.0 and 30 <= (u.checkpoint_duration_s or 0) <= 300 for u, _ in ft)
     assert all(b.checkpoint_interval_s is None and b.checkpoint_duration_s is None for _, b in ft)
+
+
+def bad_row_trace(tmp_path: Path, bad: int = 1) -> Path:
+    """The tiny trace with `bad` rows after it whose duration is negative (the first on line 4)."""
+    rows = "".join(f"x{i},2026-03-02T12:00:00Z,-5,8,t\n" for i in range(bad))
+    path = tmp_path / "tiny.csv"
+    path.write_text(tiny_trace(tmp_path).read_text() + rows)
+    return path
+
+
+def test_simulate_lists_a_bad_row_on_stderr_in_json_mode(tmp_path: Path) -> None:
+    path = bad_row_trace(tmp_path)
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(path), "--strategy", "oracle", "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [f"{path}:4: skipped: duration_s: must be > 0, got -5"]
+    data = json.loads(result.stdout)  # stdout stays one JSON object
+    assert data["trace"]["bad_rows"] == 1 and data["trace"]["jobs"] == 2
+
+
+def test_simulate_lists_bad_rows_in_text_mode_up_to_20(tmp_path: Path) -> None:
+    path = bad_row_trace(tmp_path, bad=23)
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(path), "--strategy", "oracle"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]  # the finished progress bar leaves a blank
+    assert lines == [f"{path}:{n}: skipped: duration_s: must be > 0, got -5" for n in range(4, 24)] + [
+        "... and 3 more bad rows"
+    ]
+    assert "skipped" not in result.stdout and "2 jobs" in result.stdout
+
+
+CONFIG = """\
+cluster: lab
+node_groups:
+  - id: rack
+    provider: sim
+    region: dc1
+    tier: steady
+    capacity_type: onprem
+    instance_type: dgx-a100
+    gpu_model: A100
+    gpus_per_node: 8
+    min_size: 3
+    max_size: 3
+    initial_size: 3
+  - id: cloud
+    provider: sim
+    region: us-east-1
+    tier: elastic
+    capacity_type: on_demand
+    instance_type: p4d.24xlarge
+    gpu_model: A100
+    gpus_per_node: 8
+    max_size: 2
+"""
+
+
+def test_simulate_with_a_config_uses_its_groups(tmp_path: Path) -> None:
+    config = tmp_path / "burst.yaml"
+    config.write_text(CONFIG)
+    trace = tiny_trace(tmp_path)
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--config", str(config),
+                                       "--strategy", "burst", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["assumptions"] == ["set-up from the config of cluster 'lab'"]
+    r = data["strategies"]["burst"]
+    # 3 on-prem nodes (the trace alone would size 1) hold both 8-GPU jobs at once: no cloud, no wait,
+    # 3 x 8 GPUs paid for the whole day the run lasts
+    assert r["gpu_hours_paid"] == 576.0 and r["gpu_hours_used"] == 12.0
+    assert r["onprem_utilization"] == round(12 / 576, 6)
+    assert r["wait_p95_s"] == 0.0 and r["scale_ups"] == 0 and r["time_to_capacity_p95_s"] == 0.0
+    node_hour = 8 * Catalog.load().onprem.usd_per_gpu_hour
+    assert r["cost_by_tier"] == pytest.approx(
+        {"steady": 24 * 3 * node_hour, "elastic_on_demand": 0.0, "elastic_spot": 0.0, "hot_pool": 0.0}, abs=1e-4
+    )
