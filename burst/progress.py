@@ -9,6 +9,11 @@ as of its request; a node lost before it completes loses it); a job that loses
 its node resumes from its last checkpoint (fault-tolerant jobs) or from the
 start (jobs that cannot resume), and what it did since is lost work. A
 checkpoint never saves more than the work done (duration included).
+
+`last_checkpoint_at` is therefore when a requested checkpoint was taken, not
+when it completed: the embedded queue records it at the request, and the
+simulator's checkpoint channel (`burst.workloads.sim_channel`) records it, as
+the request's time, only once the job acknowledges the checkpoint.
 """
 
 from __future__ import annotations

@@ -8,7 +8,12 @@ job arrives or finishes, a node boots, wakes, is interrupted or terminates, an
 idle node's cooldown or a strategy timer expires), rounded up to the
 strategy's loop interval, as a daemon ticking every interval would first see
 it. Jobs that lose their nodes (spot interruption, a drained node) are
-requeued from their last checkpoint by the queue's rules.
+requeued from their last checkpoint by the queue's rules. A plan's checkpoint
+request travels over the checkpoint channel real jobs use, answered by the
+simulated job (`burst.workloads.sim_channel`): it acknowledges after its
+`checkpoint_duration_s` (the clock jumps there too), and only the ack records
+the checkpoint; a node lost during the checkpoint loses the work since the
+last completed one.
 
 Metric definitions (the `burst simulate --json` contract):
 
@@ -30,7 +35,10 @@ Metric definitions (the `burst simulate --json` contract):
   `lost_gpu_hours`: the work both lost since their last checkpoint × GPUs.
 - `warm_nodes_avg`: hot-pool (warm) nodes held on average over the run.
 - `checkpoint_violations`: interruptions in which a fault-tolerant job lost
-  more than its checkpoint interval of work (must be 0); `spot_gpu_hours`:
+  more than its checkpoint interval of work (must be 0); `checkpoint_acks`,
+  `checkpoint_timeouts`: checkpoint requests the simulated jobs acknowledged,
+  and those that ended with no ack (a node lost, the job evicted or finished,
+  or the deadline passed first); `spot_gpu_hours`:
   GPU-hours paid on spot groups; `goodput`: GPU-hours jobs held on spot nodes,
   less the work they lost there, over `spot_gpu_hours` (0 without spot).
 - `forecast_fit_s`, `forecast_fits`, `forecast_models`: wall seconds spent
@@ -65,6 +73,7 @@ from burst.sim.strategies import StrategyRun
 from burst.state import CostEntry, Store
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import RUNNING_STATES, MemoryQueue
+from burst.workloads.sim_channel import SimCheckpointChannel
 from providers.sim import ManualClock, SimProvider
 
 ProgressFn = Callable[[datetime], None]
@@ -110,6 +119,8 @@ class StrategyResult:
     forecast_models: dict[str, int] = field(default_factory=dict)
     warm_nodes_avg: float = 0.0
     checkpoint_violations: int = 0
+    checkpoint_acks: int = 0
+    checkpoint_timeouts: int = 0
     evictions: int = 0
     spot_gpu_hours: float = 0.0
     goodput: float = 0.0
@@ -145,6 +156,8 @@ class StrategyResult:
             "forecast_models": dict(sorted(self.forecast_models.items())),
             "warm_nodes_avg": round(self.warm_nodes_avg, 3),
             "checkpoint_violations": self.checkpoint_violations,
+            "checkpoint_acks": self.checkpoint_acks,
+            "checkpoint_timeouts": self.checkpoint_timeouts,
             "evictions": self.evictions,
             "spot_gpu_hours": round(self.spot_gpu_hours, 4),
             "goodput": round(self.goodput, 6),
@@ -330,7 +343,8 @@ def simulate(
     for group_id, (size, state) in run.warm_pools.items():
         provider.set_warm_pool(group_id, size, state, key=f"sim-warm-pool:{group_id}")
     arrivals = _Arrivals([j for j in jobs if start <= j.submitted_at < end])
-    queue = MemoryQueue(complete_by_duration=True)
+    queue = MemoryQueue(complete_by_duration=True, ack_checkpoints=True)
+    channel = SimCheckpointChannel(queue, provider.node)
     cursor: list[datetime | None] = [None]
 
     def save_cursor(at: datetime) -> None:
@@ -358,6 +372,7 @@ def simulate(
         forecaster=forecaster,
         launch_failure_cooldown_s=run.launch_failure_cooldown_s,
         interruption_cooldown_s=run.interruption_cooldown_s,
+        agents=channel,
     )
     meter = _Meter(run, keep_timeline)
     interval = setup.loop_interval_s
@@ -372,11 +387,13 @@ def simulate(
                 on_progress(now)
             if now >= end:
                 break
-            due = _next_event(run, report, queue, provider, arrivals, now, forecaster, controller.cooldown_ends(now))
+            due = _next_event(run, report, queue, provider, arrivals, now, forecaster, controller.cooldown_ends(now),
+                              channel)
             step = max(interval, (due - now).total_seconds()) if due is not None else (end - now).total_seconds()
             step = math.ceil(step / interval - 1e-9) * interval
             clock.advance_to(min(end, now + timedelta(seconds=step)))
         result = _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
+        result.checkpoint_acks, result.checkpoint_timeouts = len(channel.acks), len(channel.timeouts)
         if keep_ledger:
             result.ledger = store.costs(since=start)
         return result
@@ -396,6 +413,7 @@ def _next_event(
     now: datetime,
     forecaster: SimForecaster | None = None,
     cooldown_ends: Sequence[datetime] = (),
+    channel: SimCheckpointChannel | None = None,
 ) -> datetime | None:
     """The next instant after `now` at which a tick could decide something new."""
     if any(not o.ok for o in report.outcomes):
@@ -409,6 +427,9 @@ def _next_event(
             finish = progress.finishes_at(job)
             if finish is not None:
                 candidates.append(finish)
+    ack_due = channel.next_event_at() if channel is not None else None
+    if ack_due is not None:
+        candidates.append(ack_due)
     sim_due = provider.next_event_at()
     if sim_due is not None:
         candidates.append(sim_due)

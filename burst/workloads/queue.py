@@ -6,6 +6,12 @@ known duration that has done all its work succeeds. Jobs submitted with
 `burst submit` live in the store queue; in production the on-prem agent or
 Kubernetes reports completion, in the quickstart and the simulator the
 duration does.
+
+A plan's `request_checkpoint` is recorded at once (`last_checkpoint_at` is
+the request; `burst.progress` counts it once its duration has passed), except
+in a memory queue built with `ack_checkpoints`: there the checkpoint channel
+of simulated jobs (`burst.workloads.sim_channel`) carries the request and
+records the checkpoint when the job acknowledges it.
 """
 
 from __future__ import annotations
@@ -79,11 +85,14 @@ JOB_ACTIONS = frozenset(
 class MemoryQueue:
     """An in-memory job queue (the simulator's): jobs arrive with `submit`, nothing persists."""
 
-    def __init__(self, *, complete_by_duration: bool = True) -> None:
+    def __init__(self, *, complete_by_duration: bool = True, ack_checkpoints: bool = False) -> None:
         self.jobs: dict[str, Job] = {}
         self.finished: list[Job] = []
         self.seen: set[str] = set()
         self.complete_by_duration = complete_by_duration
+        # With ack_checkpoints a plan's request_checkpoint leaves the job as it is: a SimCheckpointChannel
+        # over this queue carries the request, and the job's ack records the checkpoint.
+        self.ack_checkpoints = ack_checkpoints
 
     def submit(self, job: Job) -> None:
         self.jobs[job.id] = job
@@ -105,8 +114,17 @@ class MemoryQueue:
 
     def apply(self, action: Action, now: datetime) -> None:
         job = self.jobs.get(action.target)
-        if job is not None:
-            self._put(apply_job_action(job, action, now))
+        if job is None or (self.ack_checkpoints and action.kind is ActionKind.REQUEST_CHECKPOINT):
+            return
+        self._put(apply_job_action(job, action, now))
+
+    def get(self, job_id: str) -> Job | None:
+        """The active job with this id (None when there is none)."""
+        return self.jobs.get(job_id)
+
+    def put(self, job: Job, now: datetime) -> None:
+        """Record `job` as it is now (a job that ended moves to `finished`)."""
+        self._put(job)
 
     def _put(self, job: Job) -> None:
         if job.active:
