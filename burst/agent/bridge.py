@@ -4,8 +4,9 @@ Each tick the reconcile loop
 
 1. `sync`s what agents reported into the embedded queue: a job whose
    process exited 0 succeeded, any other exit (or a failed start) failed; a
-   checkpoint ack sets the job's `last_checkpoint_at` (its work up to then is
-   safe);
+   checkpoint ack sets the job's `last_checkpoint_at` to when the checkpoint
+   was taken (`checkpoint_taken_at`: the ack's time less the job's measured
+   checkpoint duration, as `burst.progress` reads it);
 2. reads `node_gpus()` into the snapshot, so the local GPU scheduler binds
    jobs to specific GPUs of nodes with an agent;
 3. `forward`s the plan's job actions for jobs on those nodes: a placement
@@ -54,7 +55,7 @@ class AgentBridge:
         for ack in acks:
             job = self.store.get_job(ack.job_id)
             if job is not None and job.active:
-                self.store.put_job(dataclasses.replace(job, last_checkpoint_at=ack.at), at=now)
+                self.store.put_job(dataclasses.replace(job, last_checkpoint_at=checkpoint_taken_at(job, ack.at)), at=now)
         for status in statuses:
             job = self.store.get_job(status.job_id)
             if job is None or not job.active:
@@ -96,3 +97,14 @@ class AgentBridge:
             for node_id in before.node_ids:
                 if node_id in agents:
                     self.hub.evict(node_id, Eviction(job_id=before.id, reason=action.reason))
+
+
+def checkpoint_taken_at(job: Job, acked_at: datetime) -> datetime:
+    """When an acknowledged checkpoint was taken: its ack less the job's measured duration, not before the run.
+
+    `burst.progress` counts the work up to `last_checkpoint_at` as saved once
+    a checkpoint duration has passed after it; the ack arrives when the
+    checkpoint is complete, so the work it saved is the work up to its start.
+    """
+    taken = acked_at - timedelta(seconds=job.checkpoint_duration_s or 0.0)
+    return max(taken, job.started_at) if job.started_at is not None else taken

@@ -88,3 +88,13 @@ def test_a_failing_job_fails_and_a_checkpoint_ack_moves_its_last_checkpoint(cont
     assert store.get_job("ckpt").last_checkpoint_at == T0 + timedelta(seconds=5)  # type: ignore[union-attr]
     assert agent.runner.jobs == {}
     store.close()
+
+
+def test_an_acked_checkpoint_was_taken_one_measured_duration_before_its_ack() -> None:
+    from burst.agent.bridge import checkpoint_taken_at
+
+    ran = job("ckpt", gpus=1, state=JobState.RUNNING, nodes=(NODE,), started=T0)
+    measured = dataclasses.replace(ran, checkpoint_duration_s=30.0)
+    assert checkpoint_taken_at(measured, T0 + timedelta(seconds=100)) == T0 + timedelta(seconds=70)
+    assert checkpoint_taken_at(measured, T0 + timedelta(seconds=10)) == T0  # never before the run started
+    assert checkpoint_taken_at(ran, T0 + timedelta(seconds=100)) == T0 + timedelta(seconds=100)  # nothing measured
