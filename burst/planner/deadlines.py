@@ -1,4 +1,4 @@
-"""Step: keep jobs with a deadline off spot once their slack is gone ("uniform progress", Can't Be Late, NSDI '24).
+"""Step: keep jobs with a deadline off spot when they fall behind ("uniform progress", Can't Be Late, NSDI '24).
 
 A job with a `deadline` and a known `duration_s` has remaining work
 R = duration − progress, with progress counted up to its last checkpoint (what
@@ -7,7 +7,15 @@ T − R: how long it can still afford to lose. Spot is allowed while the slack
 is at least the tenant's margin (`spot.deadline_margin`; by default one cold
 boot of the cheapest on-demand group it may use, `DEFAULT_BOOT_S` if it has
 none, plus the job's measured checkpoint duration: the overhead of one move).
-Below it, the job must run on on-demand:
+Below it, the job must run on on-demand. A pending job must also be on
+schedule: uniform progress asks that by time t a job submitted at S with a
+deadline D have done (t − S) / (D − S) of its work, so that spot's risk is
+spread over the whole window rather than spent first, as a greedy "spot
+until the slack is gone" would; a pending job behind that line by more than
+the margin (the overhead of one move, the paper's restart overhead) goes to
+on-demand. A running job is held to the slack rule alone: it gains on the
+line while it runs, so moving it for a lag between two checkpoints would only
+add a move.
 
 1. a pending job is barred from spot for this plan (`PlanContext.spot_barred`):
    placement passes over spot groups for it, and a hold says why;
@@ -47,6 +55,17 @@ def slack_s(job: Job, ctx: PlanContext) -> float | None:
     return (job.deadline - ctx.now).total_seconds() - remaining
 
 
+def uniform_lag_s(job: Job, ctx: PlanContext) -> float | None:
+    """Work (s) the job is behind uniform progress: due by now on a straight line from submission to deadline,
+    less its work to its last checkpoint (None: no deadline or duration; negative: ahead)."""
+    if job.deadline is None or job.duration_s is None:
+        return None
+    window = (job.deadline - job.submitted_at).total_seconds()
+    elapsed = (ctx.now - job.submitted_at).total_seconds()
+    due = job.duration_s if window <= 0 else job.duration_s * min(1.0, max(0.0, elapsed / window))
+    return due - progress.checkpointed_work(job, ctx.now)
+
+
 def deadline_margin_s(ctx: PlanContext, job: Job, policy: Policy) -> float:
     """The slack below which `job` must run on on-demand (see the module doc)."""
     if policy.spot.deadline_margin_s is not None:
@@ -68,9 +87,15 @@ def keep_deadlines(ctx: PlanContext) -> None:
         slack = slack_s(job, ctx)
         assert slack is not None
         margin = deadline_margin_s(ctx, job, policy)
-        if slack >= margin:
-            continue
         why = f"deadline slack {slack:.0f} s < margin {margin:.0f} s"
+        if slack >= margin and job.state is JobState.PENDING:
+            lag = uniform_lag_s(job, ctx)
+            assert lag is not None
+            if lag <= margin:
+                continue
+            why = f"behind uniform progress to its deadline by {lag:.0f} s of work > margin {margin:.0f} s"
+        elif slack >= margin:
+            continue
         if job.state is JobState.PENDING:
             ctx.spot_barred[job.id] = why
             ctx.hold(f"job:{job.id}", f"{why}: placed on on-demand only, not spot", STEP, job.tenant)
@@ -99,4 +124,4 @@ def _move_off_spot(ctx: PlanContext, job: Job, why: str) -> None:
             ctx.usage_of(job.tenant).add(cap.group, -job.gpu_demand / share, -job.gpu_demand * cap.gpu_price / share)
 
 
-__all__ = ["DEFAULT_BOOT_S", "STEP", "deadline_margin_s", "keep_deadlines", "slack_s"]
+__all__ = ["DEFAULT_BOOT_S", "STEP", "deadline_margin_s", "keep_deadlines", "slack_s", "uniform_lag_s"]
