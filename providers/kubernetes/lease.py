@@ -7,7 +7,10 @@ resourceVersion of the read it follows, so two replicas racing for the same
 Lease cannot both win: the loser's PUT is 409 Conflict, and a 409 means the
 lease is lost (`acquire` returns None). `check(epoch, now)` re-reads the
 Lease: a different holder or epoch, or an expired renewal, raises `Deposed`,
-so a leader that stalled past its lease and woke up makes no late writes.
+so a leader that stalled past its lease and woke up makes no late writes; a
+leader whose last renewal is older than its renew deadline (by default two
+thirds of the lease, as client-go's) is deposed too, before the lease is free
+for another replica.
 
 Times come from the caller (`now`), as with `SqliteLease`; renewals are
 written as that instant, so a fake clock drives failover in tests. Like
@@ -26,6 +29,9 @@ from kubernetes.client.exceptions import ApiException
 
 from burst.lease import DEFAULT_LEASE_S, Deposed, LeaseState
 
+RENEW_DEADLINE_SHARE = 2 / 3
+"""A leader that has not renewed within this share of the lease stops acting (client-go: 10 s of 15 s), so it
+is out before a standby may take the lease over, with the rest as margin for clock skew."""
 CONFLICT = 409
 NOT_FOUND = 404
 
@@ -34,12 +40,16 @@ class KubernetesLease:
     """A leader lease in a Kubernetes Lease object (see the module docstring)."""
 
     def __init__(self, api: client.ApiClient, holder: str, *, name: str = "burst-controller",
-                 namespace: str = "burst-system", duration_s: float = DEFAULT_LEASE_S) -> None:
+                 namespace: str = "burst-system", duration_s: float = DEFAULT_LEASE_S,
+                 renew_deadline_s: float | None = None) -> None:
         self.api: Any = client.CoordinationV1Api(api)  # Any: Leases go as dicts (MicroTime strings kept exact)
         self.holder = holder
         self.name = name
         self.namespace = namespace
         self.duration_s = max(1, round(duration_s))
+        self.renew_deadline_s = RENEW_DEADLINE_SHARE * self.duration_s if renew_deadline_s is None else renew_deadline_s
+        if not 0 < self.renew_deadline_s <= self.duration_s:
+            raise ValueError(f"renew_deadline_s must be in (0, {self.duration_s}], got {self.renew_deadline_s}")
         self.conflicts = 0
         """How many writes lost a race (409): each one meant another replica wrote first."""
 
@@ -112,6 +122,10 @@ class KubernetesLease:
             raise Deposed(f"{self.holder} lost the lease of epoch {epoch}: it is held by {who}")
         if state.expires_at <= now:
             raise Deposed(f"{self.holder}'s lease of epoch {epoch} expired at {state.expires_at.isoformat()}")
+        renewed = state.expires_at - timedelta(seconds=self.duration_s)
+        if (now - renewed).total_seconds() >= self.renew_deadline_s:
+            raise Deposed(f"{self.holder} did not renew its lease of epoch {epoch} within its "
+                          f"{self.renew_deadline_s:g} s renew deadline (last renewed {renewed.isoformat()})")
 
     def release(self) -> None:
         """Give the Lease up (holder cleared), so a standby takes it at once; nothing if another holds it."""

@@ -5,6 +5,7 @@ acts, the standby takes over within the lease, the deposed leader's late writes 
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,19 @@ def test_a_clean_stop_hands_over_at_once(pair) -> None:
     assert not report.standby and lease_of(b).current().epoch == 1
     clock.advance(1)
     assert a.tick().standby
+
+
+def test_a_leader_that_misses_its_renew_deadline_stops_acting_before_the_lease_is_free(server: ApiServer) -> None:
+    api = connect(host=server.url)
+    a = KubernetesLease(api, "replica-a", duration_s=30.0)
+    b = KubernetesLease(api, "replica-b", duration_s=30.0)
+    assert a.renew_deadline_s == 20.0
+    epoch = a.acquire(T0)
+    assert epoch is not None
+    a.check(epoch, T0 + timedelta(seconds=19))  # renewed 19 s ago: still leading
+    with pytest.raises(Deposed, match="did not renew its lease of epoch 0 within its 20 s renew deadline"):
+        a.check(epoch, T0 + timedelta(seconds=20))
+    assert b.acquire(T0 + timedelta(seconds=20)) is None  # the lease itself is still a's until T0 + 30 s
+    assert b.acquire(T0 + timedelta(seconds=30)) == epoch + 1
+    with pytest.raises(ValueError, match="renew_deadline_s"):
+        KubernetesLease(api, "replica-c", duration_s=30.0, renew_deadline_s=31.0)
