@@ -36,6 +36,8 @@ DOC = ROOT / "docs" / "benchmarks" / "strategies.md"
 FULL = (("philly.csv", "2017-10-02T00:00:00Z", 3.0), ("itp-cluster02.csv", None, 14.0), ("itp-cluster04.csv", None, 7.0))
 SMALL = (("itp-cluster02.csv", None, 1.0),)
 SPEED = (("itp-cluster04.csv", None, 60.0),)
+SPEED_TARGET_S = 60.0
+MEMORY_TARGET_MIB = 1024.0
 
 
 def peak_rss_mib() -> float:
@@ -103,6 +105,9 @@ def main() -> int:
         print(f"{file} {days:g} d: {wall:.1f} s wall ({per}); peak RSS {peak_rss_mib():.0f} MiB", file=sys.stderr)
     summary = (f"Total wall {total_wall:.1f} s with {args.workers} worker process(es); peak memory of the largest "
                f"process {peak_rss_mib():.0f} MiB.")
+    if args.speed:
+        summary += (f" Target: under {SPEED_TARGET_S:g} s wall ({'met' if total_wall < SPEED_TARGET_S else 'not met'}), "
+                    f"under {MEMORY_TARGET_MIB:g} MiB ({'met' if peak_rss_mib() < MEMORY_TARGET_MIB else 'not met'}).")
     print("\n".join(out))
     print(summary)
     if not (args.small or args.speed):
