@@ -118,6 +118,8 @@ def test_a_spot_interruption_on_sqs_reaches_the_eviction_path(aws: Aws, tmp_path
     assert running is not None and running.node_ids, "the job was never placed"
     (node_id,) = running.node_ids
     assert provider.nodes()[node_id].group_id == "spot-a100"
+    aws.clock.advance(600)  # ten minutes of unsaved work: more than a fresh checkpoint, so one is worth asking
+    ctl.tick()
     send_event(aws.url, aws.queue_url, event_body(INTERRUPTION, node_id, aws.clock(), event_id=new_event_id()))
     report = ctl.tick()
     assert [(e.kind, e.node_id) for e in report.provider_events] == [(EventKind.INTERRUPTION, node_id)]

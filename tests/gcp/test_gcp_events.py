@@ -121,6 +121,8 @@ def test_a_preemption_reaches_the_eviction_path(gcp: Gcp, tmp_path: Path) -> Non
     assert running is not None and running.node_ids, "the job was never placed"
     (node_id,) = running.node_ids
     assert provider.nodes()[node_id].group_id == "spot-a100"
+    gcp.clock.advance(600)  # ten minutes of unsaved work: more than a fresh checkpoint, so one is worth asking
+    ctl.tick()
     gcp.server.preempt(node_id)
     report = ctl.tick()
     interruptions = [e for e in report.provider_events if e.kind is EventKind.INTERRUPTION]
