@@ -52,14 +52,19 @@ def attribute_costs(
     hours = seconds / 3600.0
     rows: dict[tuple[str, str | None, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     node_price: dict[str, tuple[float, str]] = {}  # per group: (USD/node-hour, cost line), looked up once
+    warm_price: dict[tuple[str, bool], tuple[float, str]] = {}  # per (group, running warm): the same for warm nodes
     for node in nodes:
         group = groups.get(node.group_id)
         if group is None:
             continue
         if node.state is NodeState.WARM:
-            price = prices.standby_price(group) if node.warm_state is not WarmState.RUNNING else prices.group_price(group)
-            entry = rows[(cost_line(group, warm=True), None, group.id)]
-            entry[0] += price * hours
+            running = node.warm_state is WarmState.RUNNING
+            warm = warm_price.get((group.id, running))
+            if warm is None:
+                warm = warm_price[(group.id, running)] = (
+                    prices.group_price(group) if running else prices.standby_price(group), cost_line(group, warm=True))
+            entry = rows[(warm[1], None, group.id)]
+            entry[0] += warm[0] * hours
             continue
         if node.state not in PAID_STATES:
             continue
