@@ -225,6 +225,8 @@ class Controller:
         self._learn_interruptions(events, known, now)
         self._cool_down_on_events(events)
         if self.agents is not None:
+            if self.actuator.fence is not None:  # syncing may evict pods: a deposed leader must not
+                self.actuator.fence()
             self.agents.sync(now)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         nodes = with_idle_since(known, jobs, now)

@@ -191,3 +191,36 @@ def test_sigterm_to_burst_run_releases_the_lease(tmp_path: Path) -> None:
             daemon.communicate()
         if lease is not None:
             lease.close()
+
+
+class RecordingAgents:
+    """An agent link that records what the loop asked of it (node agents or Kubernetes pods stand behind one)."""
+
+    def __init__(self) -> None:
+        self.synced: list[object] = []
+
+    def node_gpus(self) -> dict[str, object]:
+        return {}
+
+    def sync(self, now: object) -> None:
+        self.synced.append(now)
+
+    def forward(self, action: object, before: object, now: object) -> None:
+        raise AssertionError("nothing is forwarded in this test")
+
+
+def test_a_leader_that_stalls_past_its_lease_mid_tick_syncs_no_agent_work(tmp_path: Path) -> None:
+    # The clock reads T0 when the lease is renewed, then the lease's end: as if the tick stalled between the two.
+    times = iter([T0, T0 + timedelta(seconds=LEASE_S)])
+    clock = ManualClock(T0)
+    sim = SimProvider([ONPREM], clock=clock, cluster="ha", initial={"onprem": 1})
+    store = Store.open(tmp_path / "state.db")
+    agents = RecordingAgents()
+    ctl = Controller(providers={"sim": sim}, source=StoreQueue(store), store=store, policies=lambda: {},
+                     prices=Prices(), clock=lambda: next(times), cluster="ha",
+                     actuator=Actuator({"sim": sim}, store, cluster="ha", clock=clock),
+                     lease=SqliteLease(tmp_path / "state.db", "daemon-a", duration_s=LEASE_S), agents=agents)
+    with pytest.raises(Deposed, match="expired"):
+        ctl.tick()
+    assert agents.synced == []  # checkpoint waits and evictions belong to the next leader now
+    store.close()
