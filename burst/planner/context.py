@@ -271,9 +271,11 @@ def build_context(
     used: dict[NodeId, int] = defaultdict(int)
     running = [j for j in snapshot.jobs if j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
     for job in running:
-        per_node = gpus_per_node_of(job)
-        for node_id in job.node_ids:
-            used[node_id] += per_node
+        ids = job.node_ids
+        if ids:
+            per_node = -(-(job.gpus or 1) // len(ids))  # gpus_per_node_of, inlined: this runs for every job each tick
+            for node_id in ids:
+                used[node_id] += per_node
     groups: dict[GroupId, GroupCapacity] = {}
     for group in snapshot.groups:
         groups[group.id] = GroupCapacity(

@@ -269,9 +269,9 @@ class _Meter:
                         unplaced_since = job.submitted_at
                 continue
             running += job.gpu_demand
-            if node_ids and all(n in steady_nodes for n in node_ids):
+            if node_ids and steady_nodes.issuperset(node_ids):
                 steady_running += job.gpu_demand
-            elif node_ids and spot_nodes and all(n in spot_nodes for n in node_ids):
+            elif node_ids and spot_nodes and spot_nodes.issuperset(node_ids):
                 spot_running += job.gpu_demand
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running

@@ -35,6 +35,7 @@ def observe_jobs(
     active: list[Job] = []
     changed: list[Job] = []
     events = JobEvents()
+    ready = {node_id for node_id, node in nodes.items() if node.state is NodeState.READY}
     for job in jobs:
         if job.state in RUNNING_STATES:
             finish = progress.finishes_at(job)
@@ -43,7 +44,7 @@ def observe_jobs(
                 changed.append(done)
                 events.completed.append(done)
                 continue
-            if not all(nodes.get(n) is not None and nodes[n].state is NodeState.READY for n in job.node_ids):
+            if not ready.issuperset(job.node_ids):
                 back, lost = progress.requeue(job, now)
                 changed.append(back)
                 events.requeued.append((back, lost))
