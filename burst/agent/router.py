@@ -1,6 +1,7 @@
 """The agent link over HTTP: a FastAPI router over an `AgentHub`, mountable in the daemon's API or served alone.
 
-Endpoints (every one needs `Authorization: Bearer <the node's token>`):
+Endpoints (every one needs `Authorization: Bearer <the node's token>`, declared
+in the OpenAPI schema as the `bearerAuth` scheme, as in the daemon's API):
 
 * `POST /agent/v1/nodes/{node_id}/report`: a `Report` (heartbeat, GPUs, job statuses, acks).
 * `GET /agent/v1/nodes/{node_id}/work`: the `Work` queued for the node (drained).
@@ -14,22 +15,26 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from burst.agent.channel import Report, Work
 from burst.agent.hub import AgentHub
 
 PREFIX = "/agent/v1"
 DEFAULT_LISTEN = "127.0.0.1:8470"
+BEARER = HTTPBearer(scheme_name="bearerAuth", auto_error=False,
+                    description="The node's agent token (`api.agent_tokens`), as `Authorization: Bearer TOKEN`.")
 
 
 def agent_router(hub: AgentHub) -> APIRouter:
     """The router the daemon's API mounts (and `burst agents serve` serves alone)."""
     router = APIRouter(prefix=PREFIX, tags=["agents"])
 
-    def authorise(node_id: str, authorization: Annotated[str | None, Header()] = None) -> str:
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
+    def authorise(node_id: str,
+                  credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None) -> str:
+        token = credentials.credentials if credentials is not None else ""
+        if not token:
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
         if not hub.knows(node_id):
             raise HTTPException(403, f"node {node_id} has no agent token configured")

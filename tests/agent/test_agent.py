@@ -276,3 +276,14 @@ def test_burst_agent_command_reports_its_static_inventory_without_nvml(controlle
     assert refused.exit_code == 0 and "401" in refused.output  # the agent keeps running; the tick says why
     missing = CliRunner().invoke(main, [*args[:5], "--token-file", str(tmp_path / "none"), *args[7:]])
     assert missing.exit_code != 0 and "--token-file" in missing.output
+
+
+def test_the_agent_routes_declare_bearer_auth_in_the_openapi_schema() -> None:
+    from burst.agent.hub import AgentHub
+    from burst.agent.router import agent_app
+
+    schema = agent_app(AgentHub({"n1": "t"})).openapi()
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    routes = {(path, verb): op for path, ops in schema["paths"].items() for verb, op in ops.items()}
+    assert set(routes) == {("/agent/v1/nodes/{node_id}/report", "post"), ("/agent/v1/nodes/{node_id}/work", "get")}
+    assert all(op["security"] == [{"bearerAuth": []}] for op in routes.values())
