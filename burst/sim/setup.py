@@ -70,6 +70,7 @@ class SimSetup:
     default_policy: Policy | None = None
     assumptions: tuple[str, ...] = field(default=())
     checkpointing: bool = True  # False: fault-tolerant trace jobs never checkpoint (they resume from the start)
+    checkpoint_duration_range_s: tuple[float, float] = CHECKPOINT_DURATION_RANGE_S  # a trace job's checkpoint: a draw
 
     def policy(self, tenant: TenantName) -> Policy:
         """The tenant's policy; tenants without one get `default_policy` (or burst's default)."""
@@ -205,7 +206,7 @@ def with_fault_tolerance(jobs: Sequence[Job], setup: SimSetup, seed: int) -> lis
             interval: float | None = policy.spot.required_checkpoint_interval_s or DEFAULT_CHECKPOINT_INTERVAL_S
             took = job.checkpoint_duration_s
             if took is None:
-                took = draw.uniform(*CHECKPOINT_DURATION_RANGE_S)
+                took = draw.uniform(*setup.checkpoint_duration_range_s)
             if not setup.checkpointing:
                 interval = took = None
             job = dataclasses.replace(job, fault_tolerant=True, checkpoint_interval_s=interval, checkpoint_duration_s=took)
