@@ -78,6 +78,8 @@ def test_oracle_puts_spot_eligible_overflow_on_spot(tmp_path: Path) -> None:
     result = compare(trace, ["oracle"], setup=setup).results["oracle"]
     assert result.cost_by_tier["elastic_spot"] == pytest.approx(setup.catalog.group_price(spot))
     assert result.cost_by_tier["elastic_on_demand"] == 0.0
+    # b's 8 GPUs for an hour on spot, never interrupted; both jobs finish inside the run
+    assert (result.spot_gpu_hours, result.goodput, result.jobs_completed) == (pytest.approx(8.0), 1.0, 2)
 
 
 def test_same_seed_same_result_other_seed_other_interruptions() -> None:

@@ -57,12 +57,14 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
     policies: dict[str, Policy] = {}
     events: list[tuple[float, float, float]] = []  # (t, d_demand, d_eligible)
     used_gpu_s = 0.0
+    completed = 0
     kept = [j for j in jobs if start <= j.submitted_at < end]
     for job in kept:
         t0 = (job.submitted_at - start).total_seconds()
         t1 = min(span_s, t0 + (job.duration_s or 0.0))
         if t1 <= t0:
             continue
+        completed += t0 + (job.duration_s or 0.0) <= span_s
         policy = policies.setdefault(job.tenant, setup.policy(job.tenant))
         eligible = job.gpu_demand if spot_eligible(job, policy) else 0.0
         events.append((t0, job.gpu_demand, eligible))
@@ -70,7 +72,7 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
         used_gpu_s += job.gpu_demand * (t1 - t0)
     events.sort(key=lambda e: e[0])
     cloud_usd = {"elastic_on_demand": 0.0, "elastic_spot": 0.0}
-    cloud_gpu_s = 0.0
+    cloud_gpu_s = spot_gpu_s = 0.0
     demand = eligible_now = 0.0
     last = 0.0
     i = 0
@@ -83,6 +85,7 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
             cloud_usd["elastic_spot"] += on_spot * dt / 3600.0 * p_spot
             cloud_usd["elastic_on_demand"] += (overflow - on_spot) * dt / 3600.0 * p_od
             cloud_gpu_s += overflow * dt
+            spot_gpu_s += on_spot * dt
         while i < len(events) and events[i][0] == t:
             demand += events[i][1]
             eligible_now += events[i][2]
@@ -108,7 +111,10 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
         time_to_capacity_p95_s=0.0,
         jobs=len(kept),
         jobs_started=len(kept),
+        jobs_completed=completed,
         simulated_hours=span_s / 3600.0,
+        spot_gpu_hours=spot_gpu_s / 3600.0,
+        goodput=1.0 if spot_gpu_s else 0.0,  # nothing is interrupted: every spot GPU-hour paid is useful
     )
 
 
