@@ -134,8 +134,11 @@ def default_setup(stats: TraceStats, catalog: Catalog | None = None, *, cluster:
         catalog=catalog,
         default_policy=default,
         assumptions=(
-            f"on-prem: {onprem_nodes} x 8 A100 (P50 of the trace's concurrent demand, {stats.p50_gpus:g} GPUs)",
-            f"cloud: p4d.24xlarge us-east-1 on-demand and spot, up to {cloud_max} nodes each, 5 min cold boot",
+            f"on-prem: {onprem_nodes} x 8 A100 (P50 of the trace's concurrent demand, {stats.p50_gpus:g} GPUs) at "
+            f"${catalog.group_price(onprem):.2f}/node-h",
+            f"cloud: p4d.24xlarge us-east-1 on-demand (${catalog.group_price(od):.2f}/node-h) and spot "
+            f"(${catalog.group_price(spot):.2f}/node-h) from the shipped catalog, up to {cloud_max} nodes each, "
+            "5 min cold boot",
             f"spot interruptions: {DEFAULT_SPOT_HAZARD_PER_HOUR:g} per node-hour (seeded)",
             f"fault tolerance is not in the trace: {DEFAULT_FAULT_TOLERANT_FRACTION:.0%} of each tenant's jobs "
             f"(seeded) are assumed fault-tolerant, checkpointing every {DEFAULT_CHECKPOINT_INTERVAL_S / 60:g} min; "
