@@ -227,8 +227,10 @@ class Actuator:
             if (now - datetime.fromisoformat(seen)).total_seconds() >= self.orphan_grace_s:
                 report.orphans.append(node.id)
         self.store.put_nodes(adopted, at=now)
+        starting = (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING)
+        orphans = report.orphans
         for node in observed.values():
-            if node.state in (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING) and node.id not in report.orphans:
+            if node.state in starting and node.id not in orphans:
                 if (now - node.entered_state_at).total_seconds() > self.resume_timeout_s:
                     report.stuck.append(node.id)
         for reason, ids in (("orphan", report.orphans), ("stuck", report.stuck)):

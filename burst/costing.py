@@ -44,47 +44,61 @@ def attribute_costs(
     """Ledger rows for `seconds` of the given state: tenants pay for held GPUs, the rest is overhead."""
     held: dict[str, dict[str, float]] = {}
     for job in jobs:
-        if job.node_ids and job.state in HOLDING_STATES:
-            share = job.gpu_demand / len(job.node_ids)
-            for node_id in job.node_ids:
-                on_node = held.setdefault(node_id, {})
-                on_node[job.tenant] = on_node.get(job.tenant, 0.0) + share
+        node_ids = job.node_ids
+        if node_ids and job.state in HOLDING_STATES:
+            share = job.gpu_demand / len(node_ids)
+            tenant = job.tenant
+            for node_id in node_ids:
+                on_node = held.get(node_id)
+                if on_node is None:
+                    held[node_id] = {tenant: share}
+                else:
+                    on_node[tenant] = on_node.get(tenant, 0.0) + share
     hours = seconds / 3600.0
     rows: dict[tuple[str, str | None, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     node_price: dict[str, tuple[float, str]] = {}  # per group: (USD/node-hour, cost line), looked up once
     warm_price: dict[tuple[str, bool], tuple[float, str]] = {}  # per (group, running warm): the same for warm nodes
+    per_gpu: dict[tuple[str, int], float] = {}  # per (group, GPUs per node): USD per GPU for `seconds`
+    warm_state, running_warm = NodeState.WARM, WarmState.RUNNING
     for node in nodes:
         group = groups.get(node.group_id)
         if group is None:
             continue
-        if node.state is NodeState.WARM:
-            running = node.warm_state is WarmState.RUNNING
-            warm = warm_price.get((group.id, running))
+        group_id = group.id
+        state = node.state
+        if state is warm_state:
+            running = node.warm_state is running_warm
+            warm = warm_price.get((group_id, running))
             if warm is None:
-                warm = warm_price[(group.id, running)] = (
+                warm = warm_price[(group_id, running)] = (
                     prices.group_price(group) if running else prices.standby_price(group), cost_line(group, warm=True))
-            entry = rows[(warm[1], None, group.id)]
+            entry = rows[(warm[1], None, group_id)]
             entry[0] += warm[0] * hours
             continue
-        if node.state not in PAID_STATES:
+        if state not in PAID_STATES:
             continue
-        priced = node_price.get(group.id)
+        priced = node_price.get(group_id)
         if priced is None:
-            priced = node_price[group.id] = (prices.group_price(group), cost_line(group, warm=False))
+            priced = node_price[group_id] = (prices.group_price(group), cost_line(group, warm=False))
         price, line = priced
-        per_gpu_hour = price / max(1, node.gpus) * hours
+        node_gpus = node.gpus
+        per_gpu_hour = per_gpu.get((group_id, node_gpus))
+        if per_gpu_hour is None:
+            per_gpu_hour = per_gpu[(group_id, node_gpus)] = price / max(1, node_gpus) * hours
         used = 0.0
         holders = held.get(node.id)
         if holders:
             for tenant, gpus in holders.items():
-                gpus = min(gpus, node.gpus - used)
+                left = node_gpus - used
+                if left < gpus:
+                    gpus = left
                 used += gpus
-                entry = rows[(line, tenant, group.id)]
+                entry = rows[(line, tenant, group_id)]
                 entry[0] += gpus * per_gpu_hour
                 entry[1] += gpus * hours
-        idle = node.gpus - used
+        idle = node_gpus - used
         if idle > 0:
-            rows[(line, None, group.id)][0] += idle * per_gpu_hour
+            rows[(line, None, group_id)][0] += idle * per_gpu_hour
     return [
         CostEntry(at=at, line=line, usd=usd, gpu_hours=gh, tenant=tenant, group_id=gid)
         for (line, tenant, gid), (usd, gh) in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))

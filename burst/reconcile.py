@@ -355,9 +355,10 @@ class Controller:
         self._interruptions_at = now
         before = self._ready_spot
         ready: dict[GroupId, int] = defaultdict(int)
+        spot_groups = {gid for gid, group in self.groups.items() if group.capacity_type is CapacityType.SPOT}
+        ready_state = NodeState.READY
         for node in known:
-            group = self.groups.get(node.group_id)
-            if node.state is NodeState.READY and group is not None and group.capacity_type is CapacityType.SPOT:
+            if node.state is ready_state and node.group_id in spot_groups:
                 ready[node.group_id] += 1
         self._ready_spot = dict(ready)
         interrupted = [e.group_id for e in events if e.kind is EventKind.INTERRUPTION and e.group_id in self.groups]
@@ -510,12 +511,12 @@ def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -
     A ready node that just lost its last job becomes idle at `now`; one that
     was already idle keeps its earlier instant, so the cooldown counts from it.
     """
-    busy = {
-        node_id
-        for job in jobs
-        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING)
-        for node_id in job.node_ids
-    }
+    busy: set[NodeId] = set()
+    running_state, checkpointing_state = JobState.RUNNING, JobState.CHECKPOINTING
+    for job in jobs:
+        state = job.state
+        if state is running_state or state is checkpointing_state:
+            busy.update(job.node_ids)
     out = []
     for node in nodes:
         if node.id in busy:

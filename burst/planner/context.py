@@ -268,50 +268,62 @@ def build_context(
     A node under an interruption notice offers no free GPUs: nothing new lands on a node about to go.
     """
     nodes = {n.id: n for n in snapshot.nodes}
-    used: dict[NodeId, int] = defaultdict(int)
-    running = [j for j in snapshot.jobs if j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
-    for job in running:
-        ids = job.node_ids
-        if ids:
-            per_node = -(-(job.gpus or 1) // len(ids))  # gpus_per_node_of, inlined: this runs for every job each tick
-            for node_id in ids:
-                used[node_id] += per_node
     groups: dict[GroupId, GroupCapacity] = {}
     for group in snapshot.groups:
         groups[group.id] = GroupCapacity(
             group=group, price_per_node=prices.group_price(group), target=snapshot.target_of(group)
         )
+    # One pass over running jobs: GPUs held per node, and each tenant's usage (added in job order).
+    used: dict[NodeId, int] = defaultdict(int)
+    usage: dict[TenantName, TenantUsage] = {}
+    running_state, checkpointing_state = JobState.RUNNING, JobState.CHECKPOINTING
+    for job in snapshot.jobs:
+        state = job.state
+        if state is not running_state and state is not checkpointing_state:
+            continue
+        ids = job.node_ids
+        if not ids:
+            continue
+        per_node = -(-(job.gpus or 1) // len(ids))  # gpus_per_node_of, inlined: this runs for every job each tick
+        for node_id in ids:
+            used[node_id] += per_node
+        first = nodes.get(ids[0])
+        cap = groups.get(first.group_id) if first else None
+        if cap is None:
+            continue
+        tenant_usage = usage.get(job.tenant)
+        if tenant_usage is None:
+            tenant_usage = usage[job.tenant] = TenantUsage()
+        demand = job.gpu_demand
+        tenant_usage.add(cap.group, demand, demand * cap.gpu_price)
     busy: set[NodeId] = set()
+    notices = snapshot.notices
+    ready_state, draining_state = NodeState.READY, NodeState.DRAINING
     for node in snapshot.nodes:
         cap = groups.get(node.group_id)
         if cap is None:
             continue
-        if node.state is NodeState.READY:
+        node_state = node.state
+        if node_state is ready_state:
             cap.ready_nodes += 1
-            held = used.get(node.id, 0)
-            free = node.gpus - held if held < node.gpus and node.id not in snapshot.notices else 0
-            cap.free_of[node.id] = free
+            node_id, gpus = node.id, node.gpus
+            held = used.get(node_id, 0)
+            free = gpus - held if held < gpus and node_id not in notices else 0
+            cap.free_of[node_id] = free
             bucket = cap.buckets.get(free)
             if bucket is None:
-                cap.buckets[free] = [node.id]
+                cap.buckets[free] = [node_id]
             else:
-                bucket.append(node.id)
-            if free < node.gpus:
-                busy.add(node.id)
-        elif node.state is NodeState.DRAINING:
+                bucket.append(node_id)
+            if free < gpus:
+                busy.add(node_id)
+        elif node_state is draining_state:
             cap.ready_nodes += 1
     for cap in groups.values():
         cap.seal()
         booting = max(0, cap.target - cap.ready_nodes)
         for _ in range(booting):
             cap.add_inflight(cap.gpn, None)
-    usage: dict[TenantName, TenantUsage] = {}
-    for job in running:
-        first = nodes.get(job.node_ids[0]) if job.node_ids else None
-        cap = groups.get(first.group_id) if first else None
-        if cap is None:
-            continue
-        usage.setdefault(job.tenant, TenantUsage()).add(cap.group, job.gpu_demand, job.gpu_demand * cap.gpu_price)
     return PlanContext(
         snapshot=snapshot,
         forecasts=forecasts,

@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from burst import progress
 from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, CapacityType, GroupId, Job, JobState, NodeState, Policy, Tier
 from burst.reconcile import Controller, TickReport
@@ -248,8 +247,24 @@ class _Meter:
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
         for job_id in placed:
             self.first_start.setdefault(job_id, now)
-        steady_nodes = {n.id for n in snap.nodes if self.groups[n.group_id].tier is Tier.STEADY}
-        spot_nodes = {n.id for n in snap.nodes if self.groups[n.group_id].capacity_type is CapacityType.SPOT}
+        # One pass over the nodes: steady and spot node ids, ready nodes per group, warm nodes.
+        steady_nodes: set[str] = set()
+        spot_nodes: set[str] = set()
+        ready: dict[GroupId, int] = defaultdict(int)
+        warm = 0
+        groups = self.groups
+        ready_state, warm_state = NodeState.READY, NodeState.WARM
+        for node in snap.nodes:
+            group = groups[node.group_id]
+            if group.tier is Tier.STEADY:
+                steady_nodes.add(node.id)
+            if group.capacity_type is CapacityType.SPOT:
+                spot_nodes.add(node.id)
+            state = node.state
+            if state is ready_state:
+                ready[node.group_id] += 1
+            elif state is warm_state:
+                warm += 1
         running = 0.0
         steady_running = 0.0
         spot_running = 0.0
@@ -276,13 +291,6 @@ class _Meter:
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
-        ready: dict[GroupId, int] = defaultdict(int)
-        warm = 0
-        for node in snap.nodes:
-            if node.state is NodeState.READY:
-                ready[node.group_id] += 1
-            elif node.state is NodeState.WARM:
-                warm += 1
         self._warm_nodes = warm
         still_open = []
         for group_id, size, since in self.open_ups:
@@ -422,9 +430,11 @@ def _next_event(
     arrival = arrivals.next_after(now)
     if arrival is not None:
         candidates.append(arrival)
+    running_state, checkpointing_state = JobState.RUNNING, JobState.CHECKPOINTING
     for job in queue.jobs.values():
-        if job.state in (JobState.RUNNING, JobState.CHECKPOINTING):
-            finish = progress.finishes_at(job)
+        state = job.state
+        if state is running_state or state is checkpointing_state:
+            finish = job.finishes_at  # progress.finishes_at, read directly: this runs for every job each tick
             if finish is not None:
                 candidates.append(finish)
     ack_due = channel.next_event_at() if channel is not None else None

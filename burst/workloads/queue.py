@@ -36,9 +36,11 @@ def observe_jobs(
     changed: list[Job] = []
     events = JobEvents()
     ready = {node_id for node_id, node in nodes.items() if node.state is NodeState.READY}
+    running_state, checkpointing_state = RUNNING_STATES
     for job in jobs:
-        if job.state in RUNNING_STATES:
-            finish = progress.finishes_at(job)
+        state = job.state
+        if state is running_state or state is checkpointing_state:
+            finish = job.finishes_at  # progress.finishes_at, read directly: this runs for every job each tick
             if complete_by_duration and finish is not None and finish <= now:
                 done = progress.complete(job, finish)
                 changed.append(done)
@@ -51,7 +53,8 @@ def observe_jobs(
                 events.lost_nodes[job.id] = job.node_ids
                 active.append(back)
                 continue
-        if job.active:
+            active.append(job)  # a running job is active
+        elif job.active:
             active.append(job)
     return active, changed, events
 
