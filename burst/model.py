@@ -395,7 +395,7 @@ class Job:
     @functools.cached_property
     def gpu_demand(self) -> float:
         """GPUs this job occupies: whole GPUs, or its fractional share of one."""
-        return float(self.gpus) if self.gpus else float(self.gpu_share or 0.0)
+        return gpu_demand_of(self)
 
     @functools.cached_property
     def finishes_at(self) -> datetime | None:
@@ -412,6 +412,11 @@ class Job:
     @property
     def active(self) -> bool:
         return self.state not in TERMINAL_JOB_STATES
+
+
+def gpu_demand_of(job: Job) -> float:
+    """`Job.gpu_demand`, without caching it on the job: for a pass that reads each job of a fresh snapshot once."""
+    return float(job.gpus) if job.gpus else float(job.gpu_share or 0.0)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,9 @@ class GroupCapacity:
     launched: int = 0
     launched_for: dict[TenantName, int] = field(default_factory=lambda: defaultdict(int))
     _inflight_by_free: dict[int, list[int]] = field(default_factory=dict)  # lazy min-heaps of indexes
+    # No non-empty bucket up to `gpn` has more free GPUs than this: a request above it fails at once.
+    # Raised whenever a node is added to a bucket (`seal`, `_move`), lowered when a scan finds nothing.
+    _free_bound: int = field(default=1 << 30, repr=False, compare=False)
     gpn: int = field(init=False)  # GPUs per node
     gpu_price: float = field(init=False)  # USD per GPU-hour
 
@@ -80,16 +83,21 @@ class GroupCapacity:
         """Order buckets so that popping gives the lowest node id first (determinism)."""
         for ids in self.buckets.values():
             ids.sort(reverse=True)
+        self._free_bound = max((free for free, ids in self.buckets.items() if ids), default=-1)
 
     def take_ready(self, gpus: int) -> tuple[NodeId, ...] | None:
         """Reserve `gpus` on ready nodes: best fit on one node, or whole free nodes for a multi-node job."""
+        if min(gpus, self.gpn) > self._free_bound:
+            return None  # no ready node has that many free GPUs (or, for a multi-node job, is wholly free)
         if gpus <= self.gpn:
+            buckets = self.buckets
             for free in range(gpus, self.gpn + 1):
-                ids = self.buckets.get(free)
+                ids = buckets.get(free)
                 if ids:
                     node_id = ids.pop()
                     self._move(node_id, free - gpus)
                     return (node_id,)
+            self._free_bound = gpus - 1
             return None
         need = -(-gpus // self.gpn)
         whole = self.buckets.get(self.gpn, [])
@@ -118,6 +126,8 @@ class GroupCapacity:
 
     def _move(self, node_id: NodeId, free: int) -> None:
         self.free_of[node_id] = free
+        if free > self._free_bound:
+            self._free_bound = free
         bucket = self.buckets.setdefault(free, [])
         bucket.append(node_id)
         if len(bucket) > 1 and bucket[-2] < node_id:
@@ -139,8 +149,18 @@ class GroupCapacity:
     def find_inflight(self, gpus: int) -> list[int] | None:
         """Booting nodes (indexes) that could hold `gpus`: the first with room, or enough wholly free ones."""
         if gpus <= self.gpn:
-            found = [i for free in range(gpus, self.gpn + 1) if (i := self._lowest_inflight(free)) is not None]
-            return [min(found)] if found else None
+            # The lowest index over every bucket with room (`_lowest_inflight` per bucket, inlined: hot loop).
+            by_free, inflight_free = self._inflight_by_free, self.inflight_free
+            best: int | None = None
+            for free in range(gpus, self.gpn + 1):
+                heap = by_free.get(free)
+                if not heap:
+                    continue
+                while heap and inflight_free[heap[0]] != free:
+                    heapq.heappop(heap)
+                if heap and (best is None or heap[0] < best):
+                    best = heap[0]
+            return None if best is None else [best]
         need = -(-gpus // self.gpn)
         if self._lowest_inflight(self.gpn) is None:
             return None

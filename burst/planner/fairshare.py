@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from burst.model import Job, TenantName
-from burst.planner.context import PlanContext
+from burst.planner.context import PlanContext, TenantUsage
 
 
 def job_priority(job: Job, ctx: PlanContext) -> int:
@@ -27,15 +27,23 @@ def fair_order(ctx: PlanContext) -> Iterator[Job]:
     queues: dict[TenantName, list[Job]] = defaultdict(list)
     for job in ctx.pending_jobs():
         queues[job.tenant].append(job)
+    # Per tenant, read once: its default priority, its weight and its usage (updated in place by placement).
+    default_of: dict[TenantName, int] = {}
+    weight_of: dict[TenantName, float] = {}
+    usage_of: dict[TenantName, TenantUsage] = {}
     for tenant, jobs in queues.items():
-        default = ctx.policy(tenant).priority
+        policy = ctx.policy(tenant)
+        default = default_of[tenant] = policy.priority
+        weight_of[tenant] = max(policy.fair_share_weight, 1e-9)
+        usage_of[tenant] = ctx.usage_of(tenant)
         jobs.sort(key=lambda j: (-(j.priority if j.priority is not None else default), j.submitted_at, j.id))
         jobs.reverse()  # pop() from the end gives the head
 
     def entry(tenant: TenantName) -> tuple[int, float, TenantName]:
         head = queues[tenant][-1]
-        weight = max(ctx.policy(tenant).fair_share_weight, 1e-9)
-        return (-job_priority(head, ctx), ctx.usage_of(tenant).total_gpus / weight, tenant)
+        priority = head.priority if head.priority is not None else default_of[tenant]  # job_priority, inlined
+        usage = usage_of[tenant]
+        return (-priority, (usage.steady_gpus + usage.elastic_gpus) / weight_of[tenant], tenant)
 
     heap = [entry(t) for t in queues]
     heapq.heapify(heap)

@@ -28,12 +28,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, TenantName, Tier
+from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, TenantName, Tier, gpu_demand_of
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
 from burst.planner.power import saves_power, wake_room
-from burst.planner.spot_spread import spread_spot
+from burst.planner.spot_spread import spread_spot, spreads
 
 STEP_PLACE = "place"
 STEP_SCALE_UP = "scale_up"
@@ -104,7 +104,8 @@ def place_and_scale_up(ctx: PlanContext) -> None:
     launches: dict[str, _LaunchSummary] = defaultdict(_LaunchSummary)
     waiting: dict[str, int] = defaultdict(int)
     refused: dict[tuple[TenantName, str, str], list[int]] = {}
-    candidates_cache: dict[tuple[TenantName, str | None, bool], list[GroupCapacity]] = {}
+    # Per (tenant, GPU model, spot allowed): the candidate groups, and whether the spot spread may reorder them.
+    candidates_cache: dict[tuple[TenantName, str | None, bool], tuple[list[GroupCapacity], bool]] = {}
     # A refusal depends only on the job's shape and the plan's state, and the state changes only when
     # a job is served: while none has been, a job shaped like one refused before is refused alike.
     served = 0
@@ -113,14 +114,18 @@ def place_and_scale_up(ctx: PlanContext) -> None:
     for job in fair_order(ctx):
         policy = ctx.policy(job.tenant)
         key = (job.tenant, job.gpu_model, spot_allowed(ctx, job, policy))
-        shape = (*key, job.whole_gpus, job.gpu_demand)
-        before = refused_shapes.get(shape)
+        # The shape is built only once some job has been refused. Demand is read with `gpu_demand_of`
+        # here and below: caching it on each job of a fresh snapshot costs more than it saves.
+        shape = (*key, job.whole_gpus, gpu_demand_of(job)) if refused_shapes else None
+        before = refused_shapes.get(shape) if shape is not None else None
         if before is not None and before[0] == served:
             kind, reason = before[1], before[2]
         else:
-            if key not in candidates_cache:
-                candidates_cache[key] = candidate_groups(ctx, job, policy)
-            candidates = spread_spot(ctx, job, policy, candidates_cache[key])
+            cached = candidates_cache.get(key)
+            if cached is None:
+                groups = candidate_groups(ctx, job, policy)
+                cached = candidates_cache[key] = (groups, spreads(policy, groups))
+            candidates = spread_spot(ctx, job, policy, cached[0]) if cached[1] else cached[0]
             refusals = _Refusals()
             if not candidates:
                 refusals.add("no_group", _no_group_reason(job, policy))
@@ -132,7 +137,7 @@ def place_and_scale_up(ctx: PlanContext) -> None:
                 served += 1
                 continue
             kind, reason = refusals.best()
-            refused_shapes[shape] = (served, kind, reason)
+            refused_shapes[shape or (*key, job.whole_gpus, gpu_demand_of(job))] = (served, kind, reason)
         ctx.unserved.append((job, kind))
         entry = refused.setdefault((job.tenant, kind, reason), [0, 0])
         entry[0] += 1
@@ -176,16 +181,18 @@ def _no_group_reason(job: Job, policy: Policy) -> str:
 
 
 def _quota_ok(ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, refusals: _Refusals) -> bool:
+    steady = cap.group.tier is Tier.STEADY
+    quota = policy.steady_quota_gpus if steady else policy.burst_quota_gpus
+    if quota is None and cap.group.capacity_type is not CapacityType.SPOT:
+        return True  # no quota on this tier and no spot share to keep: nothing to check
     usage = ctx.usage_of(job.tenant)
-    if cap.group.tier is Tier.STEADY:
-        quota, used, name = policy.steady_quota_gpus, usage.steady_gpus, "steady_gpus"
-    else:
-        quota, used, name = policy.burst_quota_gpus, usage.elastic_gpus, "burst_gpus"
-    if quota is not None and used + job.gpu_demand > quota:
-        refusals.add("quota", f"tenant {job.tenant} would hold {used + job.gpu_demand:g} GPUs > quota.{name} {quota}")
+    demand = gpu_demand_of(job)
+    used, name = (usage.steady_gpus, "steady_gpus") if steady else (usage.elastic_gpus, "burst_gpus")
+    if quota is not None and used + demand > quota:
+        refusals.add("quota", f"tenant {job.tenant} would hold {used + demand:g} GPUs > quota.{name} {quota}")
         return False
     if cap.group.capacity_type is CapacityType.SPOT:
-        share = (usage.spot_gpus + job.gpu_demand) / (usage.elastic_gpus + job.gpu_demand)
+        share = (usage.spot_gpus + demand) / (usage.elastic_gpus + demand)
         if share > policy.spot.max_share + 1e-9:
             refusals.add(
                 "spot_share",
@@ -193,6 +200,11 @@ def _quota_ok(ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, re
             )
             return False
     return True
+
+
+def _has_budget(policy: Policy) -> bool:
+    """Whether the tenant has a hard budget at all (without one, `_budget_ok` always passes)."""
+    return policy.budget.usd_per_hour is not None or policy.budget.usd_per_month is not None
 
 
 def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: float, what: str, refusals: _Refusals) -> bool:
@@ -204,11 +216,13 @@ def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: f
 
 
 def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals) -> bool:
+    budgeted = _has_budget(policy)
+    demand = gpu_demand_of(job)
     for cap in candidates:
         if not cap.buckets or not _quota_ok(ctx, job, policy, cap, refusals):
             continue
-        cost = job.gpu_demand * cap.gpu_price
-        if not _budget_ok(ctx, job, policy, cost, f"placing on {cap.group.id}", refusals):
+        cost = demand * cap.gpu_price
+        if budgeted and not _budget_ok(ctx, job, policy, cost, f"placing on {cap.group.id}", refusals):
             continue
         uuids: tuple[str, ...] = ()
         where = ""
@@ -222,7 +236,7 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
             if taken is None:
                 continue
             node_ids = taken
-        ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
+        ctx.usage_of(job.tenant).add(cap.group, demand, cost)
         ctx.busy_nodes.update(node_ids)
         tier = "steady tier" if cap.group.tier is Tier.STEADY else f"elastic {cap.group.capacity_type.value}"
         ctx.actions.append(
@@ -277,6 +291,8 @@ def _try_inflight(
     refusals: _Refusals,
     waiting: dict[str, int],
 ) -> bool:
+    budgeted = _has_budget(policy)
+    demand = gpu_demand_of(job)
     for cap in candidates:
         if (cap.group.tier is Tier.STEADY and not saves_power(cap.group)) or not cap.inflight_free:
             continue
@@ -289,11 +305,13 @@ def _try_inflight(
             continue
         # A node launched earlier in this plan for the same tenant is already charged to it.
         owned = len(slots) == 1 and cap.inflight_owner[slots[0]] == job.tenant
-        cost = 0.0 if owned else job.gpu_demand * cap.gpu_price
-        if not _budget_ok(ctx, job, policy, cost, f"waiting on booting capacity in {cap.group.id}", refusals):
+        cost = 0.0 if owned else demand * cap.gpu_price
+        if budgeted and not _budget_ok(
+            ctx, job, policy, cost, f"waiting on booting capacity in {cap.group.id}", refusals
+        ):
             continue
         cap.commit_inflight(slots, job.whole_gpus)
-        ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
+        ctx.usage_of(job.tenant).add(cap.group, demand, cost)
         if not owned:
             waiting[cap.group.id] += 1
         return True
@@ -308,6 +326,8 @@ def _try_launch(
     refusals: _Refusals,
     launches: dict[str, _LaunchSummary],
 ) -> bool:
+    budgeted = _has_budget(policy)
+    demand = gpu_demand_of(job)
     for cap in candidates:
         if cap.group.tier is Tier.STEADY and not saves_power(cap.group):
             if job.whole_gpus > cap.gpn * cap.group.max_size:
@@ -330,14 +350,15 @@ def _try_launch(
         if not _quota_ok(ctx, job, policy, cap, refusals):
             continue
         cost = need * cap.price_per_node
-        what = f"launch of {need} x {cap.group.instance_type} in {cap.group.id} (${cost:.2f}/h)"
-        if not _budget_ok(ctx, job, policy, cost, what, refusals):
-            continue
+        if budgeted:
+            what = f"launch of {need} x {cap.group.instance_type} in {cap.group.id} (${cost:.2f}/h)"
+            if not _budget_ok(ctx, job, policy, cost, what, refusals):
+                continue
         cap.launched += need
         leftover = need * cap.gpn - job.whole_gpus
         if need == 1 and leftover > 0:
             cap.add_inflight(leftover, job.tenant)
-        ctx.usage_of(job.tenant).add(cap.group, job.gpu_demand, cost)
+        ctx.usage_of(job.tenant).add(cap.group, demand, cost)
         summary = launches[cap.group.id]
         summary.nodes += need
         summary.jobs += 1

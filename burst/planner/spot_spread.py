@@ -30,14 +30,27 @@ from burst.planner.context import GroupCapacity, PlanContext
 from burst.planner.spot_rates import interruption_rate
 
 
-def spread_spot(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity]) -> list[GroupCapacity]:
-    """`candidates` (in placement's price order) with the near-cheapest spot groups reordered (see the module doc)."""
+def _near_cheapest(policy: Policy, candidates: list[GroupCapacity]) -> tuple[list[GroupCapacity], float, set[str]]:
+    """The spot candidates, the cheapest spot GPU-hour price, and the spot groups within the policy's tolerance of it."""
     spot = [c for c in candidates if c.group.capacity_type is CapacityType.SPOT]
     if len(spot) < 2:
-        return candidates
+        return spot, 0.0, set()
     cheapest = min(c.gpu_price for c in spot)
     limit = cheapest * (1.0 + policy.spot.price_tolerance) + 1e-9
-    near = {c.group.id for c in spot if c.gpu_price <= limit}
+    return spot, cheapest, {c.group.id for c in spot if c.gpu_price <= limit}
+
+
+def spreads(policy: Policy, candidates: list[GroupCapacity]) -> bool:
+    """Whether `spread_spot` may reorder `candidates` for this policy at all: two or more near-cheapest spot groups.
+
+    It depends only on the list and the policy, so placement asks once per candidate list.
+    """
+    return len(_near_cheapest(policy, candidates)[2]) >= 2
+
+
+def spread_spot(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity]) -> list[GroupCapacity]:
+    """`candidates` (in placement's price order) with the near-cheapest spot groups reordered (see the module doc)."""
+    spot, cheapest, near = _near_cheapest(policy, candidates)
     if len(near) < 2:
         return candidates
     usage = ctx.usage_of(job.tenant)
@@ -64,4 +77,4 @@ def spread_spot(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Gro
 
 
 
-__all__ = ["spread_spot"]
+__all__ = ["spread_spot", "spreads"]
