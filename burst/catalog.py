@@ -73,15 +73,17 @@ import bisect
 import csv
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from burst.model import CapacityType, NodeGroup, Tier, WarmState
+
+T = TypeVar("T")
 
 HOURS_PER_YEAR = 8760.0
 """Hours in a (non-leap) year, used to amortise on-prem capex."""
@@ -289,38 +291,43 @@ def cost_line(group: NodeGroup, warm: bool) -> CostLine:
     return "elastic_on_demand"
 
 
-def parse_prices(text: str, name: str) -> list[PriceRow]:
-    """Rows of a price CSV (`name` is used in errors, which give the file and line)."""
+def _parse_csv(text: str, name: str, columns: tuple[str, ...], build: Callable[[dict[str, str]], T]) -> list[T]:
+    """`build` applied to each row of a CSV with exactly `columns`; errors name `name` and the line."""
     reader = csv.DictReader(io.StringIO(text))
     header = tuple(reader.fieldnames or ())
-    if header != COLUMNS:
-        raise ValueError(
-            f"{name}:1: expected columns {','.join(COLUMNS)}, got {','.join(header) or 'nothing'}"
-        )
-    rows: list[PriceRow] = []
+    if header != columns:
+        raise ValueError(f"{name}:1: expected columns {','.join(columns)}, got {','.join(header) or 'nothing'}")
+    rows: list[T] = []
     for record in reader:
         line = reader.line_num
-        if None in record or any(record[c] is None for c in COLUMNS):
-            raise ValueError(f"{name}:{line}: expected {len(COLUMNS)} fields")
+        if None in record or any(record[c] is None for c in columns):
+            raise ValueError(f"{name}:{line}: expected {len(columns)} fields")
         try:
-            spot = record["spot_usd_per_hour"].strip()
-            rows.append(
-                PriceRow(
-                    provider=record["provider"].strip(),
-                    instance_type=record["instance_type"].strip(),
-                    region=record["region"].strip(),
-                    gpu_model=record["gpu_model"].strip(),
-                    gpus=int(record["gpus"]),
-                    gpu_memory_gib=float(record["gpu_memory_gib"]),
-                    on_demand_usd_per_hour=float(record["on_demand_usd_per_hour"]),
-                    spot_usd_per_hour=float(spot) if spot else None,
-                    source=record["source"].strip(),
-                    read_on=record["read_on"].strip(),
-                )
-            )
+            rows.append(build(record))
         except ValueError as exc:
             raise ValueError(f"{name}:{line}: {exc}") from None
     return rows
+
+
+def parse_prices(text: str, name: str) -> list[PriceRow]:
+    """Rows of a price CSV (`name` is used in errors, which give the file and line)."""
+    return _parse_csv(text, name, COLUMNS, _price_row)
+
+
+def _price_row(record: dict[str, str]) -> PriceRow:
+    spot = record["spot_usd_per_hour"].strip()
+    return PriceRow(
+        provider=record["provider"].strip(),
+        instance_type=record["instance_type"].strip(),
+        region=record["region"].strip(),
+        gpu_model=record["gpu_model"].strip(),
+        gpus=int(record["gpus"]),
+        gpu_memory_gib=float(record["gpu_memory_gib"]),
+        on_demand_usd_per_hour=float(record["on_demand_usd_per_hour"]),
+        spot_usd_per_hour=float(spot) if spot else None,
+        source=record["source"].strip(),
+        read_on=record["read_on"].strip(),
+    )
 
 
 def read_prices(path: Path) -> list[PriceRow]:
@@ -371,32 +378,15 @@ def _instant(text: str) -> datetime:
 
 def parse_spot_history(text: str, name: str) -> list[SpotPricePoint]:
     """Rows of a spot price history CSV (`name` is used in errors, which give the file and line)."""
-    reader = csv.DictReader(io.StringIO(text))
-    header = tuple(reader.fieldnames or ())
-    if header != SPOT_HISTORY_COLUMNS:
-        raise ValueError(
-            f"{name}:1: expected columns {','.join(SPOT_HISTORY_COLUMNS)}, got {','.join(header) or 'nothing'}"
-        )
-    points: list[SpotPricePoint] = []
-    for record in reader:
-        line = reader.line_num
-        if None in record or any(record[c] is None for c in SPOT_HISTORY_COLUMNS):
-            raise ValueError(f"{name}:{line}: expected {len(SPOT_HISTORY_COLUMNS)} fields")
-        try:
-            points.append(
-                SpotPricePoint(
-                    provider=record["provider"].strip(),
-                    instance_type=record["instance_type"].strip(),
-                    region=record["region"].strip(),
-                    zone=record["zone"].strip(),
-                    at=_instant(record["timestamp"].strip()),
-                    usd_per_hour=float(record["usd_per_hour"]),
-                    source=record["source"].strip(),
-                )
-            )
-        except ValueError as exc:
-            raise ValueError(f"{name}:{line}: {exc}") from None
-    return points
+    return _parse_csv(text, name, SPOT_HISTORY_COLUMNS, lambda record: SpotPricePoint(
+        provider=record["provider"].strip(),
+        instance_type=record["instance_type"].strip(),
+        region=record["region"].strip(),
+        zone=record["zone"].strip(),
+        at=_instant(record["timestamp"].strip()),
+        usd_per_hour=float(record["usd_per_hour"]),
+        source=record["source"].strip(),
+    ))
 
 
 def read_spot_history(path: Path) -> list[SpotPricePoint]:
@@ -445,31 +435,14 @@ class StoragePrice:
 
 def parse_storage_prices(text: str, name: str) -> list[StoragePrice]:
     """Rows of a storage price CSV (`name` is used in errors, which give the file and line)."""
-    reader = csv.DictReader(io.StringIO(text))
-    header = tuple(reader.fieldnames or ())
-    if header != STORAGE_COLUMNS:
-        raise ValueError(
-            f"{name}:1: expected columns {','.join(STORAGE_COLUMNS)}, got {','.join(header) or 'nothing'}"
-        )
-    rows: list[StoragePrice] = []
-    for record in reader:
-        line = reader.line_num
-        if None in record or any(record[c] is None for c in STORAGE_COLUMNS):
-            raise ValueError(f"{name}:{line}: expected {len(STORAGE_COLUMNS)} fields")
-        try:
-            rows.append(
-                StoragePrice(
-                    provider=record["provider"].strip(),
-                    region=record["region"].strip(),
-                    volume_type=record["volume_type"].strip(),
-                    usd_per_gb_month=float(record["usd_per_gb_month"]),
-                    as_of=record["as_of"].strip(),
-                    source=record["source"].strip(),
-                )
-            )
-        except ValueError as exc:
-            raise ValueError(f"{name}:{line}: {exc}") from None
-    return rows
+    return _parse_csv(text, name, STORAGE_COLUMNS, lambda record: StoragePrice(
+        provider=record["provider"].strip(),
+        region=record["region"].strip(),
+        volume_type=record["volume_type"].strip(),
+        usd_per_gb_month=float(record["usd_per_gb_month"]),
+        as_of=record["as_of"].strip(),
+        source=record["source"].strip(),
+    ))
 
 
 def read_storage_prices(path: Path) -> list[StoragePrice]:
@@ -486,6 +459,42 @@ def _shipped_storage() -> tuple[StoragePrice, ...]:
 def shipped_storage_prices() -> list[StoragePrice]:
     """Rows of the storage price CSV shipped with the package."""
     return list(_shipped_storage())
+
+
+def usd_text(price: float) -> str:
+    """A price as the catalog files write it: up to 6 decimals (AWS quotes 10), trailing zeros dropped."""
+    return f"{price:.6f}".rstrip("0").rstrip(".")
+
+
+def csv_text(rows: Iterable[Mapping[str, str]], columns: tuple[str, ...]) -> str:
+    """`rows` written as a catalog CSV with `columns` (what the refresh scripts write back)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def refresh_storage_rows(
+    text: str, provider: str, price_of: Callable[[str, str], float | None], *, source: str, today: str, missing: str
+) -> tuple[str, list[str]]:
+    """The storage CSV `text` with `provider`'s rows repriced by `price_of(volume_type, region)` (USD per
+    GB-month; None keeps the row and says `missing`), and one line per change."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    changes: list[str] = []
+    for row in rows:
+        if row["provider"] != provider:
+            continue
+        price = price_of(row["volume_type"], row["region"])
+        if price is None:
+            changes.append(f"{row['volume_type']} {row['region']}: {missing}, kept")
+            continue
+        if float(row["usd_per_gb_month"]) != price:
+            changes.append(f"{row['volume_type']} {row['region']}: {row['usd_per_gb_month']} -> {usd_text(price)}")
+        row["usd_per_gb_month"] = usd_text(price)
+        row["source"] = source
+        row["as_of"] = today
+    return csv_text(rows, STORAGE_COLUMNS), changes
 
 
 class NoStoragePrice(LookupError):

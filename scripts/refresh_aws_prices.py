@@ -32,7 +32,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from burst.catalog import COLUMNS, STORAGE_COLUMNS  # noqa: E402
+from burst.catalog import COLUMNS, csv_text, refresh_storage_rows, usd_text  # noqa: E402
 
 SOURCE = "AWS Price List API (pricing.get_products, AmazonEC2 OnDemand, Linux/Shared/NA/Used)"
 STORAGE_SOURCE = "AWS Price List API (pricing.get_products, AmazonEC2 productFamily Storage, OnDemand GB-Mo)"
@@ -52,11 +52,23 @@ def product_filters(instance_type: str, region: str) -> list[dict[str, str]]:
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in wanted.items()]
 
 
+def _largest_usd(doc: dict[str, Any], unit: str) -> float | None:
+    """The largest positive USD price per `unit` in a product's on-demand terms (a free tier's 0 must not win)."""
+    prices = [
+        float(dim["pricePerUnit"]["USD"])
+        for term in doc.get("terms", {}).get("OnDemand", {}).values()
+        for dim in term.get("priceDimensions", {}).values()
+        if dim.get("unit") == unit and "USD" in dim.get("pricePerUnit", {})
+    ]
+    best = max(prices, default=0.0)
+    return best if best > 0 else None
+
+
 def parse_price_list(price_list: Iterable[str]) -> dict[tuple[str, str], float]:
     """On-demand USD/hour per (instance type, region) from `get_products` PriceList entries (JSON strings).
 
-    Only Linux, shared-tenancy, no-software, "Used" products with an hourly
-    USD price count; a product with several hourly rates keeps the highest
+    Only Linux, shared tenancy, no pre-installed software, used capacity; the
+    largest hourly USD price of a product's on-demand terms is its price
     (a free tier's 0 must not win).
     """
     out: dict[tuple[str, str], float] = {}
@@ -66,28 +78,10 @@ def parse_price_list(price_list: Iterable[str]) -> dict[tuple[str, str], float]:
         if any(attrs.get(k) != v for k, v in LINUX_FILTERS.items()):
             continue
         key = (str(attrs.get("instanceType", "")), str(attrs.get("regionCode", "")))
-        for term in doc.get("terms", {}).get("OnDemand", {}).values():
-            for dim in term.get("priceDimensions", {}).values():
-                if dim.get("unit") != "Hrs" or "USD" not in dim.get("pricePerUnit", {}):
-                    continue
-                price = float(dim["pricePerUnit"]["USD"])
-                if price > 0:
-                    out[key] = max(out.get(key, 0.0), price)
+        price = _largest_usd(doc, "Hrs")
+        if price is not None:
+            out[key] = max(out.get(key, 0.0), price)
     return out
-
-
-def fetch_on_demand(pricing: Any, instance_type: str, region: str) -> float | None:
-    """The on-demand price of one instance type in one region (None if the API lists none)."""
-    params: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": product_filters(instance_type, region),
-                              "FormatVersion": "aws_v1", "MaxResults": 100}
-    found: dict[tuple[str, str], float] = {}
-    while True:
-        page = pricing.get_products(**params)
-        found.update(parse_price_list(page.get("PriceList", [])))
-        if not page.get("NextToken"):
-            break
-        params["NextToken"] = page["NextToken"]
-    return found.get((instance_type, region))
 
 
 def storage_filters(volume_type: str, region: str) -> list[dict[str, str]]:
@@ -101,37 +95,39 @@ def parse_storage_price_list(price_list: Iterable[str]) -> dict[tuple[str, str],
     for text in price_list:
         doc = json.loads(text)
         product = doc.get("product", {})
-        attrs = product.get("attributes", {})
         if product.get("productFamily") != "Storage":
             continue
+        attrs = product.get("attributes", {})
         key = (str(attrs.get("volumeApiName", "")), str(attrs.get("regionCode", "")))
-        for term in doc.get("terms", {}).get("OnDemand", {}).values():
-            for dim in term.get("priceDimensions", {}).values():
-                if dim.get("unit") != "GB-Mo" or "USD" not in dim.get("pricePerUnit", {}):
-                    continue
-                price = float(dim["pricePerUnit"]["USD"])
-                if price > 0:
-                    out[key] = max(out.get(key, 0.0), price)
+        price = _largest_usd(doc, "GB-Mo")
+        if price is not None:
+            out[key] = max(out.get(key, 0.0), price)
     return out
+
+
+def _fetch(pricing: Any, filters: list[dict[str, str]],
+           parse: Callable[[Iterable[str]], dict[tuple[str, str], float]], key: tuple[str, str]) -> float | None:
+    """The price of `key` from every page of `get_products` with `filters` (None if the API lists none)."""
+    params: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": filters, "FormatVersion": "aws_v1",
+                              "MaxResults": 100}
+    found: dict[tuple[str, str], float] = {}
+    while True:
+        page = pricing.get_products(**params)
+        found.update(parse(page.get("PriceList", [])))
+        if not page.get("NextToken"):
+            break
+        params["NextToken"] = page["NextToken"]
+    return found.get(key)
+
+
+def fetch_on_demand(pricing: Any, instance_type: str, region: str) -> float | None:
+    """The on-demand price of one instance type in one region (None if the API lists none)."""
+    return _fetch(pricing, product_filters(instance_type, region), parse_price_list, (instance_type, region))
 
 
 def fetch_storage(pricing: Any, volume_type: str, region: str) -> float | None:
     """The USD per GB-month of one EBS volume type in one region (None if the API lists none)."""
-    params: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": storage_filters(volume_type, region),
-                              "FormatVersion": "aws_v1", "MaxResults": 100}
-    found: dict[tuple[str, str], float] = {}
-    while True:
-        page = pricing.get_products(**params)
-        found.update(parse_storage_price_list(page.get("PriceList", [])))
-        if not page.get("NextToken"):
-            break
-        params["NextToken"] = page["NextToken"]
-    return found.get((volume_type, region))
-
-
-def _usd(price: float) -> str:
-    """A price as the catalog writes it: up to 6 decimals (AWS quotes 10), trailing zeros dropped."""
-    return f"{price:.6f}".rstrip("0").rstrip(".")
+    return _fetch(pricing, storage_filters(volume_type, region), parse_storage_price_list, (volume_type, region))
 
 
 def refresh(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
@@ -146,38 +142,17 @@ def refresh(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
             changes.append(f"{row['instance_type']} {row['region']}: not in the Price List API, kept")
             continue
         if float(row["on_demand_usd_per_hour"]) != price:
-            changes.append(f"{row['instance_type']} {row['region']}: {row['on_demand_usd_per_hour']} -> {_usd(price)}")
-        row["on_demand_usd_per_hour"] = _usd(price)
+            changes.append(f"{row['instance_type']} {row['region']}: {row['on_demand_usd_per_hour']} -> {usd_text(price)}")
+        row["on_demand_usd_per_hour"] = usd_text(price)
         row["source"] = SOURCE if not row["spot_usd_per_hour"] else f"{SOURCE}; spot: {row['source']}"
         row["read_on"] = today
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue(), changes
+    return csv_text(rows, COLUMNS), changes
 
 
 def refresh_storage(text: str, pricing: Any, today: str) -> tuple[str, list[str]]:
     """The storage CSV `text` with its aws rows' USD per GB-month refreshed, and one line per change."""
-    rows = list(csv.DictReader(io.StringIO(text)))
-    changes: list[str] = []
-    for row in rows:
-        if row["provider"] != "aws":
-            continue
-        price = fetch_storage(pricing, row["volume_type"], row["region"])
-        if price is None:
-            changes.append(f"{row['volume_type']} {row['region']}: not in the Price List API, kept")
-            continue
-        if float(row["usd_per_gb_month"]) != price:
-            changes.append(f"{row['volume_type']} {row['region']}: {row['usd_per_gb_month']} -> {_usd(price)}")
-        row["usd_per_gb_month"] = _usd(price)
-        row["source"] = STORAGE_SOURCE
-        row["as_of"] = today
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(STORAGE_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue(), changes
+    return refresh_storage_rows(text, "aws", lambda volume, region: fetch_storage(pricing, volume, region),
+                                source=STORAGE_SOURCE, today=today, missing="not in the Price List API")
 
 
 def main(argv: list[str] | None = None) -> int:

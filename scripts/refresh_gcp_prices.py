@@ -53,7 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from burst.catalog import COLUMNS, STORAGE_COLUMNS  # noqa: E402
+from burst.catalog import COLUMNS, csv_text, refresh_storage_rows, usd_text  # noqa: E402
 
 SERVICE = "services/6F81-5844-456A"
 """Compute Engine in the Cloud Billing Catalog."""
@@ -151,10 +151,6 @@ def fetch_skus(get_page: Callable[[str], Mapping[str, Any]]) -> list[Mapping[str
             return skus
 
 
-def _usd(price: float) -> str:
-    return f"{price:.6f}".rstrip("0").rstrip(".")
-
-
 def refresh(text: str, skus: list[Mapping[str, Any]], today: str) -> tuple[str, list[str]]:
     """The CSV `text` with its gcp rows' prices refreshed from `skus`, and one line per change."""
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -174,18 +170,14 @@ def refresh(text: str, skus: list[Mapping[str, Any]], today: str) -> tuple[str, 
         if on_demand is None:
             changes.append(f"{name} {region}: its SKUs are not all in the catalog, kept")
             continue
-        new = (_usd(on_demand), _usd(spot) if spot is not None else "")
+        new = (usd_text(on_demand), usd_text(spot) if spot is not None else "")
         old = (row["on_demand_usd_per_hour"], row["spot_usd_per_hour"])
         if (float(old[0]), float(old[1]) if old[1] else None) != (float(new[0]), float(new[1]) if new[1] else None):
             changes.append(f"{name} {region}: {old[0]}/{old[1] or '-'} -> {new[0]}/{new[1] or '-'}")
         row["on_demand_usd_per_hour"], row["spot_usd_per_hour"] = new
         row["source"] = SOURCE
         row["read_on"] = today
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue(), changes
+    return csv_text(rows, COLUMNS), changes
 
 
 def disk_price(skus: Iterable[Mapping[str, Any]], volume_type: str, region: str) -> float | None:
@@ -209,25 +201,8 @@ def disk_price(skus: Iterable[Mapping[str, Any]], volume_type: str, region: str)
 
 def refresh_storage(text: str, skus: list[Mapping[str, Any]], today: str) -> tuple[str, list[str]]:
     """The storage CSV `text` with its gcp rows' USD per GB-month refreshed from `skus`, and one line per change."""
-    rows = list(csv.DictReader(io.StringIO(text)))
-    changes: list[str] = []
-    for row in rows:
-        if row["provider"] != "gcp":
-            continue
-        price = disk_price(skus, row["volume_type"], row["region"])
-        if price is None:
-            changes.append(f"{row['volume_type']} {row['region']}: no single capacity SKU in the catalog, kept")
-            continue
-        if float(row["usd_per_gb_month"]) != price:
-            changes.append(f"{row['volume_type']} {row['region']}: {row['usd_per_gb_month']} -> {_usd(price)}")
-        row["usd_per_gb_month"] = _usd(price)
-        row["source"] = STORAGE_SOURCE
-        row["as_of"] = today
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(STORAGE_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue(), changes
+    return refresh_storage_rows(text, "gcp", lambda volume, region: disk_price(skus, volume, region),
+                                source=STORAGE_SOURCE, today=today, missing="no single capacity SKU in the catalog")
 
 
 def _page_getter(api_key: str | None) -> Callable[[str], Mapping[str, Any]]:
