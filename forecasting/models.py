@@ -31,12 +31,16 @@ never forecast away.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
+import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from burst.model import QUANTILES, Forecast, SpecialEvent
 
@@ -161,20 +165,49 @@ def prophet_fit(
         uncertainty_samples=samples,
         holidays=holidays,
     )
+    backend = model.stan_backend
+    backend.model = _JsonDataModel(backend.model)
     future = pd.DataFrame({"ds": [last + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
     ds = pd.to_datetime([t.replace(tzinfo=None) for t in stamps])
     with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
         warnings.simplefilter("ignore")
         model.fit(pd.DataFrame({"ds": ds, "y": values}))
+        future = model.setup_dataframe(future)  # once, for the samples and the point forecast alike
         np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
-        draws = model.predictive_samples(future)["yhat"]
-        model.uncertainty_samples = 0  # predict() then gives the point forecast alone, without sampling again
-        point = model.predict(future)["yhat"].to_numpy()
+        draws = model.sample_posterior_predictive(future, vectorized=True)["yhat"]
+        trend = model.predict_trend(future)  # the point forecast: predict()'s yhat, without sampling again
+        seasonal = model.predict_seasonal_components(future)
+        point = (trend * (1 + seasonal["multiplicative_terms"]) + seasonal["additive_terms"]).to_numpy()
     offsets = np.quantile(draws - point[:, None], [q for q in QUANTILES if q != 0.5], axis=1)
     out = {0.5: [float(v) for v in point]}
     for q, row in zip([q for q in QUANTILES if q != 0.5], offsets, strict=True):
         out[q] = [float(v) for v in point + _moving_average(row, SPREAD_SMOOTHING_STEPS)]
     return out
+
+
+class _JsonDataModel:
+    """Prophet's CmdStan model, handed its data as a JSON file written by the stdlib's C encoder.
+
+    Prophet passes the data as nested lists, which cmdstanpy writes through
+    stanio's pure-Python fallback encoder, value by value: that was about half
+    of a refit. `json.dumps` writes the same text (floats by `repr` alike), so
+    the fit is unchanged. Everything but `optimize` is the wrapped model's.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def optimize(self, *, data: Mapping[str, Any], **kwargs: Any) -> Any:
+        fd, path = tempfile.mkstemp(prefix="burst-prophet-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps(data))
+            return self._model.optimize(data=path, **kwargs)
+        finally:
+            os.remove(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
 
 
 SPREAD_SMOOTHING_STEPS = 4
