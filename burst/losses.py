@@ -38,7 +38,9 @@ def job_losses(
     the nodes an evicted or checkpointing job ran on. `group_of` gives a
     node's group (None when unknown).
     """
-    before = {j.id: j for j in jobs}
+    wanted = {job.id for job, _ in events.evicted}
+    wanted.update(a.target for a in plan.actions if a.kind is ActionKind.REQUEST_CHECKPOINT)
+    before = {j.id: j for j in jobs if j.id in wanted} if wanted else {}
     rows = [
         _lost(job, lost_s, "interruption", events.lost_nodes.get(job.id, ()), group_of, at)
         for job, lost_s in events.requeued
@@ -48,8 +50,8 @@ def job_losses(
         for job, lost_s in events.evicted
     ]
     for action in plan.actions:
-        was = before.get(action.target)
-        if action.kind is ActionKind.REQUEST_CHECKPOINT and was is not None and checkpoints_on_request(was):
+        was = before.get(action.target) if action.kind is ActionKind.REQUEST_CHECKPOINT else None
+        if was is not None and checkpoints_on_request(was):
             rows.append(JobLoss(at, was.id, was.tenant, "checkpoint", was.gpu_demand,
                                 checkpoint_gpu_s=(was.checkpoint_duration_s or 0.0) * was.gpu_demand,
                                 group_id=_one_group(was.node_ids, group_of), node_ids=was.node_ids))

@@ -488,7 +488,7 @@ class Controller:
             seconds = (now - datetime.fromisoformat(last)).total_seconds()
             if seconds > 0:
                 entries = attribute_costs(
-                    self.groups, snapshot.nodes, snapshot.jobs, self.prices, seconds=seconds, at=now
+                    self.groups, snapshot.nodes, snapshot.running_jobs, self.prices, seconds=seconds, at=now
                 )
                 self.store.record_costs(entries)
                 spend = self._spend_this_month(now)

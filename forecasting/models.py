@@ -167,6 +167,7 @@ def prophet_fit(
     )
     backend = model.stan_backend
     backend.model = _JsonDataModel(backend.model)
+    model.regressor_column_matrix = _ComponentMatrixOnce(model.regressor_column_matrix)
     future = pd.DataFrame({"ds": [last + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
     ds = pd.to_datetime([t.replace(tzinfo=None) for t in stamps])
     with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
@@ -208,6 +209,31 @@ class _JsonDataModel:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
+
+
+class _ComponentMatrixOnce:
+    """Prophet's `regressor_column_matrix`, built once per feature set and then handed back.
+
+    Prophet rebuilds this small indicator matrix (a pandas crosstab, about a
+    sixth of a refit) for the fit and again for each prediction, from the
+    feature columns and mode lists alone; the same inputs give copies of the
+    first result.
+    """
+
+    def __init__(self, build: Callable[..., Any]) -> None:
+        self._build = build
+        self._built: dict[tuple[Any, ...], tuple[Any, dict[str, list[str]]]] = {}
+
+    def __call__(self, seasonal_features: Any, modes: dict[str, list[str]]) -> tuple[Any, dict[str, list[str]]]:
+        key = (tuple(seasonal_features.columns), tuple((m, tuple(names)) for m, names in sorted(modes.items())))
+        found = self._built.get(key)
+        if found is None:
+            cols, out = self._build(seasonal_features, modes)
+            found = self._built[key] = (cols.copy(), {m: list(names) for m, names in out.items()})
+        cols, out = found
+        modes.clear()
+        modes.update({m: list(names) for m, names in out.items()})
+        return cols.copy(), modes
 
 
 SPREAD_SMOOTHING_STEPS = 4

@@ -22,7 +22,6 @@ from burst.model import (
     Hold,
     Job,
     JobId,
-    JobState,
     Node,
     NodeGroup,
     NodeId,
@@ -249,11 +248,11 @@ class PlanContext:
             self.usage[tenant] = TenantUsage()
         return self.usage[tenant]
 
-    def pending_jobs(self) -> list[Job]:
-        return [j for j in self.snapshot.jobs if j.state is JobState.PENDING]
+    def pending_jobs(self) -> tuple[Job, ...]:
+        return self.snapshot.pending_jobs
 
-    def running_jobs(self) -> list[Job]:
-        return [j for j in self.snapshot.jobs if j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
+    def running_jobs(self) -> tuple[Job, ...]:
+        return self.snapshot.running_jobs
 
     def hold(self, subject: str, reason: str, step: str, tenant: TenantName | None = None) -> None:
         self.holds.append(Hold(subject=subject, reason=reason, step=step, tenant=tenant))
@@ -296,11 +295,7 @@ def build_context(
     # One pass over running jobs: GPUs held per node, and each tenant's usage (added in job order).
     used: dict[NodeId, int] = defaultdict(int)
     usage: dict[TenantName, TenantUsage] = {}
-    running_state, checkpointing_state = JobState.RUNNING, JobState.CHECKPOINTING
-    for job in snapshot.jobs:
-        state = job.state
-        if state is not running_state and state is not checkpointing_state:
-            continue
+    for job in snapshot.running_jobs:
         ids = job.node_ids
         if not ids:
             continue

@@ -71,7 +71,7 @@ from burst.sim.forecasts import SimForecaster
 from burst.sim.strategies import StrategyRun
 from burst.state import CostEntry, Store
 from burst.workloads.feed import ArrivalFeed
-from burst.workloads.queue import RUNNING_STATES, MemoryQueue
+from burst.workloads.queue import MemoryQueue
 from burst.workloads.sim_channel import SimCheckpointChannel
 from providers.sim import ManualClock, SimProvider
 
@@ -271,18 +271,16 @@ class _Meter:
         on_spot: set[str] = set()
         unplaced_since: datetime | None = None  # earliest submission among newly unplaced jobs
         seen_unplaced = self.seen_unplaced
-        for job in snap.jobs:
-            node_ids: Sequence[str] = ()
-            if job.state in RUNNING_STATES:
-                node_ids = job.node_ids
-            elif job.id in placed:
-                node_ids = placed[job.id].node_ids
-            elif job.state is JobState.PENDING:
-                if job.id not in seen_unplaced:
-                    seen_unplaced.add(job.id)
-                    if unplaced_since is None or job.submitted_at < unplaced_since:
-                        unplaced_since = job.submitted_at
-                continue
+        holding: list[tuple[Job, Sequence[str]]] = [(job, job.node_ids) for job in snap.running_jobs]
+        for job in snap.pending_jobs:
+            action = placed.get(job.id)
+            if action is not None:
+                holding.append((job, action.node_ids))
+            elif job.id not in seen_unplaced:
+                seen_unplaced.add(job.id)
+                if unplaced_since is None or job.submitted_at < unplaced_since:
+                    unplaced_since = job.submitted_at
+        for job, node_ids in holding:
             running += job.gpu_demand
             if node_ids and steady_nodes.issuperset(node_ids):
                 steady_running += job.gpu_demand

@@ -107,6 +107,8 @@ class SimForecaster:
         self.start = start
         self.prior = trace_demand(jobs, start - timedelta(seconds=settings.history_s), start, settings.step_s)
         self.store = store
+        self._recorded: list[DemandPoint] = []  # pooled samples the store holds, read as far as `_read_until`
+        self._read_until = start
         self.service = ForecastService(
             self._history,
             step_s=settings.step_s,
@@ -139,6 +141,15 @@ class SimForecaster:
         return min(later) if later else None
 
     def _history(self, now: datetime) -> list[DemandPoint]:
+        """The trace's demand before the replay, then what the controller recorded, over the last `history_s`.
+
+        Only the samples recorded since the last refit are read from the store;
+        those before the window are dropped as it moves on.
+        """
         since = now - timedelta(seconds=self.settings.history_s)
-        recorded = pooled(self.store.demand_history(since=max(since, self.start), until=now))
-        return [p for p in self.prior if p.at >= since] + recorded
+        if now > self._read_until:
+            self._recorded += pooled(self.store.demand_history(since=self._read_until, until=now))
+            self._read_until = now
+        first = bisect.bisect_left(self._recorded, since, key=lambda p: p.at)
+        del self._recorded[:first]
+        return [p for p in self.prior if p.at >= since] + self._recorded
