@@ -92,6 +92,7 @@ class Actuator:
             for group in provider.node_groups():
                 self.by_group[group.id] = provider
         self.providers = dict(providers)
+        self._first_seen_cache: dict[str, str] | None = None
 
     # ------------------------------------------------------------ plans
 
@@ -176,6 +177,7 @@ class Actuator:
 
     def recover(self) -> list[Outcome]:
         """Settle every unconfirmed intent against what providers report (run before the first plan)."""
+        self._first_seen_cache = None  # another leader may have written it meanwhile
         outcomes = []
         for intent in self.store.unconfirmed_intents():
             now = self.clock()
@@ -260,11 +262,15 @@ class Actuator:
         return report
 
     def _first_seen(self) -> dict[str, str]:
-        raw = self.store.get_meta("gc.first_seen")
-        return dict(json.loads(raw)) if raw else {}
+        """When each unexplained node was first seen: read from the store once (again after `recover`), then kept."""
+        if self._first_seen_cache is None:
+            raw = self.store.get_meta("gc.first_seen")
+            self._first_seen_cache = dict(json.loads(raw)) if raw else {}
+        return dict(self._first_seen_cache)
 
     def _save_first_seen(self, first_seen: dict[str, str]) -> None:
         self.store.set_meta("gc.first_seen", json.dumps(first_seen, sort_keys=True))
+        self._first_seen_cache = dict(first_seen)
 
 
 def sort_unknown(

@@ -193,10 +193,14 @@ class Controller:
         self._interruptions_at: datetime | None = None  # when exposure was last counted
         self._ready_spot: dict[GroupId, int] = {}  # ready spot nodes per group then
         self._interruptions_saved_at: datetime | None = None
+        # The plan sequence and the last tick's time, as this leader last wrote them (None: read the store).
+        self._plan_seq: int | None = None
+        self._last_tick: str | None = None
 
     def start(self) -> list[Outcome]:
         """Settle the intent journal against the providers; run once before the first plan."""
         outcomes = self.actuator.recover()
+        self._plan_seq = self._last_tick = None  # another leader may have ticked meanwhile
         self.started = True
         return outcomes
 
@@ -235,7 +239,8 @@ class Controller:
         result = self._plan(snapshot, jobs, now, self._next_plan_id())
         if self.actuator.fence is not None:
             self.actuator.fence()
-        before = {j.id: j for j in jobs}
+        acted_on = {a.target for a in result.actions if a.kind in JOB_ACTIONS}
+        before = {j.id: j for j in jobs if j.id in acted_on} if acted_on else {}
         for action in result.actions:
             if action.kind in JOB_ACTIONS:
                 self.source.apply(action, now)
@@ -453,8 +458,11 @@ class Controller:
         return sorted(known, key=lambda n: n.id)
 
     def _next_plan_id(self) -> str:
-        seq = int(self.store.get_meta(PLAN_SEQ_KEY, "0") or "0") + 1
+        if self._plan_seq is None:
+            self._plan_seq = int(self.store.get_meta(PLAN_SEQ_KEY, "0") or "0")
+        seq = self._plan_seq + 1
         self.store.set_meta(PLAN_SEQ_KEY, str(seq))
+        self._plan_seq = seq
         return f"{self.cluster}-{seq:07d}"
 
     # ------------------------------------------------------------ record
@@ -462,9 +470,13 @@ class Controller:
     def _record(
         self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, job_events: JobEvents, now: datetime
     ) -> None:
-        with self.store.transaction():
-            self._record_tick(result, outcomes, snapshot, now)
-            self.store.record_losses(job_losses(job_events, result, snapshot.jobs, self._group_of, now))
+        try:
+            with self.store.transaction():
+                self._record_tick(result, outcomes, snapshot, now)
+                self.store.record_losses(job_losses(job_events, result, snapshot.jobs, self._group_of, now))
+        except BaseException:
+            self._last_tick = None  # rolled back: the stored last tick is the one to count from
+            raise
 
     def _group_of(self, node_id: NodeId) -> GroupId | None:
         node = self.store.get_node(node_id)
@@ -482,8 +494,9 @@ class Controller:
             rows.append((hold.subject, "hold", hold.reason, {"step": hold.step, "tenant": hold.tenant}))
         if rows and self.record_decisions:
             self.store.record_decisions(result.id, now, rows)
-        last = self.store.get_meta(LAST_TICK_KEY)
-        self.store.set_meta(LAST_TICK_KEY, now.isoformat())
+        last = self._last_tick if self._last_tick is not None else self.store.get_meta(LAST_TICK_KEY)
+        self._last_tick = now.isoformat()
+        self.store.set_meta(LAST_TICK_KEY, self._last_tick)
         if self.record_costs and last is not None:
             seconds = (now - datetime.fromisoformat(last)).total_seconds()
             if seconds > 0:

@@ -29,6 +29,7 @@ Conventions
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -336,6 +337,12 @@ def _ts(value: datetime, name: str) -> str:
         raise TypeError(f"{name}: expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name}: naive datetime {value.isoformat()} (times must be timezone-aware UTC)")
+    return _utc_text(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _utc_text(value: datetime) -> str:
+    """`_ts`'s text of an aware datetime (equal instants give equal text; a tick stamps the same one often)."""
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
