@@ -56,15 +56,15 @@ def attribute_costs(
                     on_node[tenant] = on_node.get(tenant, 0.0) + share
     hours = seconds / 3600.0
     rows: dict[tuple[str, str | None, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    node_price: dict[str, tuple[float, str]] = {}  # per group: (USD/node-hour, cost line), looked up once
+    paid: dict[str, tuple[str, float, float]] = {}  # per group: (cost line, USD/node-hour, its USD per GPU for `seconds`)
     warm_price: dict[tuple[str, bool], tuple[float, str]] = {}  # per (group, running warm): the same for warm nodes
-    per_gpu: dict[tuple[str, int], float] = {}  # per (group, GPUs per node): USD per GPU for `seconds`
+    idle_usd: dict[str, float] = {}  # per group: its idle GPUs' cost, summed in node order (the overhead row)
     warm_state, running_warm = NodeState.WARM, WarmState.RUNNING
     for node in nodes:
-        group = groups.get(node.group_id)
+        group_id = node.group_id
+        group = groups.get(group_id)
         if group is None:
             continue
-        group_id = group.id
         state = node.state
         if state is warm_state:
             running = node.warm_state is running_warm
@@ -77,14 +77,14 @@ def attribute_costs(
             continue
         if state not in PAID_STATES:
             continue
-        priced = node_price.get(group_id)
+        priced = paid.get(group_id)
         if priced is None:
-            priced = node_price[group_id] = (prices.group_price(group), cost_line(group, warm=False))
-        price, line = priced
+            price = prices.group_price(group)
+            priced = paid[group_id] = (cost_line(group, warm=False), price, price / max(1, group.gpus_per_node) * hours)
+        line, price, per_gpu_hour = priced
         node_gpus = node.gpus
-        per_gpu_hour = per_gpu.get((group_id, node_gpus))
-        if per_gpu_hour is None:
-            per_gpu_hour = per_gpu[(group_id, node_gpus)] = price / max(1, node_gpus) * hours
+        if node_gpus != group.gpus_per_node:
+            per_gpu_hour = price / max(1, node_gpus) * hours
         used = 0.0
         holders = held.get(node.id)
         if holders:
@@ -98,7 +98,9 @@ def attribute_costs(
                 entry[1] += gpus * hours
         idle = node_gpus - used
         if idle > 0:
-            rows[(line, None, group_id)][0] += idle * per_gpu_hour
+            idle_usd[group_id] = idle_usd.get(group_id, 0.0) + idle * per_gpu_hour
+    for group_id, usd in idle_usd.items():
+        rows[(paid[group_id][0], None, group_id)][0] += usd
     return [
         CostEntry(at=at, line=line, usd=usd, gpu_hours=gh, tenant=tenant, group_id=gid)
         for (line, tenant, gid), (usd, gh) in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))

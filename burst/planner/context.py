@@ -295,6 +295,7 @@ def build_context(
     # One pass over running jobs: GPUs held per node, and each tenant's usage (added in job order).
     used: dict[NodeId, int] = defaultdict(int)
     usage: dict[TenantName, TenantUsage] = {}
+    steady_tier, spot_type = Tier.STEADY, CapacityType.SPOT
     for job in snapshot.running_jobs:
         ids = job.node_ids
         if not ids:
@@ -310,7 +311,17 @@ def build_context(
         if tenant_usage is None:
             tenant_usage = usage[job.tenant] = TenantUsage()
         demand = job.gpu_demand
-        tenant_usage.add(cap.group, demand, demand * cap.gpu_price)
+        # TenantUsage.add, inlined: this runs for every running job each tick
+        group = cap.group
+        if group.tier is steady_tier:
+            tenant_usage.steady_gpus += demand
+        else:
+            tenant_usage.elastic_gpus += demand
+            if group.capacity_type is spot_type:
+                tenant_usage.spot_gpus += demand
+                by_group = tenant_usage.spot_by_group
+                by_group[group.id] = by_group.get(group.id, 0.0) + demand
+        tenant_usage.usd_per_hour += demand * cap.gpu_price
     busy: set[NodeId] = set()
     notices = snapshot.notices
     ready_state, draining_state = NodeState.READY, NodeState.DRAINING

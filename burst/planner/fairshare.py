@@ -10,11 +10,14 @@ their own priority, then submit time, then id.
 from __future__ import annotations
 
 import heapq
+import operator
 from collections import defaultdict
 from collections.abc import Iterator
 
 from burst.model import Job, TenantName
 from burst.planner.context import PlanContext, TenantUsage
+
+_BY_SUBMISSION = operator.attrgetter("submitted_at", "id")
 
 
 def job_priority(job: Job, ctx: PlanContext) -> int:
@@ -36,7 +39,10 @@ def fair_order(ctx: PlanContext) -> Iterator[Job]:
         default = default_of[tenant] = policy.priority
         weight_of[tenant] = max(policy.fair_share_weight, 1e-9)
         usage_of[tenant] = ctx.usage_of(tenant)
-        jobs.sort(key=lambda j: (-(j.priority if j.priority is not None else default), j.submitted_at, j.id))
+        if any(j.priority is not None for j in jobs):
+            jobs.sort(key=lambda j: (-(j.priority if j.priority is not None else default), j.submitted_at, j.id))
+        else:  # every job at the tenant's priority: the same order, by a key read in C
+            jobs.sort(key=_BY_SUBMISSION)
         jobs.reverse()  # pop() from the end gives the head
 
     def entry(tenant: TenantName) -> tuple[int, float, TenantName]:

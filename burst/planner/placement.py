@@ -111,9 +111,14 @@ def place_and_scale_up(ctx: PlanContext) -> None:
     served = 0
     refused_shapes: dict[tuple[TenantName, str | None, bool, int, float], tuple[int, str, str]] = {}
 
+    policy_of: dict[TenantName, Policy] = {}
+    barred = ctx.spot_barred
     for job in fair_order(ctx):
-        policy = ctx.policy(job.tenant)
-        key = (job.tenant, job.gpu_model, spot_allowed(ctx, job, policy))
+        tenant = job.tenant
+        policy = policy_of.get(tenant)
+        if policy is None:
+            policy = policy_of[tenant] = ctx.policy(tenant)
+        key = (tenant, job.gpu_model, spot_eligible(job, policy) and job.id not in barred)  # spot_allowed, inlined
         # The shape is built only once some job has been refused. Demand is read with `gpu_demand_of`
         # here and below: caching it on each job of a fresh snapshot costs more than it saves.
         shape = (*key, job.whole_gpus, gpu_demand_of(job)) if refused_shapes else None
@@ -139,7 +144,9 @@ def place_and_scale_up(ctx: PlanContext) -> None:
             kind, reason = refusals.best()
             refused_shapes[shape or (*key, job.whole_gpus, gpu_demand_of(job))] = (served, kind, reason)
         ctx.unserved.append((job, kind))
-        entry = refused.setdefault((job.tenant, kind, reason), [0, 0])
+        entry = refused.get((tenant, kind, reason))
+        if entry is None:
+            entry = refused[(tenant, kind, reason)] = [0, 0]
         entry[0] += 1
         entry[1] += job.whole_gpus
 

@@ -59,6 +59,11 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
     if not waiting:
         return
     running = ctx.running_jobs()
+    widest = max((cap.gpn for cap in ctx.groups.values()), default=0)
+    if not any(ctx.policy(t).preemptible_by for t in {job.tenant for job in running}):
+        waiting = [job for job in waiting if job.whole_gpus > widest]  # only their holds are left to say
+        if not waiting:
+            return
     on_node: dict[str, list[Job]] = defaultdict(list)
     running_gpus: dict[str, float] = defaultdict(float)
     for job in running:
@@ -73,9 +78,6 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
     promised: dict[str, float] = defaultdict(float)  # GPUs preemption frees for each tenant's waiting jobs
     free: dict[str, float] = {}  # GPUs of a node not yet promised, once preemption has promised some of it
     may_preempt: dict[tuple[str, int], bool] = {}
-    widest = max((cap.gpn for cap in ctx.groups.values()), default=0)
-    if not any(ctx.policy(t).preemptible_by for _, t in running_kinds):
-        waiting = [job for job in waiting if job.whole_gpus > widest]  # only their holds are left to say
     for job in sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id)):
         priority = job_priority(ctx, job)
         best: tuple[float, str, list[Victim]] | None = None

@@ -37,8 +37,12 @@ def observe_jobs(
     events = JobEvents()
     ready = {node_id for node_id, node in nodes.items() if node.state is NodeState.READY}
     running_state, checkpointing_state = RUNNING_STATES
+    pending_state = JobState.PENDING
     for job in jobs:
         state = job.state
+        if state is pending_state:
+            active.append(job)
+            continue
         if state is running_state or state is checkpointing_state:
             finish = job.finishes_at  # progress.finishes_at, read directly: this runs for every job each tick
             if complete_by_duration and finish is not None and finish <= now:
