@@ -189,7 +189,8 @@ def test_burst_in_the_simulator_wakes_warm_nodes_for_a_burst(tmp_path) -> None:
 
     path = tmp_path / "t.csv"
     rows = ["job_id,submit_time,duration_s,gpus,tenant"]
-    rows += [f"j{i},2026-03-02T12:{i:02d}:00Z,3600,8,t" for i in range(6)]
+    rows += [f"base{i},2026-03-02T12:00:00Z,36000,8,t" for i in range(2)]  # on-prem is sized to these (P50)
+    rows += [f"j{i},2026-03-02T14:{i:02d}:00Z,3600,8,t" for i in range(6)]  # the burst goes to the cloud
     path.write_text("\n".join(rows) + "\n")
     trace = load_trace(path)
     setup = with_hot_pool(default_setup(trace.stats()))

@@ -183,6 +183,24 @@ def test_reactive_end_to_end_scans_every_10_s_cold_boots_and_removes_the_node_10
     assert r.cost_by_tier["steady"] == 0.0 and r.cost_by_tier["elastic_spot"] == 0.0
 
 
+def test_the_clock_jumps_to_each_arrival_and_never_to_an_idle_cooldown_nothing_acts_on() -> None:
+    """Two 8-GPU jobs on a static on-prem tier of two nodes (no power saving, so nothing releases idle nodes).
+
+    A is submitted at 0 s, the first tick's instant, and runs 1 h; B arrives at 100 s and is seen by the
+    120 s tick (the 60 s loop), so it waits 20 s and runs until 1920 s. The ticks are the arrivals and the
+    finishes alone: none 10 min after a node went idle, since no step acts on an idle on-prem node.
+    """
+    jobs = [
+        Job(id="t-a", tenant="t", gpus=8, submitted_at=T0, duration_s=3600.0),
+        Job(id="t-b", tenant="t", gpus=8, submitted_at=T0 + timedelta(seconds=100), duration_s=1800.0),
+    ]
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=tuple(jobs)).stats()
+    run = strategy_run("static-peak", default_setup(stats), stats)
+    r = simulate(run, jobs, start=T0, end=T0 + timedelta(hours=2), keep_timeline=True)
+    assert sorted(r.waits_s) == [0.0, 20.0] and r.jobs_completed == 2
+    assert [(p.at - T0).total_seconds() for p in r.timeline] == [0.0, 120.0, 1920.0, 3600.0, 7200.0]
+
+
 def test_a_trace_with_no_usable_rows_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("job_id,submit_time,duration_s,gpus\nx,not-a-time,10,1\ny,2026-03-02T00:00:00Z,-5,1\n")

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import math
 
-from burst.model import Action, ActionKind, Tier
+from burst.model import Action, ActionKind, NodeGroup, Tier
 from burst.planner.context import PlanContext
 from burst.planner.power import saves_power, suspend_room
 from burst.planner.prescale import serves
 
 STEP = "scale_down"
+
+
+def releases_idle(group: NodeGroup) -> bool:
+    """Whether this step ever lets a group's idle nodes go: elastic groups, and on-prem groups that save power."""
+    return group.tier is Tier.ELASTIC or saves_power(group)
 
 
 def scale_down_idle(ctx: PlanContext) -> None:
@@ -24,9 +29,9 @@ def scale_down_idle(ctx: PlanContext) -> None:
     for group_id in sorted(ctx.groups):
         cap = ctx.groups[group_id]
         group = cap.group
-        power = saves_power(group)
-        if (group.tier is not Tier.ELASTIC and not power) or group_id in scaled_up:
+        if not releases_idle(group) or group_id in scaled_up:
             continue
+        power = saves_power(group)
         idle = []
         for node_id in cap.idle_ready():
             if node_id in ctx.busy_nodes:

@@ -5,7 +5,8 @@ class `burst run` uses) wired to a `SimProvider`, an in-memory job queue fed
 by the trace, and an in-memory store. The clock never ticks through idle
 time: after each tick it jumps to the next instant anything can change (a
 job arrives or finishes, a node boots, wakes, is interrupted or terminates, an
-idle node's cooldown or a strategy timer expires), rounded up to the
+idle node's cooldown ends in a group whose idle nodes the scale-down step may
+let go, or a strategy timer expires), rounded up to the
 strategy's loop interval, as a daemon ticking every interval would first see
 it. Jobs that lose their nodes (spot interruption, a drained node) are
 requeued from their last checkpoint by the queue's rules. A plan's checkpoint
@@ -66,6 +67,7 @@ from typing import Any
 
 from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, CapacityType, GroupId, Job, JobState, NodeState, Policy, Tier
+from burst.planner.scale_down import releases_idle, scale_down_idle
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
 from burst.sim.strategies import StrategyRun
@@ -188,7 +190,8 @@ class _Arrivals:
         return self.jobs[bisect.bisect_left(self.times, start) : bisect.bisect_left(self.times, end)]
 
     def next_after(self, at: datetime) -> datetime | None:
-        i = bisect.bisect_left(self.times, at)
+        """The first submission strictly after `at` (a tick at `at` has taken the jobs submitted then)."""
+        i = bisect.bisect_right(self.times, at)
         return self.times[i] if i < len(self.times) else None
 
 
@@ -442,12 +445,17 @@ def _next_event(
     if sim_due is not None:
         candidates.append(sim_due)
     snap = report.snapshot
-    if snap is not None:
-        cooldowns = {g.id: timedelta(seconds=g.scale_down_cooldown_s) for g in snap.groups}
+    if snap is not None and any(step is scale_down_idle for _, step in run.pipeline):
+        # Only the cooldowns of groups whose idle nodes the scale-down step may let go: another group's end decides nothing.
+        cooldowns = {g.id: timedelta(seconds=g.scale_down_cooldown_s) for g in snap.groups if releases_idle(g)}
         ends: dict[GroupId, datetime] = {}  # per group, the first idle cooldown still to end
+        ready_state = NodeState.READY
         for node in snap.nodes:
-            if node.idle_since is not None and node.state is NodeState.READY:
-                end = node.idle_since + cooldowns.get(node.group_id, ZERO)
+            if node.idle_since is not None and node.state is ready_state:
+                cooldown = cooldowns.get(node.group_id)
+                if cooldown is None:
+                    continue
+                end = node.idle_since + cooldown
                 if end > now and (node.group_id not in ends or end < ends[node.group_id]):
                     ends[node.group_id] = end
         candidates.extend(ends.values())
