@@ -224,6 +224,8 @@ class _Meter:
         self.checkpoint_violations = 0
         self._spot_running_gpus = 0.0
         self._on_spot: set[str] = set()
+        self._steady_groups = {g.id for g in run.setup.groups if g.tier is Tier.STEADY}
+        self._spot_groups = {g.id for g in run.setup.groups if g.capacity_type is CapacityType.SPOT}
 
     def observe(self, report: TickReport) -> None:
         now = report.at
@@ -250,22 +252,16 @@ class _Meter:
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
         for job_id in placed:
             self.first_start.setdefault(job_id, now)
-        # One pass over the nodes: steady and spot node ids, ready nodes per group, warm nodes.
-        steady_nodes: set[str] = set()
-        spot_nodes: set[str] = set()
+        # One pass over the nodes: each node's group, ready nodes per group, warm nodes.
+        group_of: dict[str, GroupId] = {}
         ready: dict[GroupId, int] = defaultdict(int)
         warm = 0
-        groups = self.groups
         ready_state, warm_state = NodeState.READY, NodeState.WARM
         for node in snap.nodes:
-            group = groups[node.group_id]
-            if group.tier is Tier.STEADY:
-                steady_nodes.add(node.id)
-            if group.capacity_type is CapacityType.SPOT:
-                spot_nodes.add(node.id)
+            group_id = group_of[node.id] = node.group_id
             state = node.state
             if state is ready_state:
-                ready[node.group_id] += 1
+                ready[group_id] += 1
             elif state is warm_state:
                 warm += 1
         running = 0.0
@@ -283,11 +279,19 @@ class _Meter:
                 seen_unplaced.add(job.id)
                 if unplaced_since is None or job.submitted_at < unplaced_since:
                     unplaced_since = job.submitted_at
+        steady_groups, spot_groups = self._steady_groups, self._spot_groups
         for job, node_ids in holding:
             running += job.gpu_demand
-            if node_ids and steady_nodes.issuperset(node_ids):
+            if not node_ids:
+                continue
+            # on steady (spot) nodes when every node it holds is listed in a steady (spot) group
+            if len(node_ids) == 1:
+                kinds = {group_of.get(node_ids[0])}
+            else:
+                kinds = {group_of.get(n) for n in node_ids}
+            if steady_groups.issuperset(kinds):
                 steady_running += job.gpu_demand
-            elif node_ids and spot_nodes and spot_nodes.issuperset(node_ids):
+            elif spot_groups.issuperset(kinds):
                 spot_running += job.gpu_demand
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running

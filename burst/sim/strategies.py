@@ -214,19 +214,24 @@ class ClusterAutoscalerScaleDown:
         now = ctx.now
         if any(a.kind is ActionKind.SCALE_UP for a in ctx.actions):
             self.last_scale_up = now
-        # free GPUs of every ready node after this plan's placements (the planner keeps them per group)
-        free = {n: f for cap in ctx.groups.values() for n, f in cap.free_of.items()}
-        used = {n: ctx.nodes[n].gpus - f for n, f in free.items()}
+        # GPUs in use on every ready elastic node after this plan's placements (the planner keeps free GPUs per group)
+        nodes = ctx.nodes
+        used: dict[NodeId, int] = {}
         unneeded: dict[GroupId, list[NodeId]] = {}
-        for node_id in free:
-            group = ctx.groups[ctx.nodes[node_id].group_id].group
-            if group.tier is Tier.ELASTIC and used[node_id] < self.utilization_threshold * ctx.nodes[node_id].gpus:
-                unneeded.setdefault(group.id, []).append(node_id)
+        for cap in ctx.groups.values():
+            if cap.group.tier is not Tier.ELASTIC:
+                continue
+            for node_id, free_gpus in cap.free_of.items():
+                gpus = nodes[node_id].gpus
+                used[node_id] = gpus - free_gpus
+                if gpus - free_gpus < self.utilization_threshold * gpus:
+                    unneeded.setdefault(cap.group.id, []).append(node_id)
         seen = {n for ids in unneeded.values() for n in ids}
         self.unneeded_since = {n: self.unneeded_since.get(n, now) for n in seen}
         if self.last_scale_up is not None and (now - self.last_scale_up).total_seconds() < self.delay_after_add_s:
             return
         removing: set[NodeId] = set()
+        free: dict[NodeId, int] | None = None  # free GPUs of every ready node, steady ones too: where pods may go
         for group_id in sorted(unneeded):
             cap = ctx.groups[group_id]
             due = sorted(
@@ -234,9 +239,12 @@ class ClusterAutoscalerScaleDown:
                 key=lambda n: (used.get(n, 0), n),
             )
             chosen: list[NodeId] = []
+            if due and free is None:
+                free = {n: f for c in ctx.groups.values() for n, f in c.free_of.items()}
             for node_id in due:
                 if cap.target - len(chosen) <= cap.group.min_size:
                     break
+                assert free is not None
                 if self._pods_fit_elsewhere(ctx, node_id, free, removing | {node_id}):
                     chosen.append(node_id)
                     removing.add(node_id)
