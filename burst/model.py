@@ -750,13 +750,13 @@ class Snapshot:
     def running_jobs(self) -> tuple[Job, ...]:
         """The jobs holding GPUs (running or checkpointing), in snapshot order; found once per snapshot."""
         running, checkpointing = JobState.RUNNING, JobState.CHECKPOINTING
-        return tuple(j for j in self.jobs if j.state is running or j.state is checkpointing)
+        return tuple([j for j in self.jobs if j.state is running or j.state is checkpointing])
 
     @functools.cached_property
     def pending_jobs(self) -> tuple[Job, ...]:
         """The jobs waiting to be placed, in snapshot order; found once per snapshot."""
         pending = JobState.PENDING
-        return tuple(j for j in self.jobs if j.state is pending)
+        return tuple([j for j in self.jobs if j.state is pending])
 
     def group(self, group_id: GroupId) -> NodeGroup:
         for g in self.groups:
