@@ -167,7 +167,9 @@ def prophet_fit(
     )
     backend = model.stan_backend
     backend.model = _JsonDataModel(backend.model)
-    model.regressor_column_matrix = _ComponentMatrixOnce(model.regressor_column_matrix)
+    # Without holidays the matrix depends on the feature columns and modes alone: every fit shares one cache.
+    built = _COMPONENT_MATRICES if holidays is None else {}
+    model.regressor_column_matrix = _ComponentMatrixOnce(model.regressor_column_matrix, built)
     future = pd.DataFrame({"ds": [last + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
     ds = pd.to_datetime([t.replace(tzinfo=None) for t in stamps])
     with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
@@ -211,18 +213,23 @@ class _JsonDataModel:
         return getattr(self._model, name)
 
 
+_COMPONENT_MATRICES: dict[tuple[Any, ...], Any] = {}
+"""Component matrices of models without holidays or extra regressors, by feature columns and modes."""
+
+
 class _ComponentMatrixOnce:
     """Prophet's `regressor_column_matrix`, built once per feature set and then handed back.
 
     Prophet rebuilds this small indicator matrix (a pandas crosstab, about a
     sixth of a refit) for the fit and again for each prediction, from the
-    feature columns and mode lists alone; the same inputs give copies of the
-    first result.
+    feature columns and mode lists (and the model's holidays and extra
+    regressors, which burst's models have none of unless events are given);
+    the same inputs give copies of the first result, kept in `built`.
     """
 
-    def __init__(self, build: Callable[..., Any]) -> None:
+    def __init__(self, build: Callable[..., Any], built: dict[tuple[Any, ...], Any]) -> None:
         self._build = build
-        self._built: dict[tuple[Any, ...], tuple[Any, dict[str, list[str]]]] = {}
+        self._built = built
 
     def __call__(self, seasonal_features: Any, modes: dict[str, list[str]]) -> tuple[Any, dict[str, list[str]]]:
         key = (tuple(seasonal_features.columns), tuple((m, tuple(names)) for m, names in sorted(modes.items())))

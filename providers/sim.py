@@ -313,7 +313,8 @@ class SimProvider:
         """Every non-terminated node, warm ones included, that is at least `list_delay_s` old."""
         self._check_injected("nodes", ())
         self._sync()
-        return {nid: r.node for nid, r in self._active.items() if r.visible_at <= self._now}
+        now = self._now
+        return {nid: r.node for nid, r in self._active.items() if r.visible_at <= now}
 
     def target(self, group_id: str) -> int:
         """The group's desired size; immediately consistent, like ASG DesiredCapacity. Raises NotFound."""

@@ -10,8 +10,12 @@ STEP = "reclaim"
 
 def reclaim_overdue(ctx: PlanContext) -> None:
     """Plan a reclaim for every running job past `max_job_runtime`, freeing its GPUs for this plan."""
-    for job in ctx.running_jobs():
-        limit = ctx.policy(job.tenant).max_job_runtime_s
+    running = ctx.running_jobs()
+    limits = {t: ctx.policy(t).max_job_runtime_s for t in {job.tenant for job in running}}
+    if all(limit is None for limit in limits.values()):
+        return
+    for job in running:
+        limit = limits[job.tenant]
         if limit is None or job.started_at is None:
             continue
         ran = (ctx.now - job.started_at).total_seconds()

@@ -35,7 +35,8 @@ def observe_jobs(
     active: list[Job] = []
     changed: list[Job] = []
     events = JobEvents()
-    ready = {node_id for node_id, node in nodes.items() if node.state is NodeState.READY}
+    ready_state = NodeState.READY
+    ready = {node_id for node_id, node in nodes.items() if node.state is ready_state}
     running_state, checkpointing_state = RUNNING_STATES
     pending_state = JobState.PENDING
     for job in jobs:
