@@ -170,7 +170,9 @@ def prophet_fit(
     # Without holidays the matrix depends on the feature columns and modes alone: every fit shares one cache.
     built = _COMPONENT_MATRICES if holidays is None else {}
     model.regressor_column_matrix = _ComponentMatrixOnce(model.regressor_column_matrix, built)
-    future = pd.DataFrame({"ds": [last + pd.Timedelta(seconds=series.step_s * (k + 1)) for k in range(steps)]})
+    model.make_all_seasonality_features = _LastFeatures(model.make_all_seasonality_features)
+    step = pd.Timedelta(seconds=series.step_s)
+    future = pd.DataFrame({"ds": pd.date_range(start=last + step, periods=steps, freq=step)})
     ds = pd.to_datetime([t.replace(tzinfo=None) for t in stamps])
     with warnings.catch_warnings():  # Prophet's own pandas deprecations are not the user's to act on
         warnings.simplefilter("ignore")
@@ -178,7 +180,8 @@ def prophet_fit(
         future = model.setup_dataframe(future)  # once, for the samples and the point forecast alike
         np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
         draws = model.sample_posterior_predictive(future, vectorized=True)["yhat"]
-        trend = model.predict_trend(future)  # the point forecast: predict()'s yhat, without sampling again
+        model.uncertainty_samples = 0  # the point forecast: predict()'s yhat, without its intervals
+        trend = model.predict_trend(future)
         seasonal = model.predict_seasonal_components(future)
         point = (trend * (1 + seasonal["multiplicative_terms"]) + seasonal["additive_terms"]).to_numpy()
     offsets = np.quantile(draws - point[:, None], [q for q in QUANTILES if q != 0.5], axis=1)
@@ -211,6 +214,25 @@ class _JsonDataModel:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
+
+
+class _LastFeatures:
+    """Prophet's `make_all_seasonality_features`, handing back its last result for the same frame.
+
+    The samples and the point forecast each build the future frame's
+    features; the second call gets the first one's (they only read them).
+    """
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        self._make = make
+        self._last: tuple[Any, Any] | None = None
+
+    def __call__(self, df: Any) -> Any:
+        if self._last is not None and self._last[0] is df:
+            return self._last[1]
+        out = self._make(df)
+        self._last = (df, out)
+        return out
 
 
 _COMPONENT_MATRICES: dict[tuple[Any, ...], Any] = {}

@@ -118,10 +118,12 @@ def place_and_scale_up(ctx: PlanContext) -> None:
         policy = policy_of.get(tenant)
         if policy is None:
             policy = policy_of[tenant] = ctx.policy(tenant)
-        key = (tenant, job.gpu_model, spot_eligible(job, policy) and job.id not in barred)  # spot_allowed, inlined
-        # The shape is built only once some job has been refused. Demand is read with `gpu_demand_of`
+        # spot_allowed, inlined (this runs for every pending job each plan)
+        key = (tenant, job.gpu_model, job.fault_tolerant and spot_eligible(job, policy) and job.id not in barred)
+        whole = job.gpus or 1  # Job.whole_gpus, inlined
+        # The shape is built only once some job has been refused. Demand is read as `gpu_demand_of` does,
         # here and below: caching it on each job of a fresh snapshot costs more than it saves.
-        shape = (*key, job.whole_gpus, gpu_demand_of(job)) if refused_shapes else None
+        shape = (*key, whole, float(job.gpus or job.gpu_share or 0.0)) if refused_shapes else None
         before = refused_shapes.get(shape) if shape is not None else None
         if before is not None and before[0] == served:
             kind, reason = before[1], before[2]
@@ -142,13 +144,13 @@ def place_and_scale_up(ctx: PlanContext) -> None:
                 served += 1
                 continue
             kind, reason = refusals.best()
-            refused_shapes[shape or (*key, job.whole_gpus, gpu_demand_of(job))] = (served, kind, reason)
+            refused_shapes[shape or (*key, whole, gpu_demand_of(job))] = (served, kind, reason)
         ctx.unserved.append((job, kind))
         entry = refused.get((tenant, kind, reason))
         if entry is None:
             entry = refused[(tenant, kind, reason)] = [0, 0]
         entry[0] += 1
-        entry[1] += job.whole_gpus
+        entry[1] += whole
 
     for group_id in sorted(launches):
         summary = launches[group_id]

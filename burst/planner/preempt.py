@@ -55,15 +55,16 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
     `order` is the victim order (`burst.planner.victims.ORDERS`); burst uses least lost work, the others are
     there to be measured against it.
     """
-    waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
-    if not waiting:
+    if not ctx.unserved:
         return
     running = ctx.running_jobs()
     widest = max((cap.gpn for cap in ctx.groups.values()), default=0)
-    if not any(ctx.policy(t).preemptible_by for t in {job.tenant for job in running}):
-        waiting = [job for job in waiting if job.whole_gpus > widest]  # only their holds are left to say
-        if not waiting:
-            return
+    if any(ctx.policy(t).preemptible_by for t in {job.tenant for job in running}):
+        waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
+    else:  # no running job may yield: only the holds of jobs wider than any node are left to say
+        waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS and (job.gpus or 1) > widest]
+    if not waiting:
+        return
     on_node: dict[str, list[Job]] = defaultdict(list)
     running_gpus: dict[str, float] = defaultdict(float)
     for job in running:

@@ -66,7 +66,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from burst.catalog import COST_LINES, cost_line
-from burst.model import ActionKind, CapacityType, GroupId, Job, JobState, NodeState, Policy, Tier
+from burst.model import ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Tier
 from burst.planner.scale_down import releases_idle, scale_down_idle
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
@@ -435,13 +435,10 @@ def _next_event(
     arrival = arrivals.next_after(now)
     if arrival is not None:
         candidates.append(arrival)
-    running_state, checkpointing_state = JobState.RUNNING, JobState.CHECKPOINTING
-    for job in queue.jobs.values():
-        state = job.state
-        if state is running_state or state is checkpointing_state:
-            finish = job.finishes_at  # progress.finishes_at, read directly: this runs for every job each tick
-            if finish is not None:
-                candidates.append(finish)
+    for job in queue.running.values():
+        finish = job.finishes_at  # progress.finishes_at, read directly: this runs for every running job each tick
+        if finish is not None:
+            candidates.append(finish)
     ack_due = channel.next_event_at() if channel is not None else None
     if ack_due is not None:
         candidates.append(ack_due)

@@ -96,6 +96,7 @@ class MemoryQueue:
 
     def __init__(self, *, complete_by_duration: bool = True, ack_checkpoints: bool = False) -> None:
         self.jobs: dict[str, Job] = {}
+        self.running: dict[str, Job] = {}  # the jobs of `jobs` holding GPUs (running or checkpointing)
         self.finished: list[Job] = []
         self.seen: set[str] = set()
         self.complete_by_duration = complete_by_duration
@@ -105,6 +106,8 @@ class MemoryQueue:
 
     def submit(self, job: Job) -> None:
         self.jobs[job.id] = job
+        if job.state in RUNNING_STATES:
+            self.running[job.id] = job
         self.seen.add(job.id)
 
     def has(self, job_id: str) -> bool:
@@ -138,8 +141,13 @@ class MemoryQueue:
     def _put(self, job: Job) -> None:
         if job.active:
             self.jobs[job.id] = job
+            if job.state in RUNNING_STATES:
+                self.running[job.id] = job
+            else:
+                self.running.pop(job.id, None)
         else:
             self.jobs.pop(job.id, None)
+            self.running.pop(job.id, None)
             self.finished.append(job)
 
 
