@@ -41,7 +41,6 @@ from burst.lease import LeaderLease
 from burst.losses import job_losses
 from burst.model import (
     ANY_MODEL,
-    LIVE_NODE_STATES,
     Action,
     ActionKind,
     CapacityType,
@@ -299,7 +298,7 @@ class Controller:
     ) -> Snapshot:
         return Snapshot(
             groups=tuple(self.groups.values()),
-            nodes=tuple([n for n in nodes if n.state in LIVE_NODE_STATES]),  # Node.live, inlined
+            nodes=tuple([n for n in nodes if n.live]),
             jobs=tuple(jobs),
             targets=targets,
             spend_month_usd=dict(self._spend_this_month(now)),

@@ -23,8 +23,6 @@ def move_off_unhealthy_gpus(ctx: PlanContext) -> None:
     """Checkpoint, then evict, the jobs bound to GPUs their node reports unhealthy."""
     if not ctx.snapshot.node_gpus:
         return
-    if not ctx.snapshot.node_gpus:
-        return  # no node reports its GPUs: none is known unhealthy
     running = {j.id: j for j in ctx.running_jobs() if j.gpu_uuids}
     displaced = displaced_by_health(ctx.snapshot.node_gpus.values(), {j.id: j.gpu_uuids for j in running.values()})
     for job_id, why in displaced.items():

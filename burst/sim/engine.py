@@ -285,10 +285,7 @@ class _Meter:
             if not node_ids:
                 continue
             # on steady (spot) nodes when every node it holds is listed in a steady (spot) group
-            if len(node_ids) == 1:
-                kinds = {group_of.get(node_ids[0])}
-            else:
-                kinds = {group_of.get(n) for n in node_ids}
+            kinds = {group_of.get(n) for n in node_ids}
             if steady_groups.issuperset(kinds):
                 steady_running += job.gpu_demand
             elif spot_groups.issuperset(kinds):
@@ -412,9 +409,6 @@ def simulate(
         return result
     finally:
         store.close()
-
-
-ZERO = timedelta(0)
 
 
 def _next_event(
