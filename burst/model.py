@@ -404,9 +404,9 @@ class Job:
             return None
         return self.started_at + timedelta(seconds=max(0.0, self.duration_s - self.work_done_s))
 
-    @functools.cached_property
+    @property
     def whole_gpus(self) -> int:
-        """GPUs the scheduler must reserve (a fractional job reserves one shared GPU); kept on the job once read."""
+        """GPUs the scheduler must reserve (a fractional job reserves one shared GPU)."""
         return self.gpus if self.gpus else 1
 
     @property

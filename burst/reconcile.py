@@ -41,6 +41,7 @@ from burst.lease import LeaderLease
 from burst.losses import job_losses
 from burst.model import (
     ANY_MODEL,
+    LIVE_NODE_STATES,
     Action,
     ActionKind,
     CapacityType,
@@ -298,7 +299,7 @@ class Controller:
     ) -> Snapshot:
         return Snapshot(
             groups=tuple(self.groups.values()),
-            nodes=tuple([n for n in nodes if n.live]),
+            nodes=tuple([n for n in nodes if n.state in LIVE_NODE_STATES]),  # Node.live, read inline: every node each tick
             jobs=tuple(jobs),
             targets=targets,
             spend_month_usd=dict(self._spend_this_month(now)),

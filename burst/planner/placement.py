@@ -112,16 +112,18 @@ def place_and_scale_up(ctx: PlanContext) -> None:
     refused_shapes: dict[tuple[TenantName, str | None, bool, int, float], tuple[int, str, str]] = {}
 
     policy_of: dict[TenantName, Policy] = {}
+    barred = ctx.spot_barred
     for job in fair_order(ctx):
         tenant = job.tenant
         policy = policy_of.get(tenant)
         if policy is None:
             policy = policy_of[tenant] = ctx.policy(tenant)
-        key = (tenant, job.gpu_model, spot_allowed(ctx, job, policy))
-        whole = job.whole_gpus
-        # The shape is built only once some job has been refused. Demand is read with `gpu_demand_of`
+        # spot_allowed, inlined (this runs for every pending job each plan)
+        key = (tenant, job.gpu_model, job.fault_tolerant and spot_eligible(job, policy) and job.id not in barred)
+        whole = job.gpus or 1  # Job.whole_gpus, inlined
+        # The shape is built only once some job has been refused. Demand is read as `gpu_demand_of` does,
         # here and below: caching it on each job of a fresh snapshot costs more than it saves.
-        shape = (*key, whole, gpu_demand_of(job)) if refused_shapes else None
+        shape = (*key, whole, float(job.gpus or job.gpu_share or 0.0)) if refused_shapes else None
         before = refused_shapes.get(shape) if shape is not None else None
         if before is not None and before[0] == served:
             kind, reason = before[1], before[2]

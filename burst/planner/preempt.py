@@ -62,7 +62,8 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
     if any(ctx.policy(t).preemptible_by for t in {job.tenant for job in running}):
         waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
     else:  # no running job may yield: only the holds of jobs wider than any node are left to say
-        waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS and job.whole_gpus > widest]
+        # (job.gpus or 1) is Job.whole_gpus, read inline: this filters every unserved job of each plan
+        waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS and (job.gpus or 1) > widest]
     if not waiting:
         return
     on_node: dict[str, list[Job]] = defaultdict(list)
