@@ -7,6 +7,7 @@ Times are timezone-aware UTC datetimes, durations are seconds, money is USD.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -532,20 +533,24 @@ class Forecast:
 
     tenant: TenantName
     gpu_model: str
-    timestamps: tuple[datetime, ...]
+    timestamps: tuple[datetime, ...]  # ascending
     quantiles: Mapping[float, tuple[float, ...]]  # 0.5/0.9/0.99 -> one value per timestamp
     model: str = "none"
     history_s: float = math.inf  # how much history it was fitted on (forecasting sets it)
 
+    def __post_init__(self) -> None:
+        stamps = self.timestamps
+        if any(later < earlier for earlier, later in zip(stamps, stamps[1:], strict=False)):
+            raise ValueError(f"forecast {self.tenant}/{self.gpu_model}: timestamps must ascend")
+        for q, path in self.quantiles.items():
+            if len(path) != len(stamps):
+                raise ValueError(f"forecast {self.tenant}/{self.gpu_model}: quantile {q} has {len(path)} values "
+                                 f"for {len(stamps)} timestamps")
+
     def at(self, q: float, when: datetime) -> float:
         """The `q` quantile at the last step at or before `when` (0 before the first step)."""
-        values = self.quantiles[q]
-        best = 0.0
-        for ts, v in zip(self.timestamps, values, strict=True):
-            if ts > when:
-                break
-            best = v
-        return best
+        i = bisect.bisect_right(self.timestamps, when)
+        return self.quantiles[q][i - 1] if i else 0.0
 
     def now_value(self, q: float, now: datetime) -> float:
         """The `q` quantile now: at the last step at or before `now`, else at the first step (0 with no steps)."""
@@ -555,8 +560,13 @@ class Forecast:
 
     def max_over(self, q: float, start: datetime, end: datetime) -> float:
         """The largest `q` quantile over [start, end] (with no step inside it, the value at `start`, see `now_value`)."""
-        values = [v for ts, v in zip(self.timestamps, self.quantiles[q], strict=True) if start <= ts <= end]
-        return max(values, default=self.now_value(q, start))
+        first, last = self.steps_within(start, end)
+        return max(self.quantiles[q][first:last], default=self.now_value(q, start))
+
+    def steps_within(self, start: datetime, end: datetime | None = None) -> tuple[int, int]:
+        """The slice [first, last) of the steps inside [start, end] (to the last step without `end`)."""
+        last = len(self.timestamps) if end is None else bisect.bisect_right(self.timestamps, end)
+        return bisect.bisect_left(self.timestamps, start, 0, last), last
 
 
 # ---------------------------------------------------------------- actions

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from burst.model import ANY_MODEL, Forecast, SteadyAdvice, Tier, utilisation_status
@@ -37,9 +37,11 @@ def steady_advice(
     """
     demand: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
     for f in forecasts:
-        for ts, v in zip(f.timestamps, f.quantiles[0.5], strict=True):
-            if ts >= start and (end is None or ts <= end):
-                demand[f.gpu_model][ts] += v
+        first, last = f.steps_within(start, end)
+        if first < last:
+            by_step = demand[f.gpu_model]
+            for ts, v in zip(f.timestamps[first:last], f.quantiles[0.5][first:last], strict=True):
+                by_step[ts] += v
     out = []
     for model in sorted(demand):
         path = [demand[model][ts] for ts in sorted(demand[model])]
@@ -72,7 +74,41 @@ def advise_steady_tier(ctx: PlanContext) -> None:
     for cap in ctx.groups.values():
         if cap.group.tier is Tier.STEADY:
             owned[cap.group.shape.gpu_model] += cap.ready_nodes * cap.gpn
-    ctx.advice.extend(steady_advice(ctx.forecasts, owned, ctx.now))
+    ctx.advice.extend(_LAST_ADVICE.advice(ctx.forecasts, owned, ctx.now))
+
+
+class _LastAdvice:
+    """The advice of the last plan, served again while its inputs stay the same.
+
+    Forecasts change only when they are refitted, and the window moves only
+    when a step drops out of it, while the loop plans every tick: between
+    those, the same forecasts (the same objects), GPUs owned and first steps
+    in the window give the same advice.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[Forecast, ...], tuple[tuple[int, int], ...], tuple[tuple[str, int], ...],
+                          tuple[SteadyAdvice, ...]] | None = None
+
+    def advice(self, forecasts: Sequence[Forecast], owned: Mapping[str, int], now: datetime) -> list[SteadyAdvice]:
+        """`steady_advice(forecasts, owned, now)`, reused when nothing it reads has changed."""
+        windows = tuple(f.steps_within(now) for f in forecasts)
+        held = tuple(sorted(owned.items()))
+        last = self._last
+        if (
+            last is not None
+            and len(last[0]) == len(forecasts)
+            and all(a is b for a, b in zip(last[0], forecasts, strict=True))
+            and last[1] == windows
+            and last[2] == held
+        ):
+            return list(last[3])
+        out = steady_advice(forecasts, owned, now)
+        self._last = (tuple(forecasts), windows, held, tuple(out))
+        return out
+
+
+_LAST_ADVICE = _LastAdvice()
 
 
 def _utilisation(path: list[float], gpus: int) -> float:
