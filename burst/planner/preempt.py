@@ -59,11 +59,14 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         return
     running = ctx.running_jobs()
     widest = max((cap.gpn for cap in ctx.groups.values()), default=0)
-    if any(ctx.policy(t).preemptible_by for t in {job.tenant for job in running}):
-        waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
-    else:  # no running job may yield: only the holds of jobs wider than any node are left to say
+    if not any(ctx.policy(t).preemptible_by for t in {job.tenant for job in running}):
+        # No running job may yield: only the holds of jobs wider than any node are left to say.
         # (job.gpus or 1) is Job.whole_gpus, read inline: this filters every unserved job of each plan
-        waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS and (job.gpus or 1) > widest]
+        for job in _preemptor_order(ctx, [job for job, kind in ctx.unserved
+                                          if kind in PREEMPTING_KINDS and (job.gpus or 1) > widest]):
+            _hold_too_wide(ctx, job)
+        return
+    waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
     if not waiting:
         return
     on_node: dict[str, list[Job]] = defaultdict(list)
@@ -80,7 +83,7 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
     promised: dict[str, float] = defaultdict(float)  # GPUs preemption frees for each tenant's waiting jobs
     free: dict[str, float] = {}  # GPUs of a node not yet promised, once preemption has promised some of it
     may_preempt: dict[tuple[str, int], bool] = {}
-    for job in sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id)):
+    for job in _preemptor_order(ctx, waiting):
         priority = job_priority(ctx, job)
         best: tuple[float, str, list[Victim]] | None = None
         kind = (job.tenant, priority)
@@ -118,7 +121,7 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                     best = (cost, node_id, victims)
         if best is None:
             if not groups:
-                ctx.hold(f"job:{job.id}", "needs more than one node: not served by preemption", STEP, job.tenant)
+                _hold_too_wide(ctx, job)
             continue
         _, node_id, victims = best
         cap_free = ctx.groups[ctx.nodes[node_id].group_id].free_of[node_id]
@@ -139,6 +142,15 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         else:
             ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names} once their checkpoints "
                      "land", STEP, job.tenant)
+
+
+def _preemptor_order(ctx: PlanContext, waiting: list[Job]) -> list[Job]:
+    """The order waiting jobs look for victims in: highest priority first, then first submitted."""
+    return sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id))
+
+
+def _hold_too_wide(ctx: PlanContext, job: Job) -> None:
+    ctx.hold(f"job:{job.id}", "needs more than one node: not served by preemption", STEP, job.tenant)
 
 
 def over_share(ctx: PlanContext, tenant: TenantName, giving_gpus: float, job: Job,
