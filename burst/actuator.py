@@ -288,7 +288,8 @@ def sort_unknown(
     nodes (a launch whose listing arrived after a restart); the oldest are
     adopted first. The rest are orphan candidates.
     """
-    if not observed.keys() - known:
+    # Not `observed.keys() - known`: a set difference walks `known`, every node the store ever held.
+    if all(node_id in known for node_id in observed):
         return [], []
     by_group: dict[str, list[Node]] = {}
     for node in observed.values():

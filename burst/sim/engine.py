@@ -281,15 +281,21 @@ class _Meter:
                     unplaced_since = job.submitted_at
         steady_groups, spot_groups = self._steady_groups, self._spot_groups
         for job, node_ids in holding:
-            running += job.gpu_demand
+            demand = job.gpu_demand
+            running += demand
             if not node_ids:
                 continue
             # on steady (spot) nodes when every node it holds is listed in a steady (spot) group
-            kinds = {group_of.get(n) for n in node_ids}
-            if steady_groups.issuperset(kinds):
-                steady_running += job.gpu_demand
-            elif spot_groups.issuperset(kinds):
-                spot_running += job.gpu_demand
+            if len(node_ids) == 1:  # most jobs: their one node's group, without a set
+                group_id = group_of.get(node_ids[0])
+                on_steady, on_spot_nodes = group_id in steady_groups, group_id in spot_groups
+            else:
+                kinds = {group_of.get(n) for n in node_ids}
+                on_steady, on_spot_nodes = steady_groups.issuperset(kinds), spot_groups.issuperset(kinds)
+            if on_steady:
+                steady_running += demand
+            elif on_spot_nodes:
+                spot_running += demand
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
