@@ -411,6 +411,13 @@ class Store:
         self._node_cache: dict[str, Node] | None = None  # this process is the nodes table's only writer
         self._live_node_cache: dict[str, Node] = {}  # the cached nodes not terminated
         self._depth = 0
+        # A private in-memory store has nothing to make durable: its ledger rows wait here (validated) and are
+        # written in one statement when the ledger is next read, instead of one insert per tick.
+        self._pending_costs: list[tuple[str, str | None, str, str | None, float, float]] | None = (
+            [] if self.path in ("", ":memory:") else None
+        )
+        self._pending_mark = 0  # pending rows before the open transaction: a rollback drops the ones after
+        self._pending_written: list[tuple[str, str | None, str, str | None, float, float]] = []  # see _ledger_query
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
@@ -482,12 +489,18 @@ class Store:
                 return
             conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
+            pending = self._pending_costs
+            if pending is not None:
+                self._pending_mark = len(pending)
+                self._pending_written = []
             try:
                 yield conn
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 self._node_cache = None  # re-read after a rollback
+                if pending is not None:
+                    pending[:] = self._pending_written + pending[:self._pending_mark]
                 raise
             else:
                 conn.execute("COMMIT")
@@ -870,12 +883,31 @@ class Store:
                 stamp = stamps[row.at] = _ts(row.at, "at")
             values.append((stamp, row.tenant, str(row.line), row.group_id, _finite(row.usd, "usd"), gpu_hours))
         if values:
-            with self._tx() as conn:
-                conn.executemany(
-                    "INSERT INTO cost_ledger (at, tenant, line, group_id, usd, gpu_hours) VALUES (?, ?, ?, ?, ?, ?)",
-                    values,
-                )
+            with self._lock:
+                if self._pending_costs is not None:
+                    self._pending_costs.extend(values)
+                else:
+                    self._insert_costs(values)
         return len(values)
+
+    def _insert_costs(self, values: Sequence[tuple[str, str | None, str, str | None, float, float]]) -> None:
+        with self._tx() as conn:
+            conn.executemany(
+                "INSERT INTO cost_ledger (at, tenant, line, group_id, usd, gpu_hours) VALUES (?, ?, ?, ?, ?, ?)",
+                values,
+            )
+
+    def _ledger_query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """A read of the cost ledger, after writing the rows an in-memory store holds back."""
+        with self._lock:
+            pending = self._pending_costs
+            if pending:
+                if self._depth:  # written inside an open transaction: a rollback takes back the earlier ticks' too
+                    self._pending_written += pending[:self._pending_mark]
+                self._insert_costs(pending)
+                pending.clear()
+                self._pending_mark = 0
+            return self._query(sql, params)
 
     def costs(
         self, since: datetime | None = None, until: datetime | None = None, tenant: str | None = None
@@ -885,7 +917,7 @@ class Store:
         if tenant is not None:
             where.append("tenant = ?")
             params.append(tenant)
-        rows = self._query(
+        rows = self._ledger_query(
             f"SELECT at, line, usd, gpu_hours, tenant, group_id FROM cost_ledger{_where(where)} ORDER BY at, id",
             params,
         )
@@ -895,7 +927,7 @@ class Store:
         """USD per tenant in ``[since, until)``; tier overhead (no tenant) is left out."""
         where, params = _window("at", since, until)
         where.append("tenant IS NOT NULL")
-        rows = self._query(
+        rows = self._ledger_query(
             f"SELECT tenant, sum(usd) FROM cost_ledger{_where(where)} GROUP BY tenant ORDER BY tenant", params
         )
         return {t: float(u) for t, u in rows}
@@ -904,7 +936,7 @@ class Store:
         """GPU-hours per tenant in ``[since, until)`` (metering for `burst usage`)."""
         where, params = _window("at", since, until)
         where.append("tenant IS NOT NULL")
-        rows = self._query(
+        rows = self._ledger_query(
             f"SELECT tenant, sum(gpu_hours) FROM cost_ledger{_where(where)} GROUP BY tenant ORDER BY tenant",
             params,
         )
@@ -923,7 +955,7 @@ class Store:
         where, params = _window("at", since, until)
         where += ["tenant IS NOT NULL", "id > ?"]
         params.append(int(after_id))
-        rows = self._query(
+        rows = self._ledger_query(
             f"SELECT tenant, line, group_id, sum(gpu_hours), sum(usd), max(id) FROM cost_ledger{_where(where)} "
             "GROUP BY tenant, line, group_id ORDER BY tenant, line, group_id",
             params,
@@ -935,7 +967,7 @@ class Store:
         """USD per cost line in ``[since, until)``, overhead included; every line present (0.0 if none)."""
         where, params = _window("at", since, until)
         out = dict.fromkeys(COST_LINES, 0.0)
-        for line, usd in self._query(
+        for line, usd in self._ledger_query(
             f"SELECT line, sum(usd) FROM cost_ledger{_where(where)} GROUP BY line", params
         ):
             out[line] = float(usd)

@@ -580,7 +580,33 @@ def test_demand_history_windows_and_filters(store: Store) -> None:
     assert min(p.at for p in store.demand_history()) == T0 + timedelta(minutes=30)
 
 
-def test_cost_ledger_windows(store: Store) -> None:
+@pytest.fixture(params=["file", "memory"])
+def ledger_store(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Store]:
+    """A file store, or a private in-memory one (which holds its ledger rows back until the ledger is read)."""
+    with Store.open(db_path if request.param == "file" else ":memory:") as s:
+        yield s
+
+
+def test_a_rolled_back_transaction_takes_back_its_own_ledger_rows_and_no_others(ledger_store: Store) -> None:
+    store = ledger_store
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    store.record_costs([CostEntry(at, "steady", 1.0, 8.0, "a", "onprem")])
+    with pytest.raises(RuntimeError), store.transaction():
+        store.record_costs([CostEntry(at + timedelta(minutes=1), "steady", 2.0, 8.0, "a", "onprem")])
+        assert store.spend_by_tenant(at) == {"a": 3.0}  # a read inside the transaction sees both
+        store.record_costs([CostEntry(at + timedelta(minutes=2), "steady", 4.0, 8.0, "a", "onprem")])
+        raise RuntimeError("the tick fails")
+    assert [c.usd for c in store.costs()] == [1.0]
+    with pytest.raises(RuntimeError), store.transaction():
+        store.record_costs([CostEntry(at + timedelta(minutes=3), "steady", 8.0, 8.0, "a", "onprem")])
+        raise RuntimeError("the tick fails")
+    store.record_costs([CostEntry(at + timedelta(minutes=4), "steady", 16.0, 8.0, "a", "onprem")])
+    assert [c.usd for c in store.costs()] == [1.0, 16.0]
+    assert store.cost_by_line(at)["steady"] == 17.0
+
+
+def test_cost_ledger_windows(ledger_store: Store) -> None:
+    store = ledger_store
     month = datetime(2026, 3, 1, tzinfo=UTC)
     store.record_costs(
         [
