@@ -287,8 +287,8 @@ class _Meter:
                 continue
             # on steady (spot) nodes when every node it holds is listed in a steady (spot) group
             if len(node_ids) == 1:  # most jobs: their one node's group, without a set
-                group_id = group_of.get(node_ids[0])
-                on_steady, on_spot_nodes = group_id in steady_groups, group_id in spot_groups
+                held_group = group_of.get(node_ids[0])
+                on_steady, on_spot_nodes = held_group in steady_groups, held_group in spot_groups
             else:
                 kinds = {group_of.get(n) for n in node_ids}
                 on_steady, on_spot_nodes = steady_groups.issuperset(kinds), spot_groups.issuperset(kinds)
