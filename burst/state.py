@@ -357,6 +357,10 @@ def _json(data: Any, name: str) -> str:
         raise ValueError(f"{name}: not JSON-serialisable: {exc}") from exc
 
 
+PENDING_COSTS_MAX = 10_000
+"""Ledger rows an in-memory store holds back at most before writing them (see `Store.record_costs`)."""
+
+
 def _finite(value: float, name: str) -> float:
     v = float(value)
     if not math.isfinite(v):
@@ -412,12 +416,14 @@ class Store:
         self._live_node_cache: dict[str, Node] = {}  # the cached nodes not terminated
         self._depth = 0
         # A private in-memory store has nothing to make durable: its ledger rows wait here (validated) and are
-        # written in one statement when the ledger is next read, instead of one insert per tick.
+        # written in one statement when the ledger is next read or PENDING_COSTS_MAX of them wait, instead of
+        # one indexed insert per tick (the simulator records a tick's costs far more often than it reads them).
         self._pending_costs: list[tuple[str, str | None, str, str | None, float, float]] | None = (
             [] if self.path in ("", ":memory:") else None
         )
         self._pending_mark = 0  # pending rows before the open transaction: a rollback drops the ones after
-        self._pending_written: list[tuple[str, str | None, str, str | None, float, float]] = []  # see _ledger_query
+        # Earlier ticks' rows written inside the open transaction: a rollback puts them back to wait.
+        self._pending_written: list[tuple[str, str | None, str, str | None, float, float]] = []
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
@@ -869,7 +875,10 @@ class Store:
         self.record_costs((CostEntry(at, line, usd, gpu_hours, tenant, group_id),))
 
     def record_costs(self, rows: Iterable[CostEntry]) -> int:
-        """Append ledger rows in one transaction; how many were written (none if any row is invalid)."""
+        """Append ledger rows in one transaction; how many were written (none if any row is invalid).
+
+        A private in-memory store keeps the rows back until the ledger is next read (see `__init__`).
+        """
         values = []
         stamps: dict[datetime, str] = {}
         for row in rows:
@@ -884,10 +893,13 @@ class Store:
             values.append((stamp, row.tenant, str(row.line), row.group_id, _finite(row.usd, "usd"), gpu_hours))
         if values:
             with self._lock:
-                if self._pending_costs is not None:
-                    self._pending_costs.extend(values)
-                else:
+                pending = self._pending_costs
+                if pending is None:
                     self._insert_costs(values)
+                else:
+                    pending.extend(values)
+                    if len(pending) >= PENDING_COSTS_MAX:
+                        self._write_pending_costs()
         return len(values)
 
     def _insert_costs(self, values: Sequence[tuple[str, str | None, str, str | None, float, float]]) -> None:
@@ -897,16 +909,20 @@ class Store:
                 values,
             )
 
+    def _write_pending_costs(self) -> None:
+        """Write the ledger rows an in-memory store holds back (call with the lock held)."""
+        pending = self._pending_costs
+        if pending:
+            if self._depth:  # inside an open transaction: a rollback takes back the earlier ticks' rows too
+                self._pending_written += pending[:self._pending_mark]
+            self._insert_costs(pending)
+            pending.clear()
+            self._pending_mark = 0
+
     def _ledger_query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """A read of the cost ledger, after writing the rows an in-memory store holds back."""
         with self._lock:
-            pending = self._pending_costs
-            if pending:
-                if self._depth:  # written inside an open transaction: a rollback takes back the earlier ticks' too
-                    self._pending_written += pending[:self._pending_mark]
-                self._insert_costs(pending)
-                pending.clear()
-                self._pending_mark = 0
+            self._write_pending_costs()
             return self._query(sql, params)
 
     def costs(

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from burst import codec
+from burst import state as state_module
 from burst.model import (
     CapacityType,
     DemandPoint,
@@ -603,6 +604,22 @@ def test_a_rolled_back_transaction_takes_back_its_own_ledger_rows_and_no_others(
     store.record_costs([CostEntry(at + timedelta(minutes=4), "steady", 16.0, 8.0, "a", "onprem")])
     assert [c.usd for c in store.costs()] == [1.0, 16.0]
     assert store.cost_by_line(at)["steady"] == 17.0
+
+
+def test_an_in_memory_store_writes_held_back_ledger_rows_at_its_bound_and_a_rollback_still_keeps_earlier_ticks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(state_module, "PENDING_COSTS_MAX", 2)
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    with Store.open(":memory:") as store:
+        store.record_costs([CostEntry(at, "steady", 1.0, 8.0, "a", "onprem")])
+        with pytest.raises(RuntimeError), store.transaction():
+            store.record_costs([CostEntry(at + timedelta(minutes=1), "steady", 2.0, 8.0, "a", "onprem")])  # the bound
+            store.record_costs([CostEntry(at + timedelta(minutes=2), "steady", 4.0, 8.0, "a", "onprem")])
+            raise RuntimeError("the tick fails")
+        for k in range(3):
+            store.record_costs([CostEntry(at + timedelta(minutes=3 + k), "steady", 8.0, 8.0, "a", "onprem")])
+        assert [c.usd for c in store.costs()] == [1.0, 8.0, 8.0, 8.0]
 
 
 def test_cost_ledger_windows(ledger_store: Store) -> None:
