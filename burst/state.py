@@ -418,6 +418,7 @@ class Store:
         # A private in-memory store has nothing to make durable: its ledger rows wait here (validated) and are
         # written in one statement when the ledger is next read or PENDING_COSTS_MAX of them wait, instead of
         # one indexed insert per tick (the simulator records a tick's costs far more often than it reads them).
+        # Only ":memory:" and "" are private to this connection; `_is_memory` also admits "file::memory:" names.
         self._pending_costs: list[tuple[str, str | None, str, str | None, float, float]] | None = (
             [] if self.path in ("", ":memory:") else None
         )
