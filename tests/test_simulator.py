@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from burst.catalog import Catalog
 from burst.cli import main
 from burst.model import ActionKind, Job, JobState, Policy, Snapshot
-from burst.planner import PIPELINE, PlanIds, plan
+from burst.planner import BASELINE_PIPELINE, PIPELINE, PlanIds, plan
 from burst.settings import data_dir
 from burst.sim.compare import compare
 from burst.sim.engine import simulate
@@ -181,6 +181,19 @@ def test_reactive_end_to_end_scans_every_10_s_cold_boots_and_removes_the_node_10
     assert r.gpu_hours_paid == pytest.approx(2730 / 3600 * 8)
     assert r.cost_by_tier["elastic_on_demand"] == pytest.approx(2730 / 3600 * setup.catalog.group_price(od))
     assert r.cost_by_tier["steady"] == 0.0 and r.cost_by_tier["elastic_spot"] == 0.0
+
+
+def test_baselines_run_the_frozen_planner_not_bursts() -> None:
+    """reactive, reactive-hotpool and the static strategies run `BASELINE_PIPELINE`'s own step functions
+    (reactive with the Cluster Autoscaler's scale-down in place of burst's), so changing burst's
+    `PIPELINE` cannot move the figures burst is compared against."""
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(job("t-a", gpus=8),)).stats()
+    setup = default_setup(stats)
+    frozen = {id(step) for _name, step in BASELINE_PIPELINE}
+    for name in ("reactive", "reactive-hotpool", "static-peak", "static-p50"):
+        steps = strategy_run(name, setup, stats).pipeline
+        assert all(id(step) in frozen or n == ClusterAutoscalerScaleDown.STEP for n, step in steps), name
+    assert [n for n, _ in strategy_run("static-p50", setup, stats).pipeline] == [n for n, _ in BASELINE_PIPELINE]
 
 
 def test_the_clock_jumps_to_each_arrival_and_never_to_an_idle_cooldown_nothing_acts_on() -> None:

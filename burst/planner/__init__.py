@@ -4,6 +4,12 @@ No clock, no I/O, no randomness: everything comes in as arguments, so the
 daemon, `burst plan`, the simulator and `burst cost` all run this same code.
 The pipeline is a fixed list of small steps (`PIPELINE`); each action and
 hold names the step that produced it.
+
+`BASELINE_PIPELINE` is the planner as it stood before cost-aware placement
+and moves: the simulator's baselines (`reactive`, `reactive-hotpool`, the
+static strategies) run it, so a change to burst's own `PIPELINE` never moves
+the figures burst is compared against. Its steps are frozen: burst's new
+behaviour goes into new steps, never into these.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from burst.planner.steady import advise_steady_tier
 
 Step = Callable[[PlanContext], None]
 
-PIPELINE: tuple[tuple[str, Step], ...] = (
+BASELINE_PIPELINE: tuple[tuple[str, Step], ...] = (
     ("checkpoint_on_notice", checkpoint_on_notice),
     ("gpu_health", move_off_unhealthy_gpus),
     ("reclaim", reclaim_overdue),
@@ -39,6 +45,10 @@ PIPELINE: tuple[tuple[str, Step], ...] = (
     ("scale_down", scale_down_idle),
     ("steady_advice", advise_steady_tier),
 )
+"""The frozen planner the simulator's baselines run: fair-share placement blind to fault tolerance, no moves."""
+
+PIPELINE: tuple[tuple[str, Step], ...] = BASELINE_PIPELINE
+"""burst's planner: every entry point (daemon, `burst plan`, simulator, `burst cost`) runs it."""
 
 
 @dataclass(frozen=True)
@@ -72,4 +82,4 @@ def plan(
     return Plan(id=ids.plan_id, at=now, actions=actions, holds=tuple(ctx.holds), advice=tuple(ctx.advice))
 
 
-__all__ = ["PIPELINE", "PlanIds", "PriceSource", "Step", "plan"]
+__all__ = ["BASELINE_PIPELINE", "PIPELINE", "PlanIds", "PriceSource", "Step", "plan"]

@@ -26,7 +26,10 @@ periodic checkpoint); `burst-victims-most-recent` and `burst-victims-random` are
 started first (Kueue's default) or in seeded random order rather than least
 lost work first.
 
-Every baseline other than `reactive-hotpool` runs without warm pools.
+Every baseline other than `reactive-hotpool` runs without warm pools, and every
+baseline runs the frozen `burst.planner.BASELINE_PIPELINE` (today's placement,
+blind to fault tolerance, with no moves), so burst's planner changes never move
+them.
 - `static-peak`: the steady tier sized to the trace's peak demand, no cloud.
 - `static-p50`: the steady tier sized to the P50 of demand, no cloud: the
   queueing you get without bursting.
@@ -66,7 +69,7 @@ from burst.model import (
     WarmPoolSettings,
     WarmState,
 )
-from burst.planner import PIPELINE, Step
+from burst.planner import BASELINE_PIPELINE, PIPELINE, Step
 from burst.planner.context import PlanContext
 from burst.planner.preempt import preemption_step
 from burst.planner.victims import MOST_RECENT, RANDOM
@@ -135,13 +138,13 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
         return StrategyRun(name, bare, fixed, pools, forecasting=SimForecasting())
     setup = _without_pools(setup)
     if name == "static-peak":
-        return StrategyRun(name, _static(setup, stats.peak_gpus), PIPELINE)
+        return StrategyRun(name, _static(setup, stats.peak_gpus), BASELINE_PIPELINE)
     if name == "static-p50":
-        return StrategyRun(name, _static(setup, stats.p50_gpus), PIPELINE)
+        return StrategyRun(name, _static(setup, stats.p50_gpus), BASELINE_PIPELINE)
     if name in ("reactive", "reactive-hotpool"):
         scale_down = ClusterAutoscalerScaleDown()
         pipeline: tuple[tuple[str, Step], ...] = (
-            *[(n, s) for n, s in PIPELINE if n not in ("checkpoint_on_notice", "prescale", "hot_pool", "scale_down")],
+            *[(n, s) for n, s in BASELINE_PIPELINE if n not in ("checkpoint_on_notice", "prescale", "hot_pool", "scale_down")],
             (ClusterAutoscalerScaleDown.STEP, scale_down),
         )
         reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
