@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -575,7 +575,8 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
                    "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
                    "one spot cloud group at catalog prices).")
 @click.option("--strategy", "strategies", multiple=True,
-              type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle"]),
+              type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50",
+                                 "floor", "oracle"]),
               help="Strategy to simulate (repeatable; default: all).")
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -646,16 +647,35 @@ def simulate_cmd(
     for line in data["assumptions"]:
         click.echo(f"  assumption: {line}")
     table = Table()
-    for col in ("strategy", "cost $", "vs oracle", "wait p50", "wait p95", "SLO miss", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):
+    for col in ("strategy", "cost $", "vs oracle", "wait p50", "wait p95", "wait p99", "delay mean", "delay p95",
+                "SLO miss", "done", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
     oracle_cost = data["strategies"].get("oracle", {}).get("cost_usd")
     for name, r in data["strategies"].items():
         vs = f"{r['cost_usd'] / oracle_cost:.2f}x" if oracle_cost else "n/a"
         table.add_row(name, f"{r['cost_usd']:,.0f}", vs, f"{r['wait_p50_s']:,.0f}s", f"{r['wait_p95_s']:,.0f}s",
-                      str(r["slo_violations"]), f"{r['onprem_utilization']:.1%}", str(r["interruptions"]),
-                      f"{r['lost_gpu_hours']:,.1f}", f"{r['time_to_capacity_p95_s']:,.0f}s")
-    Console(width=None if sys.stdout.isatty() else 160).print(table)  # piped output keeps whole columns
+                      f"{r['wait_p99_s']:,.0f}s", f"{r['delay_mean_s']:,.0f}s", f"{r['delay_p95_s']:,.0f}s",
+                      str(r["slo_violations"]), str(r["jobs_completed"]), f"{r['onprem_utilization']:.1%}",
+                      str(r["interruptions"]), f"{r['lost_gpu_hours']:,.1f}", f"{r['time_to_capacity_p95_s']:,.0f}s")
+    width = None if sys.stdout.isatty() else 200  # piped output keeps whole columns
+    Console(width=width).print(table)
+    Console(width=width).print(gap_table(data["strategies"]))
     click.echo(f"wall {data['wall_s']:.1f}s")
+
+
+def gap_table(strategies: dict[str, Any]) -> Table:
+    """The cost gap waterfall: each strategy's cost above the oracle, by part (USD; parts defined in burst.sim.engine)."""
+    from burst.sim.engine import GAP_PARTS
+
+    table = Table(title="cost above the oracle, by part (USD)")
+    table.add_column("strategy")
+    table.add_column("gap", justify="right")
+    for part in GAP_PARTS:
+        table.add_column(part.replace("_", " "), justify="right")
+    for name, r in strategies.items():
+        gap = r.get("cost_gap", {})
+        table.add_row(name, f"{round(sum(gap.values())):,}", *(f"{round(gap.get(part, 0.0)):,}" for part in GAP_PARTS))
+    return table
 
 
 def print_plan(result: Plan) -> None:

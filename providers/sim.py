@@ -269,6 +269,11 @@ class SimProvider:
         self._standby_time: dict[GroupId, timedelta] = {gid: timedelta(0) for gid in self._groups}
         self._n_full: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._n_standby: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
+        # Full-price node time split by phase: not yet ready (booting, waking) and ready.
+        self._booting_time: dict[GroupId, timedelta] = {gid: timedelta(0) for gid in self._groups}
+        self._ready_time: dict[GroupId, timedelta] = {gid: timedelta(0) for gid in self._groups}
+        self._n_booting: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
+        self._n_ready: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._cost_mark: dict[GroupId, float] = dict.fromkeys(self._groups, 0.0)
         self.calls: list[Call] = []
         """Every mutating call received (set_target, set_warm_pool, terminate), in order."""
@@ -427,6 +432,15 @@ class SimProvider:
         self._sync()
         return {
             gid: (self._full_time[gid].total_seconds(), self._standby_time[gid].total_seconds()) for gid in self._groups
+        }
+
+    def full_price_phases(self) -> dict[GroupId, tuple[float, float]]:
+        """Per group, node-seconds so far billed at full price while not yet ready (requested, booting,
+        waking) and while ready; the rest of `usage_seconds`' full-price time is warm-running, draining,
+        interrupted, failed or terminating."""
+        self._sync()
+        return {
+            gid: (self._booting_time[gid].total_seconds(), self._ready_time[gid].total_seconds()) for gid in self._groups
         }
 
     # ------------------------------------------------------------ sim-only: fault injection
@@ -779,6 +793,8 @@ class SimProvider:
             for gid in self._groups:
                 self._full_time[gid] += dt * self._n_full[gid]
                 self._standby_time[gid] += dt * self._n_standby[gid]
+                self._booting_time[gid] += dt * self._n_booting[gid]
+                self._ready_time[gid] += dt * self._n_ready[gid]
         if to > self._now:
             self._now = to
 
@@ -846,6 +862,10 @@ class SimProvider:
             self._n_standby[rec.group_id] += sign
         else:
             self._n_full[rec.group_id] += sign
+            if state is NodeState.READY:
+                self._n_ready[rec.group_id] += sign
+            elif state in _NOT_YET_READY:
+                self._n_booting[rec.group_id] += sign
 
     def _became_ready(self, rec: _SimNode) -> None:
         rec.ready_count += 1

@@ -238,11 +238,15 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     assert list(data["strategies"]) == list(STRATEGIES)
     keys = {"cost_usd", "cost_by_tier", "cost_by_tenant", "gpu_hours_used", "gpu_hours_paid", "onprem_utilization",
             "wait_p50_s", "wait_p95_s", "wait_p99_s", "slo_violations", "interruptions", "lost_gpu_hours",
-            "time_to_capacity_p95_s", "checkpoint_violations", "spot_gpu_hours", "goodput"}
+            "time_to_capacity_p95_s", "checkpoint_violations", "spot_gpu_hours", "goodput", "delay_mean_s",
+            "delay_p95_s", "jobs_completed", "work_gpu_hours", "cost_gap"}
     for name, r in data["strategies"].items():
         assert keys <= set(r), name
         assert set(r["cost_by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
     s = data["strategies"]
+    for name, r in s.items():  # the cost gap's parts sum to the cost above the oracle
+        assert sum(r["cost_gap"].values()) == pytest.approx(r["cost_usd"] - s["oracle"]["cost_usd"], abs=0.05), name
+    assert s["oracle"]["cost_usd"] <= s["floor"]["cost_usd"] <= s["burst"]["cost_usd"]
     assert s["static-peak"]["cost_by_tier"]["elastic_on_demand"] == 0.0
     assert s["static-p50"]["wait_p95_s"] > s["burst"]["wait_p95_s"]
     assert s["reactive-hotpool"]["cost_by_tier"]["hot_pool"] > 0.0

@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from burst.model import Job
-from burst.sim.engine import StrategyResult, simulate
+from burst.sim.engine import StrategyResult, cost_gap, reference_prices, simulate
+from burst.sim.floor import floor
 from burst.sim.oracle import oracle, run_end
 from burst.sim.setup import SimSetup, default_setup, with_fault_tolerance
 from burst.sim.strategies import LONGEST_FIRST, POOL_STRATEGIES, STRATEGIES, strategy_run
@@ -96,10 +97,11 @@ def compare(
                 results[name] = futures[name].result()
                 if on_progress:
                     on_progress(name, 1.0)
+        _add_cost_gaps(results, setup, jobs, start, end)
         return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
     for name in strategies:
-        if name == "oracle":
-            results[name] = oracle(setup, jobs, start=start, end=end)
+        if name in BOUNDS:
+            results[name] = BOUNDS[name](setup, jobs, start=start, end=end)
             if on_progress:
                 on_progress(name, 1.0)
             continue
@@ -111,7 +113,25 @@ def compare(
         run = strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes)
         results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick,
                                  keep_timeline=keep_timeline, prior=trace.prior)
+    _add_cost_gaps(results, setup, jobs, start, end)
     return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
+
+
+BOUNDS = {"oracle": oracle, "floor": floor}
+"""Strategies computed from the trace rather than simulated."""
+
+
+def _add_cost_gaps(
+    results: dict[str, StrategyResult], setup: SimSetup, jobs: Sequence[Job], start: datetime, end: datetime
+) -> None:
+    """Give every result its cost gap over the oracle (`burst.sim.engine.cost_gap`), against this run's bounds."""
+    bound = results.get("oracle") or oracle(setup, jobs, start=start, end=end)
+    base = results.get("floor") or floor(setup, jobs, start=start, end=end)
+    assert base.spend is not None
+    prices = reference_prices(setup)
+    for result in results.values():
+        result.cost_gap = cost_gap(result.cost_usd, result.spend, oracle_usd=bound.cost_usd, floor_usd=base.cost_usd,
+                                   floor=base.spend, prices=prices)
 
 
 def _simulate_named(
@@ -127,8 +147,8 @@ def _simulate_named(
     fixed_pool_nodes: int,
 ) -> StrategyResult:
     """One strategy's result (run in a worker process)."""
-    if name == "oracle":
-        return oracle(setup, jobs, start=start, end=end)
+    if name in BOUNDS:
+        return BOUNDS[name](setup, jobs, start=start, end=end)
     return simulate(strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline,
                     prior=prior)
 

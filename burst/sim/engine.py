@@ -8,7 +8,8 @@ job arrives or finishes, a node boots, wakes, is interrupted or terminates, an
 idle node's cooldown ends in a group whose idle nodes the scale-down step may
 let go, or a strategy timer expires), rounded up to the
 strategy's loop interval, as a daemon ticking every interval would first see
-it. Jobs that lose their nodes (spot interruption, a drained node) are
+it; a plan that evicted or requeued jobs is followed by a tick one interval
+later, where they and the GPUs they freed are placed. Jobs that lose their nodes (spot interruption, a drained node) are
 requeued from their last checkpoint by the queue's rules. A plan's checkpoint
 request travels over the checkpoint channel real jobs use, answered by the
 simulated job (`burst.workloads.sim_channel`): it acknowledges after its
@@ -31,6 +32,16 @@ Metric definitions (the `burst simulate --json` contract):
 - waits: from a job's submission to its first start; jobs never started by the
   end of the run count with their wait so far (censored). `slo_violations`:
   jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
+- `delay_mean_s`, `delay_p95_s`: a job's delay is completion - submission -
+  duration (waits, re-runs of lost work and moves all count); a job not done
+  by the end of the run counts end - submission - work done (censored).
+- `jobs_completed`: jobs that ran to their duration; `work_gpu_hours`: work
+  delivered by the end of the run (each job's progress × GPUs, lost work not
+  counted).
+- `cost_gap`: the cost above the oracle's, split into named parts in USD that
+  sum to it (no total key; parts may be negative): see `cost_gap` below for
+  each part. The bounds `oracle` and `floor` are computed from the trace
+  (`burst.sim.oracle`, `burst.sim.floor`).
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
   `evictions`: runs the plan evicted (priority preemption, unhealthy GPUs);
   `lost_gpu_hours`: the work both lost since their last checkpoint × GPUs.
@@ -48,8 +59,8 @@ Metric definitions (the `burst simulate --json` contract):
   forecasting only).
 - `time_to_capacity`: for each scale-up, from the first moment the pending
   demand it answers could not be placed (the earliest submission among the
-  jobs first found unplaced at that tick; the tick itself when it answers
-  older demand) until the group has as many ready nodes as the scale-up asked
+  jobs first found unplaced at that tick, a requeued job counting from the
+  tick that requeued it; the tick itself when it answers older demand) until the group has as many ready nodes as the scale-up asked
   for; a scale-up overtaken by a scale-down is dropped. `time_to_capacity_p95_s` is 0 when the
   strategy made no scale-up.
 """
@@ -60,16 +71,19 @@ import bisect
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from burst import progress
 from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Tier
+from burst.planner.placement import spot_eligible
 from burst.planner.scale_down import releases_idle, scale_down_idle
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
+from burst.sim.setup import SimSetup
 from burst.sim.strategies import StrategyRun
 from burst.state import CostEntry, Store
 from burst.workloads.feed import ArrivalFeed
@@ -79,6 +93,7 @@ from providers.sim import ManualClock, SimProvider
 
 ProgressFn = Callable[[datetime], None]
 _EPS = timedelta(microseconds=1)
+_REQUEUING = frozenset({ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB})
 
 
 @dataclass
@@ -88,6 +103,109 @@ class TimelinePoint:
     at: datetime
     demand_gpus: float
     capacity_gpus: dict[str, float]
+
+
+@dataclass
+class Spend:
+    """What a run paid and delivered, split the way the cost gap reads it (USD; GPU-seconds).
+
+    Held GPU-seconds include work later lost; "eligible" means spot-eligible
+    work (fault-tolerant, its tenant allowing spot).
+    """
+
+    steady_usd: float = 0.0
+    booting_usd: float = 0.0  # cloud nodes at full price before they were ready (booting, waking)
+    idle_usd: float = 0.0  # cloud nodes at full price holding no job's GPUs (ready, draining, terminating, warm running)
+    hot_pool_usd: float = 0.0  # warm nodes at the standby price
+    rerun_usd: float = 0.0  # lost work: cloud GPU-seconds at their group's price, on-prem ones at the reference cloud price
+    spot_work_on_demand_usd: float = 0.0  # kept spot-eligible work on on-demand nodes x (its price - reference spot)
+    onprem_eligible_gpu_s: float = 0.0  # held on the steady tier by spot-eligible work
+    onprem_other_gpu_s: float = 0.0  # held on the steady tier by work that cannot go to spot
+    kept_eligible_gpu_s: float = 0.0  # held anywhere and not lost
+    kept_other_gpu_s: float = 0.0
+    work_eligible_gpu_s: float = 0.0  # work delivered by the end of the run, exactly (from each job's progress)
+    work_other_gpu_s: float = 0.0
+
+
+GAP_PARTS = (
+    "structural",
+    "steady_tier",
+    "booting",
+    "idle",
+    "hot_pool",
+    "rerun",
+    "on_demand_for_spot_work",
+    "onprem_shortfall",
+    "tick_lag",
+    "undelivered",
+    "other",
+)
+"""The cost gap's parts, in waterfall order (see `cost_gap`)."""
+
+
+def cost_gap(
+    cost_usd: float, spend: Spend | None, *, oracle_usd: float, floor_usd: float, floor: Spend, prices: tuple[float, float]
+) -> dict[str, float]:
+    """Split a strategy's cost above the oracle (`cost_usd - oracle_usd`) into named parts in USD.
+
+    `floor` is the floor bound's spend (`burst.sim.floor`) and `prices` the
+    reference (on-demand, spot) USD per GPU-hour; `spend` None is the oracle
+    itself (every part 0). Parts may be negative; they sum to the gap exactly:
+
+    - `structural`: floor - oracle, what whole nodes, boots and first-fit
+      placement of work that cannot move cost any controller;
+    - `steady_tier`: the steady tier paid beyond the set-up's (static strategies);
+    - `booting`: cloud nodes paid at full price before they were ready (booting,
+      waking), beyond the floor's one boot per node;
+    - `idle`: cloud GPUs paid at full price while no job held them (ready,
+      draining, terminating, warm and running), beyond the floor's;
+    - `hot_pool`: warm nodes at the standby price;
+    - `rerun`: GPU-hours of work later lost, at the cloud price they were paid
+      (on-prem ones at the reference cloud price: they pushed work out);
+    - `on_demand_for_spot_work`: on-demand GPU-hours used by spot-eligible work,
+      at the on-demand premium over spot, beyond the floor's (which only uses
+      on-demand GPUs already paid for);
+    - `onprem_shortfall`: work the floor ran on the steady tier that this run
+      did not, at the reference cloud price of its kind (spot for eligible work,
+      on-demand for the rest): on-prem GPUs idle while the cloud served work;
+    - `tick_lag`: GPU-hours jobs held beyond the work they delivered (a job
+      holds its GPUs until the tick that sees it finish or lose its node),
+      at the same prices;
+    - `undelivered`: work the floor delivers by the end of the run that this
+      run did not (negative: queued work costs nothing);
+    - `other`: what the parts leave (prices of groups other than the
+      reference ones).
+    """
+    parts = dict.fromkeys(GAP_PARTS, 0.0)
+    if spend is None:
+        return parts
+    p_od, p_spot = prices[0] / 3600.0, prices[1] / 3600.0  # USD per GPU-second
+    parts["structural"] = floor_usd - oracle_usd
+    parts["steady_tier"] = spend.steady_usd - floor.steady_usd
+    parts["booting"] = spend.booting_usd - floor.booting_usd
+    parts["idle"] = spend.idle_usd - floor.idle_usd
+    parts["hot_pool"] = spend.hot_pool_usd - floor.hot_pool_usd
+    parts["rerun"] = spend.rerun_usd - floor.rerun_usd
+    parts["on_demand_for_spot_work"] = spend.spot_work_on_demand_usd - floor.spot_work_on_demand_usd
+    parts["onprem_shortfall"] = (p_spot * (floor.onprem_eligible_gpu_s - spend.onprem_eligible_gpu_s)
+                                 + p_od * (floor.onprem_other_gpu_s - spend.onprem_other_gpu_s))
+    parts["tick_lag"] = (p_spot * (spend.kept_eligible_gpu_s - spend.work_eligible_gpu_s)
+                         + p_od * (spend.kept_other_gpu_s - spend.work_other_gpu_s))
+    parts["undelivered"] = -(p_spot * (floor.work_eligible_gpu_s - spend.work_eligible_gpu_s)
+                             + p_od * (floor.work_other_gpu_s - spend.work_other_gpu_s))
+    parts["other"] = (cost_usd - oracle_usd) - sum(parts.values())
+    return parts
+
+
+def reference_prices(setup: SimSetup) -> tuple[float, float]:
+    """The cheapest per-GPU-hour (on-demand, spot) prices among the set-up's elastic groups (the bounds' prices)."""
+    catalog = setup.catalog
+    elastic = [g for g in setup.groups if g.tier is Tier.ELASTIC]
+    od = [catalog.group_price(g) / g.gpus_per_node for g in elastic if g.capacity_type is CapacityType.ON_DEMAND]
+    spot = [catalog.group_price(g) / g.gpus_per_node for g in elastic if g.capacity_type is CapacityType.SPOT]
+    p_od = min(od) if od else (min(spot) if spot else float("inf"))
+    p_spot = min(spot) if spot else p_od
+    return p_od, min(p_spot, p_od)
 
 
 @dataclass
@@ -125,6 +243,11 @@ class StrategyResult:
     evictions: int = 0
     spot_gpu_hours: float = 0.0
     goodput: float = 0.0
+    delay_mean_s: float = 0.0
+    delay_p95_s: float = 0.0
+    work_gpu_hours: float = 0.0
+    spend: Spend | None = field(default=None, repr=False)  # None for the oracle
+    cost_gap: dict[str, float] = field(default_factory=dict)  # filled by `burst.sim.compare`
     waits_s: list[float] = field(default_factory=list, repr=False)
     timeline: list[TimelinePoint] = field(default_factory=list, repr=False)
     ledger: list[CostEntry] = field(default_factory=list, repr=False)  # the run's cost ledger, with keep_ledger
@@ -141,6 +264,8 @@ class StrategyResult:
             "wait_p50_s": round(self.wait_p50_s, 3),
             "wait_p95_s": round(self.wait_p95_s, 3),
             "wait_p99_s": round(self.wait_p99_s, 3),
+            "delay_mean_s": round(self.delay_mean_s, 3),
+            "delay_p95_s": round(self.delay_p95_s, 3),
             "slo_violations": self.slo_violations,
             "interruptions": self.interruptions,
             "lost_gpu_hours": round(self.lost_gpu_hours, 4),
@@ -149,6 +274,8 @@ class StrategyResult:
             "jobs": self.jobs,
             "jobs_started": self.jobs_started,
             "jobs_completed": self.jobs_completed,
+            "work_gpu_hours": round(self.work_gpu_hours, 4),
+            "cost_gap": {k: round(v, 2) for k, v in self.cost_gap.items()},
             "ticks": self.ticks,
             "simulated_hours": round(self.simulated_hours, 3),
             "wall_s": round(self.wall_s, 3),
@@ -196,11 +323,21 @@ class _Arrivals:
 
 
 class _Meter:
-    """Collects waits, interruptions, time to capacity and the timeline from tick reports."""
+    """Collects waits, interruptions, time to capacity, the timeline and the cost gap's GPU-seconds from tick reports."""
 
-    def __init__(self, run: StrategyRun, keep_timeline: bool) -> None:
+    def __init__(self, run: StrategyRun, keep_timeline: bool, policies: Mapping[str, Policy] | None = None) -> None:
         self.run = run
         self.groups = {g.id: g for g in run.setup.groups}
+        self.policies = policies or {}
+        self.requeued_at: dict[str, datetime] = {}  # when each job last went back to the queue
+        self.kept_s: dict[str, float] = {}  # work each requeued job kept (its checkpoint) when it went back
+        self.completed_at: dict[str, datetime] = {}
+        self._eligible: dict[str, bool] = {}  # spot eligibility per job id (fixed for a job)
+        # GPU-seconds held by jobs per (group, spot-eligible), and the part of it later lost
+        self.held_gpu_s: dict[tuple[GroupId | None, bool], float] = defaultdict(float)
+        self.lost_by_group_gpu_s: dict[tuple[GroupId | None, bool], float] = defaultdict(float)
+        self._held_rates: dict[tuple[GroupId | None, bool], float] = {}
+        self._held_group: dict[str, GroupId | None] = {}  # each held job's group at the last tick
         self.first_start: dict[str, datetime] = {}
         self.interruptions = 0
         self.lost_gpu_s = 0.0
@@ -237,18 +374,27 @@ class _Meter:
             self.steady_used_gpu_s += self._steady_running_gpus * dt
             self.warm_node_s += self._warm_nodes * dt
             self.spot_used_gpu_s += self._spot_running_gpus * dt
+            held = self.held_gpu_s
+            for key, rate in self._held_rates.items():
+                held[key] += rate * dt
         self._last_at = now
-        self.completed += len(report.job_events.completed)
-        for job, lost in report.job_events.requeued:
+        events = report.job_events
+        self.completed += len(events.completed)
+        for done in events.completed:
+            # this run began at started_at with the work kept at its last requeue, and ran to the duration
+            if done.started_at is not None and done.duration_s is not None:
+                rest = done.duration_s - self.kept_s.get(done.id, 0.0)
+                self.completed_at[done.id] = done.started_at + timedelta(seconds=max(0.0, rest))
+        for job, lost in events.requeued:
             self.interruptions += 1
-            self.lost_gpu_s += lost * job.gpu_demand
+            self._lose(job, lost, now)
             if job.id in self._on_spot:
                 self.spot_lost_gpu_s += lost * job.gpu_demand
             if job.fault_tolerant and job.checkpoint_interval_s and lost > job.checkpoint_interval_s + 1e-6:
                 self.checkpoint_violations += 1
-        for job, lost in report.job_events.evicted:
+        for job, lost in events.evicted:
             self.evictions += 1
-            self.lost_gpu_s += lost * job.gpu_demand
+            self._lose(job, lost, now)
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
         for job_id in placed:
             self.first_start.setdefault(job_id, now)
@@ -270,6 +416,7 @@ class _Meter:
         on_spot: set[str] = set()
         unplaced_since: datetime | None = None  # earliest submission among newly unplaced jobs
         seen_unplaced = self.seen_unplaced
+        requeued_at = self.requeued_at
         holding: list[tuple[Job, Sequence[str]]] = [(job, job.node_ids) for job in snap.running_jobs]
         for job in snap.pending_jobs:
             action = placed.get(job.id)
@@ -277,27 +424,39 @@ class _Meter:
                 holding.append((job, action.node_ids))
             elif job.id not in seen_unplaced:
                 seen_unplaced.add(job.id)
-                if unplaced_since is None or job.submitted_at < unplaced_since:
-                    unplaced_since = job.submitted_at
+                # a requeued job's demand is new at its requeue, not at its submission
+                since = requeued_at.get(job.id, job.submitted_at)
+                if unplaced_since is None or since < unplaced_since:
+                    unplaced_since = since
         steady_groups, spot_groups = self._steady_groups, self._spot_groups
+        rates: dict[tuple[GroupId | None, bool], float] = defaultdict(float)
+        held_group: dict[str, GroupId | None] = {}
+        eligible_of = self._eligible
         for job, node_ids in holding:
             demand = job.gpu_demand
             running += demand
             if not node_ids:
                 continue
+            eligible = eligible_of.get(job.id)
+            if eligible is None:
+                eligible = eligible_of[job.id] = self._spot_eligible(job)
             # on steady (spot) nodes when every node it holds is listed in a steady (spot) group
             if len(node_ids) == 1:  # most jobs: their one node's group, without a set
-                held_group = group_of.get(node_ids[0])
-                on_steady, on_spot_nodes = held_group in steady_groups, held_group in spot_groups
+                held_in = group_of.get(node_ids[0])
+                on_steady, on_spot_nodes = held_in in steady_groups, held_in in spot_groups
             else:
                 kinds = {group_of.get(n) for n in node_ids}
+                held_in = group_of.get(node_ids[0])
                 on_steady, on_spot_nodes = steady_groups.issuperset(kinds), spot_groups.issuperset(kinds)
+            rates[held_in, eligible] += demand
+            held_group[job.id] = held_in
             if on_steady:
                 steady_running += demand
             elif on_spot_nodes:
                 spot_running += demand
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
+        self._held_rates, self._held_group = dict(rates), held_group
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
         self._warm_nodes = warm
         still_open = []
@@ -318,6 +477,28 @@ class _Meter:
                     capacity[cost_line(self.groups[node.group_id], warm=False)] += node.gpus
             demand = sum(j.gpu_demand for j in snap.jobs if j.active)
             self.timeline.append(TimelinePoint(now, demand, dict(capacity)))
+
+
+    def _spot_eligible(self, job: Job) -> bool:
+        policy = self.policies.get(job.tenant)
+        return policy is not None and spot_eligible(job, policy)
+
+    def eligible(self, job: Job) -> bool:
+        """Whether the job may go to spot (by its tenant's policy), cached per job id."""
+        found = self._eligible.get(job.id)
+        if found is None:
+            found = self._eligible[job.id] = self._spot_eligible(job)
+        return found
+
+    def _lose(self, back: Job, lost_s: float, now: datetime) -> None:
+        """Count work a job lost (it went back to the queue at `now`, keeping `back.work_done_s`)."""
+        lost_gpu_s = lost_s * back.gpu_demand
+        self.lost_gpu_s += lost_gpu_s
+        eligible = self.eligible(back)
+        self.lost_by_group_gpu_s[self._held_group.get(back.id), eligible] += lost_gpu_s
+        self.requeued_at[back.id] = now
+        self.kept_s[back.id] = back.work_done_s
+        self.seen_unplaced.discard(back.id)
 
 
 def simulate(
@@ -390,7 +571,7 @@ def simulate(
         interruption_cooldown_s=run.interruption_cooldown_s,
         agents=channel,
     )
-    meter = _Meter(run, keep_timeline)
+    meter = _Meter(run, keep_timeline, policies)
     interval = setup.loop_interval_s
     ticks = 0
     try:
@@ -431,6 +612,8 @@ def _next_event(
     """The next instant after `now` at which a tick could decide something new."""
     if any(not o.ok for o in report.outcomes):
         return now  # a failed call is retried on the next interval
+    if any(a.kind in _REQUEUING for a in report.plan.actions):
+        return now  # evicted jobs and the GPUs they free are placed on the next interval
     candidates: list[datetime] = []
     arrival = arrivals.next_after(now)
     if arrival is not None:
@@ -505,6 +688,10 @@ def _result(
         waits.append(wait)
         if wait > policies[job.tenant].queue_wait_slo_s:
             violations += 1
+    final = {j.id: j for j in queue.finished}
+    final.update(queue.jobs)
+    delays = _delays(jobs, final, meter.completed_at, end)
+    spend = _spend(run, meter, provider, by_tier, final.values(), end)
     return StrategyResult(
         name=run.name,
         cost_usd=sum(by_tier.values()),
@@ -535,9 +722,78 @@ def _result(
         goodput=(meter.spot_used_gpu_s - meter.spot_lost_gpu_s) / spot_paid_gpu_s if spot_paid_gpu_s else 0.0,
         warm_nodes_avg=meter.warm_node_s / max(1.0, (end - start).total_seconds()),
         forecast_models=dict(forecaster.service.models_fitted) if forecaster else {},
+        delay_mean_s=sum(delays) / len(delays) if delays else 0.0,
+        delay_p95_s=percentile(delays, 0.95),
+        work_gpu_hours=(spend.work_eligible_gpu_s + spend.work_other_gpu_s) / 3600.0,
+        spend=spend,
         waits_s=waits,
         timeline=meter.timeline,
     )
+
+
+def _delays(jobs: Sequence[Job], final: Mapping[str, Job], completed_at: Mapping[str, datetime], end: datetime) -> list[float]:
+    """Each job's delay: completion - submission - duration; a job not done by `end` counts (end - submission -
+    work done), censored there."""
+    out: list[float] = []
+    for job in jobs:
+        done_at = completed_at.get(job.id)
+        if done_at is not None and job.duration_s is not None:
+            out.append(max(0.0, (done_at - job.submitted_at).total_seconds() - job.duration_s))
+            continue
+        state = final.get(job.id, job)
+        out.append(max(0.0, (end - job.submitted_at).total_seconds() - progress.work_at(state, end)))
+    return out
+
+
+def _spend(
+    run: StrategyRun, meter: _Meter, provider: SimProvider, by_tier: Mapping[str, float], final: Iterable[Job], end: datetime
+) -> Spend:
+    """The run's spend as the cost gap reads it (`Spend`), from the provider's billing and the meter's GPU-seconds."""
+    setup = run.setup
+    catalog = setup.catalog
+    p_od, p_spot = (p / 3600.0 for p in reference_prices(setup))  # USD per GPU-second
+    spend = Spend(steady_usd=by_tier.get("steady", 0.0), hot_pool_usd=by_tier.get("hot_pool", 0.0))
+    held, lost = meter.held_gpu_s, meter.lost_by_group_gpu_s
+    groups = {g.id: g for g in setup.groups}
+    phases = provider.full_price_phases()
+    for group_id, (full_s, _standby_s) in provider.usage_seconds().items():
+        group = groups[group_id]
+        if group.tier is Tier.STEADY:
+            continue
+        per_gpu_s = catalog.group_price(group) / group.gpus_per_node / 3600.0
+        booting_gpu_s = phases[group_id][0] * group.gpus_per_node
+        held_gpu_s = held.get((group_id, True), 0.0) + held.get((group_id, False), 0.0)
+        spend.booting_usd += per_gpu_s * booting_gpu_s
+        spend.idle_usd += per_gpu_s * (full_s * group.gpus_per_node - booting_gpu_s - held_gpu_s)
+    for (held_in, eligible), gpu_s in held.items():
+        where = groups.get(held_in) if held_in is not None else None
+        if where is not None and where.tier is Tier.STEADY:
+            if eligible:
+                spend.onprem_eligible_gpu_s += gpu_s
+            else:
+                spend.onprem_other_gpu_s += gpu_s
+        elif where is not None and eligible and where.capacity_type is CapacityType.ON_DEMAND:
+            premium = catalog.group_price(where) / where.gpus_per_node / 3600.0 - p_spot
+            spend.spot_work_on_demand_usd += premium * max(0.0, gpu_s - lost.get((held_in, True), 0.0))
+    for (held_in, eligible), gpu_s in lost.items():
+        where = groups.get(held_in) if held_in is not None else None
+        if where is not None and where.tier is Tier.ELASTIC:
+            spend.rerun_usd += gpu_s * catalog.group_price(where) / where.gpus_per_node / 3600.0
+        else:
+            spend.rerun_usd += gpu_s * (p_spot if eligible else p_od)
+    for eligible in (True, False):
+        kept = sum(v for (_, e), v in held.items() if e is eligible) - sum(v for (_, e), v in lost.items() if e is eligible)
+        if eligible:
+            spend.kept_eligible_gpu_s = kept
+        else:
+            spend.kept_other_gpu_s = kept
+    for job in final:
+        work = progress.work_at(job, end) * job.gpu_demand
+        if meter.eligible(job):
+            spend.work_eligible_gpu_s += work
+        else:
+            spend.work_other_gpu_s += work
+    return spend
 
 
 __all__ = ["StrategyResult", "TimelinePoint", "percentile", "simulate"]

@@ -25,24 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from burst.catalog import Catalog
-from burst.model import CapacityType, Job, NodeGroup, Policy, Tier
+from burst.model import Job, Policy, Tier
 from burst.planner.placement import spot_eligible
-from burst.sim.engine import StrategyResult
+from burst.sim.engine import StrategyResult, reference_prices
 from burst.sim.setup import SimSetup
 
 UNKNOWN_GPU_MODEL = "A100"
-
-
-def _cloud_prices(setup: SimSetup) -> tuple[float, float]:
-    """The cheapest per-GPU-hour (on-demand, spot) prices among the set-up's elastic groups."""
-    catalog: Catalog = setup.catalog
-    elastic: list[NodeGroup] = [g for g in setup.groups if g.tier is Tier.ELASTIC]
-    od = [catalog.group_price(g) / g.gpus_per_node for g in elastic if g.capacity_type is CapacityType.ON_DEMAND]
-    spot = [catalog.group_price(g) / g.gpus_per_node for g in elastic if g.capacity_type is CapacityType.SPOT]
-    p_od = min(od) if od else (min(spot) if spot else float("inf"))
-    p_spot = min(spot) if spot else p_od
-    return p_od, min(p_spot, p_od)
 
 
 def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetime) -> StrategyResult:
@@ -52,7 +40,7 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
     steady_rate = (
         sum(setup.catalog.group_price(g) * setup.initial.get(g.id, 0) for g in steady_groups) if steady_groups else 0.0
     )
-    p_od, p_spot = _cloud_prices(setup)
+    p_od, p_spot = reference_prices(setup)
     span_s = (end - start).total_seconds()
     policies: dict[str, Policy] = {}
     events: list[tuple[float, float, float]] = []  # (t, d_demand, d_eligible)
@@ -115,6 +103,7 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
         simulated_hours=span_s / 3600.0,
         spot_gpu_hours=spot_gpu_s / 3600.0,
         goodput=1.0 if spot_gpu_s else 0.0,  # nothing is interrupted: every spot GPU-hour paid is useful
+        work_gpu_hours=used_gpu_s / 3600.0,
     )
 
 

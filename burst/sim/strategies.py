@@ -2,8 +2,8 @@
 
 Every strategy runs through the same reconcile loop, sim provider and job
 queue; they differ only in their node groups, loop interval, warm pools and the
-planner pipeline. `oracle` is not simulated: it is a bound computed from the
-trace (`burst.sim.oracle`).
+planner pipeline. `oracle` and `floor` are not simulated: they are bounds
+computed from the trace (`burst.sim.oracle`, `burst.sim.floor`).
 
 - `burst`: the full planner (`burst.planner.PIPELINE`) on the set-up's groups at
   the set-up's loop interval, with demand forecasts (`burst.sim.forecasts`):
@@ -85,10 +85,11 @@ in seeded random order, instead of least lost work first."""
 POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *VICTIM_ORDER_STRATEGIES)
 """Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
-STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
+STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "floor", "oracle")
 """Every strategy name `burst simulate --strategy` accepts, in report order."""
 
-LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "burst", "burst-no-forecast", "static-peak", "oracle")
+LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "burst", "burst-no-forecast", "static-peak", "floor",
+                 "oracle")
 """The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
 queues) first, so a pool of workers finishes together instead of waiting on one late start."""
 

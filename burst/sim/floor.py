@@ -1,0 +1,202 @@
+"""The `floor` bound: the oracle with whole nodes, boots and first-fit placement for work that cannot move.
+
+A reference point computed from the trace like the oracle (`burst.sim.oracle`),
+not a proof of optimality: it is what a clairvoyant controller pays once work
+that cannot move needs whole nodes. Every job still runs from its submission
+for its duration (cut at the end of the run); then:
+
+- work that cannot move (not spot-eligible: not fault-tolerant, or its tenant
+  bars spot) is placed at submission first-fit on whole nodes: the steady
+  tier's nodes first, then open on-demand nodes, else a new on-demand node of
+  the cheapest on-demand group. A job wider than a node takes whole nodes for
+  each full node's worth of GPUs and first-fit for the rest;
+- each on-demand node pays its group's boot latency before its first job
+  (the boot is charged in full, even before the run's start) and is released
+  the instant its last such job ends;
+- spot-eligible work stays fluid: at every instant it fills spare GPUs of
+  nodes already paid for (the steady tier, then open on-demand nodes), and the
+  rest runs on spot at the reference spot price, with no boot, interruption
+  or move cost.
+
+Prices are the oracle's reference ones (cheapest on-demand and spot per
+GPU-hour among the set-up's elastic groups). The floor's spend, split the way
+the cost gap reads it (`burst.sim.engine.Spend`), is what every strategy's
+waterfall is measured against: `structural` is floor - oracle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from burst.model import CapacityType, Job, NodeGroup, Policy, Tier
+from burst.planner.placement import spot_eligible
+from burst.sim.engine import Spend, StrategyResult, reference_prices
+from burst.sim.setup import SimSetup
+
+DEFAULT_GPUS_PER_NODE = 8
+
+
+@dataclass
+class _Node:
+    """One node of the floor's first-fit: its GPUs, the cannot-move GPUs it holds, and its paid span."""
+
+    gpus: float
+    used: float = 0.0
+    opened_s: float = 0.0  # when it was opened (seconds from the run's start); cloud nodes only
+    cloud: bool = False
+    jobs: set[int] = field(default_factory=set)
+
+
+def _cloud_shape(setup: SimSetup) -> tuple[float, float]:
+    """(GPUs per node, boot latency in s) of the node cannot-move overflow opens: the cheapest on-demand group's
+    (or the cheapest elastic group's without one)."""
+    elastic: list[NodeGroup] = [g for g in setup.groups if g.tier is Tier.ELASTIC]
+    od = [g for g in elastic if g.capacity_type is CapacityType.ON_DEMAND] or elastic
+    if not od:
+        steady = [g for g in setup.groups if g.tier is Tier.STEADY]
+        return (float(steady[0].gpus_per_node) if steady else float(DEFAULT_GPUS_PER_NODE)), 0.0
+    cheapest = min(od, key=lambda g: (setup.catalog.group_price(g) / g.gpus_per_node, g.id))
+    return float(cheapest.gpus_per_node), float(cheapest.boot_latency_s)
+
+
+def _chunks(demand: float, per_node: float) -> list[float]:
+    """A job's GPUs as per-node pieces: whole nodes for each full node's worth, then the rest."""
+    whole = int(demand // per_node) if demand > per_node else 0
+    rest = demand - whole * per_node
+    return [per_node] * whole + ([rest] if rest > 1e-9 else [])
+
+
+def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetime) -> StrategyResult:
+    """The floor bound (see the module docstring) for `jobs` submitted in [start, end), billed over [start, end)."""
+    steady_groups = [g for g in setup.groups if g.tier is Tier.STEADY]
+    steady_rate = sum(setup.catalog.group_price(g) * setup.initial.get(g.id, 0) for g in steady_groups)
+    p_od, p_spot = reference_prices(setup)
+    per_node, boot_s = _cloud_shape(setup)
+    span_s = (end - start).total_seconds()
+    onprem = [_Node(float(g.gpus_per_node)) for g in steady_groups for _ in range(setup.initial.get(g.id, 0))]
+    steady_gpus = sum(n.gpus for n in onprem)
+    policies: dict[str, Policy] = {}
+    # (t, 0 for an end / 1 for a start, job index): ends first at one instant, so a freed GPU serves a start
+    events: list[tuple[float, int, int]] = []
+    kept = [j for j in jobs if start <= j.submitted_at < end]
+    eligible: list[bool] = []
+    work = {True: 0.0, False: 0.0}
+    completed = 0
+    for i, job in enumerate(kept):
+        t0 = (job.submitted_at - start).total_seconds()
+        t1 = min(span_s, t0 + (job.duration_s or 0.0))
+        policy = policies.setdefault(job.tenant, setup.policy(job.tenant))
+        eligible.append(spot_eligible(job, policy))
+        if t1 <= t0:
+            continue
+        completed += t0 + (job.duration_s or 0.0) <= span_s
+        work[eligible[i]] += job.gpu_demand * (t1 - t0)
+        events += [(t0, 1, i), (t1, 0, i)]
+    events.sort()
+
+    cloud: list[_Node] = []  # open on-demand nodes, in opening order
+    placed: dict[int, list[tuple[_Node, float]]] = {}
+    eligible_now = 0.0
+    onprem_used = cloud_used = 0.0  # cannot-move GPUs held on the steady tier / on open cloud nodes
+    acc = {"onprem_n": 0.0, "onprem_e": 0.0, "od_e": 0.0, "od_n": 0.0, "od_open": 0.0, "spot_e": 0.0}
+    boots = 0
+    last = 0.0
+    for t, kind, i in events:
+        dt = t - last
+        if dt > 0:
+            spare_onprem = max(0.0, steady_gpus - onprem_used)
+            spare_cloud = max(0.0, len(cloud) * per_node - cloud_used)
+            on_onprem = min(eligible_now, spare_onprem)
+            on_cloud = min(eligible_now - on_onprem, spare_cloud)
+            acc["onprem_n"] += onprem_used * dt
+            acc["onprem_e"] += on_onprem * dt
+            acc["od_n"] += cloud_used * dt
+            acc["od_e"] += on_cloud * dt
+            acc["od_open"] += len(cloud) * per_node * dt
+            acc["spot_e"] += max(0.0, eligible_now - on_onprem - on_cloud) * dt
+            last = t
+        job = kept[i]
+        demand = job.gpu_demand
+        if eligible[i]:
+            eligible_now += demand if kind == 1 else -demand
+            continue
+        if kind == 0:
+            for node, gpus in placed.pop(i, []):
+                node.used -= gpus
+                node.jobs.discard(i)
+                if node.cloud:
+                    cloud_used -= gpus
+                    if not node.jobs:
+                        cloud.remove(node)
+                else:
+                    onprem_used -= gpus
+            continue
+        spots: list[tuple[_Node, float]] = []
+        for piece in _chunks(demand, per_node):
+            host = next((n for n in onprem if n.gpus - n.used >= piece - 1e-9), None)
+            if host is None:
+                host = next((n for n in cloud if n.gpus - n.used >= piece - 1e-9), None)
+            if host is None:
+                host = _Node(per_node, opened_s=t, cloud=True)
+                cloud.append(host)
+                boots += 1
+            host.used += piece
+            host.jobs.add(i)
+            if host.cloud:
+                cloud_used += piece
+            else:
+                onprem_used += piece
+            spots.append((host, piece))
+        placed[i] = spots
+    # every job ends by the span's end (t1 is cut there), so no node is open after the last event
+    od_gpu_s = acc["od_open"]
+    boot_gpu_s = boots * boot_s * per_node
+    per_od, per_spot = p_od / 3600.0, p_spot / 3600.0
+    od_usd = (od_gpu_s + boot_gpu_s) * per_od if od_gpu_s + boot_gpu_s > 0 else 0.0
+    spot_usd = acc["spot_e"] * per_spot if acc["spot_e"] > 0 else 0.0
+    steady_usd = steady_rate * span_s / 3600.0
+    by_tier = {"steady": steady_usd, "elastic_on_demand": od_usd, "elastic_spot": spot_usd, "hot_pool": 0.0}
+    spend = Spend(
+        steady_usd=steady_usd,
+        booting_usd=boot_gpu_s * per_od if boot_gpu_s else 0.0,
+        idle_usd=(od_gpu_s - acc["od_n"] - acc["od_e"]) * per_od if od_gpu_s else 0.0,
+        spot_work_on_demand_usd=acc["od_e"] * (per_od - per_spot) if acc["od_e"] else 0.0,
+        onprem_eligible_gpu_s=acc["onprem_e"],
+        onprem_other_gpu_s=acc["onprem_n"],
+        kept_eligible_gpu_s=work[True],
+        kept_other_gpu_s=work[False],
+        work_eligible_gpu_s=work[True],
+        work_other_gpu_s=work[False],
+    )
+    used_gpu_s = work[True] + work[False]
+    onprem_used_s = acc["onprem_n"] + acc["onprem_e"]
+    return StrategyResult(
+        name="floor",
+        cost_usd=sum(by_tier.values()),
+        cost_by_tier=by_tier,
+        cost_by_tenant={},
+        gpu_hours_used=used_gpu_s / 3600.0,
+        gpu_hours_paid=(steady_gpus * span_s + od_gpu_s + boot_gpu_s + acc["spot_e"]) / 3600.0,
+        onprem_utilization=onprem_used_s / (steady_gpus * span_s) if steady_gpus and span_s else 0.0,
+        wait_p50_s=0.0,
+        wait_p95_s=0.0,
+        wait_p99_s=0.0,
+        slo_violations=0,
+        interruptions=0,
+        lost_gpu_hours=0.0,
+        time_to_capacity_p95_s=0.0,  # capacity is there at submission: the boot is paid before it
+        scale_ups=boots,
+        jobs=len(kept),
+        jobs_started=len(kept),
+        jobs_completed=completed,
+        simulated_hours=span_s / 3600.0,
+        spot_gpu_hours=acc["spot_e"] / 3600.0,
+        goodput=1.0 if acc["spot_e"] else 0.0,
+        work_gpu_hours=used_gpu_s / 3600.0,
+        spend=spend,
+    )
+
+
+__all__ = ["floor"]

@@ -1,0 +1,152 @@
+"""The floor bound, the cost gap waterfall, delays and time to capacity after a requeue, on scripted runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from builders import T0
+
+from burst.model import Job, Policy
+from burst.settings import data_dir
+from burst.sim.compare import compare
+from burst.sim.engine import GAP_PARTS, Spend, cost_gap, simulate
+from burst.sim.floor import floor
+from burst.sim.oracle import oracle
+from burst.sim.setup import SimSetup, default_setup
+from burst.sim.strategies import strategy_run
+from burst.sim.traces import Trace, load_trace
+
+
+def _setup(jobs: list[Job], onprem_nodes: int, *, spot: bool = True) -> SimSetup:
+    """The default set-up with `onprem_nodes` 8-GPU on-prem nodes (spot allowed unless `spot` is False)."""
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=tuple(jobs)).stats()
+    base = default_setup(stats)
+    onprem, od, spot_group = base.groups
+    setup = dataclasses.replace(
+        base,
+        groups=(dataclasses.replace(onprem, min_size=onprem_nodes, max_size=onprem_nodes), od, spot_group),
+        initial={"onprem": onprem_nodes, "cloud-od": 0, "cloud-spot": 0},
+    )
+    return setup if spot else dataclasses.replace(setup, default_policy=Policy(tenant="_default"))
+
+
+def _job(jid: str, gpus: int, at_h: float, hours: float, *, ft: bool = False) -> Job:
+    return Job(id=jid, tenant="t", gpus=gpus, submitted_at=T0 + timedelta(hours=at_h), duration_s=hours * 3600.0,
+               fault_tolerant=ft, checkpoint_interval_s=1800.0 if ft else None)
+
+
+def test_the_floor_places_work_that_cannot_move_first_fit_and_pays_a_boot_per_cloud_node() -> None:
+    """One 8-GPU on-prem node. A (6 GPUs, 0-4 h) takes it; B (6 GPUs, 0-1 h) opens a cloud node, released when
+    B ends; D (6 GPUs, 2-3 h) opens another (a second boot). C (fault-tolerant, 4 GPUs, 0-1 h) is fluid: it
+    fills A's 2 spare GPUs and B's node's 2, so it needs no spot at all."""
+    jobs = [_job("a", 6, 0, 4), _job("b", 6, 0, 1), _job("c", 4, 0, 1, ft=True), _job("d", 6, 2, 1)]
+    setup = _setup(jobs, 1)
+    _, od, spot = setup.groups
+    p_od, p_spot = setup.catalog.group_price(od), setup.catalog.group_price(spot)  # per 8-GPU node-hour
+    end = T0 + timedelta(hours=6)
+    bound = floor(setup, jobs, start=T0, end=end)
+    steady = 6 * setup.catalog.group_price(setup.groups[0])
+    # two cloud nodes, each paid its 300 s boot and the hour its job runs
+    assert bound.cost_by_tier["elastic_on_demand"] == pytest.approx(2 * (3600 + 300) / 3600 * p_od)
+    assert bound.cost_by_tier["elastic_spot"] == 0.0 and bound.cost_by_tier["steady"] == pytest.approx(steady)
+    assert bound.spend is not None
+    assert bound.spend.booting_usd == pytest.approx(2 * 300 / 3600 * p_od)
+    assert bound.spend.idle_usd == pytest.approx(2 / 8 * p_od)  # D's node: 2 GPUs idle for its hour
+    assert bound.spend.spot_work_on_demand_usd == pytest.approx(2 / 8 * (p_od - p_spot))  # C's 2 GPUs there
+    assert bound.jobs_completed == 4 and bound.work_gpu_hours == pytest.approx(6 * 4 + 6 + 4 + 6)
+    # the oracle is fluid: 0-1 h it needs 8 GPUs beyond on-prem (C's 4 on spot), 2-3 h 4 more on-demand
+    fluid = oracle(setup, jobs, start=T0, end=end)
+    assert fluid.cost_usd == pytest.approx(steady + 4 / 8 * p_spot + 8 / 8 * p_od)
+    assert bound.cost_usd > fluid.cost_usd
+
+
+def test_on_the_floor_fault_tolerant_overflow_runs_on_spot_and_wide_jobs_take_whole_nodes() -> None:
+    """No on-prem. E (cannot move, 12 GPUs, 1 h) takes a whole node and 4 GPUs of a second; F (fault-tolerant,
+    8 GPUs, 1 h) fills the second node's 4 spare GPUs and puts 4 on spot."""
+    jobs = [_job("e", 12, 0, 1), _job("f", 8, 0, 1, ft=True)]
+    setup = _setup(jobs, 0)
+    _, od, spot = setup.groups
+    bound = floor(setup, jobs, start=T0, end=T0 + timedelta(hours=2))
+    assert bound.cost_by_tier["elastic_on_demand"] == pytest.approx(2 * 3900 / 3600 * setup.catalog.group_price(od))
+    assert bound.cost_by_tier["elastic_spot"] == pytest.approx(4 / 8 * setup.catalog.group_price(spot))
+    assert bound.spot_gpu_hours == pytest.approx(4.0)
+
+
+def test_the_waterfall_of_a_scripted_run_names_where_the_money_went() -> None:
+    """A (8 GPUs, 1 h) fits on-prem; B (8 GPUs, 30 min, cannot go to spot) needs a cloud node.
+
+    burst launches at 0 s; the node is ready at 300 s, B runs to 2100 s, the node idles its 10 min cooldown and
+    is released at 2700 s, gone at 2730 s: 2730 s paid. The oracle pays B's 1800 s; the floor adds the one boot
+    (300 s: structural). What burst pays beyond the floor is 630 s of an idle node (600 s cooldown + 30 s
+    termination): its boot is the floor's own. B waited 300 s, so its delay is 300 s; A's is 0."""
+    jobs = [_job("a", 8, 0, 1), _job("b", 8, 0, 0.5)]
+    setup = _setup(jobs, 1, spot=False)
+    p_od = setup.catalog.group_price(setup.groups[1])
+    trace = Trace(path=Path("scripted.csv"), format="csv", jobs=tuple(jobs))
+    result = compare(trace, ["burst-no-forecast", "floor", "oracle"], setup=setup)
+    burst, base, bound = (result.results[n] for n in ("burst-no-forecast", "floor", "oracle"))
+    assert burst.cost_usd - bound.cost_usd == pytest.approx(930 / 3600 * p_od)
+    gap = burst.cost_gap
+    assert list(gap) == list(GAP_PARTS)
+    assert gap["structural"] == pytest.approx(300 / 3600 * p_od)
+    assert gap["idle"] == pytest.approx(630 / 3600 * p_od)
+    assert all(gap[p] == pytest.approx(0.0, abs=1e-9) for p in GAP_PARTS if p not in ("structural", "idle"))
+    assert base.cost_gap["structural"] == pytest.approx(base.cost_usd - bound.cost_usd)
+    assert sum(base.cost_gap.values()) == pytest.approx(base.cost_usd - bound.cost_usd)
+    assert all(v == 0.0 for v in bound.cost_gap.values())
+    assert sorted(burst.waits_s) == [0.0, 300.0]
+    assert burst.delay_mean_s == pytest.approx(150.0) and burst.delay_p95_s == pytest.approx(285.0)
+    assert burst.work_gpu_hours == pytest.approx(12.0) and burst.jobs_completed == 2
+
+
+def test_each_waterfall_part_reads_its_own_spend() -> None:
+    """cost_gap is pure: each part moves with its own line of the spend, and 'other' takes what is left."""
+    prices = (3600.0, 360.0)  # USD per GPU-hour: 1 USD per on-demand GPU-second, 0.1 per spot one
+    base = Spend(steady_usd=10.0, booting_usd=2.0, idle_usd=1.0, onprem_eligible_gpu_s=5.0, onprem_other_gpu_s=7.0,
+                 kept_eligible_gpu_s=20.0, kept_other_gpu_s=30.0, work_eligible_gpu_s=20.0, work_other_gpu_s=30.0)
+    run = Spend(steady_usd=10.0, booting_usd=5.0, idle_usd=4.0, hot_pool_usd=0.5, rerun_usd=3.0,
+                spot_work_on_demand_usd=1.5, onprem_eligible_gpu_s=3.0, onprem_other_gpu_s=6.0,
+                kept_eligible_gpu_s=21.0, kept_other_gpu_s=31.0, work_eligible_gpu_s=19.0, work_other_gpu_s=29.0)
+    gap = cost_gap(150.0, run, oracle_usd=100.0, floor_usd=110.0, floor=base, prices=prices)
+    assert gap == pytest.approx({
+        "structural": 10.0, "steady_tier": 0.0, "booting": 3.0, "idle": 3.0, "hot_pool": 0.5, "rerun": 3.0,
+        "on_demand_for_spot_work": 1.5,
+        "onprem_shortfall": 0.1 * 2 + 1.0 * 1,  # 2 eligible GPU-s at spot, 1 other at on-demand
+        "tick_lag": 0.1 * 2 + 1.0 * 2,  # held 2 s beyond the work of each kind
+        "undelivered": -(0.1 * 1 + 1.0 * 1),  # 1 GPU-s of each kind the floor delivers and the run does not
+        "other": 50.0 - (10 + 3 + 3 + 0.5 + 3 + 1.5 + 1.2 + 2.2 - 1.1),
+    })
+    assert cost_gap(100.0, None, oracle_usd=100.0, floor_usd=110.0, floor=base, prices=prices) == dict.fromkeys(GAP_PARTS, 0.0)
+
+
+def test_on_a_real_window_the_parts_sum_to_the_gap_and_other_stays_under_a_tenth() -> None:
+    trace = load_trace(data_dir() / "traces" / "itp-cluster02.csv").window(days=1)
+    result = compare(trace, ["burst-no-forecast", "reactive", "floor", "oracle"])
+    bound = result.results["oracle"].cost_usd
+    for name in ("burst-no-forecast", "reactive"):
+        r = result.results[name]
+        assert sum(r.cost_gap.values()) == pytest.approx(r.cost_usd - bound), name
+        assert r.cost_usd > result.results["floor"].cost_usd > bound
+        assert abs(r.cost_gap["other"]) <= 0.1 * (r.cost_usd - bound), name
+
+
+def test_a_requeued_job_counts_its_unplaced_demand_from_its_requeue() -> None:
+    """One 8-GPU on-prem node. X (tenant lo, 8 GPUs, 4 h) takes it at 0 s; at 2 h Y (tenant hi, priority 10,
+    on-prem only) preempts it. X goes back to the queue and burst launches a cloud node for it: that capacity
+    answers demand that appeared at the eviction, so its time to capacity is the next tick plus a boot, not
+    the 2 h since X's submission."""
+    x = Job(id="x", tenant="lo", gpus=8, submitted_at=T0, duration_s=4 * 3600.0)
+    y = Job(id="y", tenant="hi", gpus=8, submitted_at=T0 + timedelta(hours=2), duration_s=3600.0)
+    setup = dataclasses.replace(_setup([x, y], 1, spot=False), policies={
+        "hi": Policy(tenant="hi", priority=10, allowed_regions=("dc1",)),
+        "lo": Policy(tenant="lo", preemptible_by=("hi",)),
+    })
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(x, y)).stats()
+    r = simulate(strategy_run("burst-no-forecast", setup, stats), [x, y], start=T0, end=T0 + timedelta(hours=8))
+    # the tick after the eviction comes one interval later (the clock used to jump past it to the run's end)
+    assert r.evictions == 1 and r.scale_ups == 1 and r.jobs_completed == 2
+    boot = setup.groups[1].boot_latency_s
+    assert r.time_to_capacity_p95_s <= boot + setup.loop_interval_s
