@@ -10,7 +10,9 @@ missed event converges on the next tick). One tick:
 2. garbage-collect: adopt tagged nodes a target explains, terminate orphans
    and nodes stuck booting (the actuator decides, see `burst.actuator`);
 3. jobs: the job source advances its jobs (finished ones complete, ones whose
-   nodes are gone are requeued from their last checkpoint);
+   nodes are gone are requeued from their last checkpoint); a job outside
+   `burst.bounds` is failed there, with a hold saying why, and never planned,
+   so one bad job cannot stop the tick for everyone else;
 4. plan: the pure planner over a `Snapshot` of known nodes (with how long each
    has been idle), active jobs, targets and month-to-date spend;
 5. actuate: job actions go to the job source, provider actions to the actuator;
@@ -238,6 +240,8 @@ class Controller:
         self.store.put_nodes(nodes, at=now)
         snapshot = self._snapshot(nodes, jobs, targets, now)
         result = self._plan(snapshot, jobs, now, self._next_plan_id())
+        if job_events.failed:
+            result = replace(result, holds=(*result.holds, *failed_job_holds(job_events.failed)))
         if self.actuator.fence is not None:
             self.actuator.fence()
         acted_on = {a.target for a in result.actions if a.kind in JOB_ACTIONS}
@@ -517,6 +521,19 @@ class Controller:
 
 
 # ---------------------------------------------------------------- pure helpers
+
+FAILED_JOB_STEP = "intake"
+"""The decision log's step for jobs the loop failed because it cannot reason about them (`burst.bounds`)."""
+
+
+def failed_job_holds(failed: Iterable[tuple[str, str, str]]) -> list[Hold]:
+    """The holds that say why each of these jobs (id, tenant, why) was failed instead of planned."""
+    holds = []
+    for job_id, tenant, why in failed:
+        log.warning("job %s of tenant %s failed: %s", job_id, tenant, why)
+        holds.append(Hold(subject=f"job:{job_id}", reason=f"failed, not planned: {why}", step=FAILED_JOB_STEP,
+                          tenant=tenant))
+    return holds
 
 
 def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -> list[Node]:

@@ -596,8 +596,18 @@ class Store:
         rows = self._query("SELECT json FROM jobs WHERE id = ?", (job_id,))
         return codec.loads(Job, rows[0][0]) if rows else None
 
-    def jobs(self, states: Iterable[JobState] | None = None, tenant: str | None = None) -> list[Job]:
-        """Jobs in any of `states` (all when None) for `tenant` (all when None), by submitted_at, id."""
+    def jobs(
+        self,
+        states: Iterable[JobState] | None = None,
+        tenant: str | None = None,
+        *,
+        unreadable: list[tuple[str, str, str]] | None = None,
+    ) -> list[Job]:
+        """Jobs in any of `states` (all when None) for `tenant` (all when None), by submitted_at, id.
+
+        A row whose record does not decode raises, unless `unreadable` is given: then it is left out and
+        (job id, tenant, why) appended there.
+        """
         where: list[str] = []
         params: list[Any] = []
         if states is not None:
@@ -609,8 +619,24 @@ class Store:
         if tenant is not None:
             where.append("tenant = ?")
             params.append(tenant)
-        rows = self._query(f"SELECT json FROM jobs{_where(where)} ORDER BY submitted_at, id", params)
-        return [codec.loads(Job, r[0]) for r in rows]
+        if unreadable is None:
+            rows = self._query(f"SELECT json FROM jobs{_where(where)} ORDER BY submitted_at, id", params)
+            return [codec.loads(Job, r[0]) for r in rows]
+        out: list[Job] = []
+        for job_id, tenant_name, text in self._query(
+            f"SELECT id, tenant, json FROM jobs{_where(where)} ORDER BY submitted_at, id", params
+        ):
+            try:
+                out.append(codec.loads(Job, text))
+            except (ValueError, TypeError, OverflowError) as exc:
+                unreadable.append((job_id, tenant_name, f"its stored record does not decode: {str(exc)[:200]}"))
+        return out
+
+    def fail_unreadable_job(self, job_id: str, *, at: datetime) -> None:
+        """Mark a job whose record does not decode as failed (its state column; the record is kept as it is)."""
+        stamp = self._stamp(at)
+        with self._tx() as conn:
+            conn.execute("UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?", (JobState.FAILED.value, stamp, job_id))
 
     def job_counts(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zero included)."""

@@ -162,13 +162,16 @@ def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
     mine = httpx.get(url, headers=token(api, "prod")).json()
     assert mine and {j["tenant"] for j in mine} == {"prod"}
     assert httpx.get(url, params={"tenant": "batch"}, headers=token(api, "prod")).status_code == 403
-    assert httpx.get(f"{url}/b-1", headers=token(api, "prod")).status_code == 403
+    unknown = httpx.get(f"{url}/no-such-job", headers=token(api, "prod"))
+    theirs = httpx.get(f"{url}/b-1", headers=token(api, "prod"))  # another tenant's job reads as an unknown one
+    assert (theirs.status_code, theirs.json()) == (unknown.status_code, {"detail": "no job b-1"}) and unknown.status_code == 404
     assert {j["id"] for j in httpx.get(url, params={"tenant": "batch"}, headers=token(api, "admin")).json()} >= {"b-1"}
 
     cancelled = httpx.delete(f"{url}/p-1", headers=token(api, "prod"))
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     assert httpx.delete(f"{url}/p-1", headers=token(api, "prod")).status_code == 409
-    assert httpx.delete(f"{url}/b-1", headers=token(api, "prod")).status_code == 403
+    assert httpx.delete(f"{url}/b-1", headers=token(api, "prod")).status_code == 404
+    assert httpx.get(f"{url}/b-1", headers=token(api, "batch")).json()["state"] == "pending"  # untouched
 
 
 @pytest.mark.parametrize(
@@ -179,6 +182,13 @@ def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
         ({"tenant": "prod", "gpus": 1, "colour": "red"}, "colour"),
         ({"tenant": "nobody", "gpus": 1}, "tenant"),
         ({"tenant": "prod", "gpus": 1, "id": "has space"}, "id"),
+        # out of bounds (burst.bounds): each used to be accepted (201) or to answer 500
+        ({"tenant": "prod", "gpus": 1, "duration": "99999999999d"}, "duration"),
+        ({"tenant": "prod", "gpus": 1, "duration": "9" * 400}, "duration"),
+        ({"tenant": "prod", "gpus": 1, "gpu_model": "x" * 1000}, "gpu_model"),
+        ({"tenant": "prod", "gpus": 1, "command": ["x"] * 1000}, "command"),
+        ({"tenant": "prod", "gpus": 1, "priority": 2**63}, "priority"),
+        ({"tenant": "prod", "gpus": 2000}, "gpus"),
     ],
 )
 def test_bad_payloads_are_422_naming_the_field(daemon, body: dict[str, object], field: str) -> None:
@@ -186,6 +196,36 @@ def test_bad_payloads_are_422_naming_the_field(daemon, body: dict[str, object], 
     reply = httpx.post(f"{api.url}/v1/jobs", json=body, headers=token(api, "admin"))
     assert reply.status_code == 422
     assert any(field in [str(part) for part in d["loc"]] for d in reply.json()["detail"]), reply.json()
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999", "9" * 400])
+def test_non_finite_and_huge_numbers_are_422_not_500(daemon, number: str) -> None:
+    _, api = daemon
+    body = '{"tenant": "prod", "gpus": 0, "gpu_share": ' + number + "}"
+    reply = httpx.post(f"{api.url}/v1/jobs", content=body, headers={**token(api, "admin"),
+                                                                     "Content-Type": "application/json"})
+    assert reply.status_code == 422, reply.text
+    assert any("gpu_share" in d["loc"] for d in reply.json()["detail"])
+
+
+def test_a_body_over_the_limit_is_413_unread_and_the_next_tick_runs(daemon) -> None:
+    runtime, api = daemon
+    huge = '{"tenant": "prod", "gpus": 1, "gpu_model": "' + "x" * 10_000_000 + '"}'
+    reply = httpx.post(f"{api.url}/v1/jobs", content=huge, headers={**token(api, "admin"),
+                                                                     "Content-Type": "application/json"})
+    assert reply.status_code == 413 and "larger than 65536 bytes" in reply.json()["detail"]
+
+    def chunks():  # no Content-Length: counted as it arrives
+        yield b'{"tenant": "prod", "gpus": 1, "gpu_model": "'
+        for _ in range(200):
+            yield b"x" * 1000
+        yield b'"}'
+
+    chunked = httpx.post(f"{api.url}/v1/jobs", content=chunks(), headers={**token(api, "admin"),
+                                                                           "Content-Type": "application/json"})
+    assert chunked.status_code == 413
+    assert all(len(j.gpu_model or "") < 100 for j in runtime.store.jobs())
+    assert runtime.controller.tick().plan.id  # the next tick runs
 
 
 def test_metrics_scrape_parses_and_counts_the_ticks(daemon) -> None:

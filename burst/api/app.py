@@ -13,9 +13,12 @@ schema is at `/openapi.json` and browsable at `/docs`.
 Tokens are declared in the OpenAPI schema as the `bearerAuth` security
 scheme (HTTP bearer), required by every route here but the health checks. A
 missing or unknown token is 401; a tenant token reaching for another
-tenant's jobs, or for an admin endpoint, is 403; a bad payload is 422 naming
-the field. Job writes go to the state store's embedded queue (its own SQLite
-connection, beside the loop's: WAL lets them share the file).
+tenant's jobs, or for an admin endpoint, is 403, and another tenant's job
+answers exactly as an unknown one does (404), so job ids cannot be probed. A
+bad payload is 422 naming the field (values outside `burst.bounds` included);
+a body over `burst.bounds.MAX_BODY_BYTES` is 413. Job writes go to the state
+store's embedded queue (its own SQLite connection, beside the loop's: WAL lets
+them share the file).
 """
 
 import contextlib
@@ -28,7 +31,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -36,7 +41,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from burst.agent.channel import Eviction
 from burst.agent.hub import AgentHub
 from burst.agent.router import agent_router
+from burst.api.limits import BodyLimit
 from burst.api.tokens import ApiTokens, Principal
+from burst.bounds import (
+    MAX_ARG_LENGTH,
+    MAX_JOB_GPUS,
+    MAX_LIST_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_PRIORITY,
+    MAX_TEXT_LENGTH,
+)
 from burst.codec import job_to_json
 from burst.model import Job, JobState
 from burst.state import JobExists, Store
@@ -74,19 +88,28 @@ class DaemonView:
 class JobSubmission(BaseModel):
     """A job for the embedded queue."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    tenant: str = Field(min_length=1, description="Tenant the job belongs to (its policy applies).")
-    gpus: int = Field(ge=0, le=1024, description="Whole GPUs (0 with gpu_share for a fraction of one).")
+    tenant: str = Field(min_length=1, max_length=MAX_NAME_LENGTH,
+                        description="Tenant the job belongs to (its policy applies).")
+    gpus: int = Field(ge=0, le=MAX_JOB_GPUS, description="Whole GPUs (0 with gpu_share for a fraction of one).")
     gpu_share: float | None = Field(default=None, gt=0, le=1, description="Fraction of one GPU, with gpus 0.")
-    gpu_model: str | None = Field(default=None, description="GPU model needed, e.g. A100 (default any).")
-    priority: int | None = Field(default=None, description="Priority within the tenant.")
+    gpu_model: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT_LENGTH,
+                                  description="GPU model needed, e.g. A100 (default any).")
+    priority: int | None = Field(
+        default=None, ge=-MAX_PRIORITY, le=MAX_PRIORITY,
+        description="Priority within the tenant: orders this tenant's own jobs only; between tenants their "
+        "policies decide.",
+    )
     fault_tolerant: bool = Field(default=False, description="Resumes from checkpoints, so it may run on spot.")
-    checkpoint_interval: str | None = Field(default=None, description="How often it checkpoints, e.g. 15m.")
-    duration: str | None = Field(default=None, description="Expected run time, e.g. 2h.")
-    id: str | None = Field(default=None, description="Job id (default generated): letters, digits, . _ -")
-    command: list[str] | None = Field(
-        default=None, min_length=1, description="argv an on-prem node agent runs for the job (default: none)."
+    checkpoint_interval: str | None = Field(default=None, max_length=64,
+                                            description="How often it checkpoints, e.g. 15m (at most 366 days).")
+    duration: str | None = Field(default=None, max_length=64, description="Expected run time, e.g. 2h (at most 366 days).")
+    id: str | None = Field(default=None, max_length=MAX_NAME_LENGTH,
+                           description="Job id (default generated): letters, digits, . _ -")
+    command: list[Annotated[str, Field(max_length=MAX_ARG_LENGTH)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST_LENGTH,
+        description="argv an on-prem node agent runs for the job (default: none).",
     )
 
     @field_validator("checkpoint_interval", "duration")
@@ -137,6 +160,23 @@ def _field_error(field: str, msg: str) -> HTTPException:
     return HTTPException(422, detail=[{"loc": ["body", field], "msg": msg, "type": "value_error"}])
 
 
+def validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Decide the 422 detail for a request that did not validate: each error's field (`loc`), message and type.
+
+    The offending input is left out (it may be megabytes, or a NaN JSON cannot
+    carry), and messages are cut to a few hundred characters.
+    """
+    out: list[dict[str, Any]] = []
+    for err in exc.errors():
+        loc = [p if isinstance(p, int) else str(p)[:MAX_NAME_LENGTH] for p in err.get("loc", ())]
+        out.append({"loc": loc, "msg": str(err.get("msg", "invalid value"))[:300], "type": str(err.get("type", ""))})
+    return out
+
+
+def _not_found(job_id: str) -> HTTPException:
+    return HTTPException(404, f"no job {job_id}")
+
+
 def api_app(
     *,
     store_path: Path,
@@ -157,6 +197,11 @@ def api_app(
         store.close()
 
     app = FastAPI(title="burst controller API", version="1", lifespan=lifespan)
+    app.add_middleware(BodyLimit)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": validation_detail(exc)})
 
     def principal(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
         if credentials is None:  # no Authorization header, or not a bearer one
@@ -220,17 +265,17 @@ def api_app(
         with store_lock:
             try:
                 store.add_job(job, at=job.submitted_at)
-            except JobExists as exc:
-                raise HTTPException(409, str(exc)) from None
+            except JobExists:
+                raise HTTPException(409, f"job id {job.id} is taken: choose another id, or leave id out "
+                                    "for a generated one") from None
         return job_to_json(job)
 
     def _own_job(job_id: str, who: Principal) -> Job:
+        """The job, if `who` may see it; another tenant's job answers exactly as an unknown id (404)."""
         with store_lock:
             job = store.get_job(job_id)
-        if job is None:
-            raise HTTPException(404, f"no job {job_id}")
-        if not who.may_see(job.tenant):
-            raise HTTPException(403, f"job {job_id} belongs to another tenant")
+        if job is None or not who.may_see(job.tenant):
+            raise _not_found(job_id)
         return job
 
     @app.get("/v1/jobs/{job_id}", summary="One job", responses=AUTH_RESPONSES)

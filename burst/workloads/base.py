@@ -19,6 +19,7 @@ class JobEvents:
     started: list[Job] = field(default_factory=list)
     evicted: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost) by a plan's eviction
     lost_nodes: dict[str, tuple[NodeId, ...]] = field(default_factory=dict)  # requeued job id -> the nodes its run had
+    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (job id, tenant, why): out of bounds, now failed
 
 
 class JobSource(Protocol):

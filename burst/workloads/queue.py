@@ -7,6 +7,11 @@ known duration that has done all its work succeeds. Jobs submitted with
 Kubernetes reports completion, in the quickstart and the simulator the
 duration does.
 
+A job outside `burst.bounds` (`job_problem`: one written to the store past
+the API, or an undecodable row) is failed where the queue meets it, before
+any rule reads it, and reported in `JobEvents.failed` with its reason: the
+loop logs it as a hold and plans for everyone else.
+
 A plan's `request_checkpoint` is recorded at once (`last_checkpoint_at` is
 the request; `burst.progress` counts it once its duration has passed), except
 in a memory queue built with `ack_checkpoints`: there the checkpoint channel
@@ -21,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from burst import progress
+from burst.bounds import job_problem
 from burst.model import Action, ActionKind, Job, JobState, Node, NodeId, NodeState
 from burst.state import Store
 from burst.workloads.base import JobEvents
@@ -64,6 +70,19 @@ def observe_jobs(
     return active, changed, events
 
 
+def screen_jobs(jobs: Iterable[Job]) -> tuple[list[Job], list[tuple[Job, str]]]:
+    """Split `jobs` into those the planner can reason about and those out of bounds, with the reason."""
+    sound: list[Job] = []
+    bad: list[tuple[Job, str]] = []
+    for job in jobs:
+        problem = job_problem(job)
+        if problem is None:
+            sound.append(job)
+        else:
+            bad.append((job, problem))
+    return sound, bad
+
+
 def apply_job_action(job: Job, action: Action, now: datetime) -> Job:
     """The job after a plan's job action."""
     if action.kind is ActionKind.PLACE_JOB:
@@ -103,12 +122,18 @@ class MemoryQueue:
         # With ack_checkpoints a plan's request_checkpoint leaves the job as it is: a SimCheckpointChannel
         # over this queue carries the request, and the job's ack records the checkpoint.
         self.ack_checkpoints = ack_checkpoints
+        self._failed: list[tuple[str, str, str]] = []  # refused on submit, reported by the next observe
 
     def submit(self, job: Job) -> None:
+        self.seen.add(job.id)
+        problem = job_problem(job)
+        if problem is not None:
+            self.finished.append(dataclasses.replace(job, state=JobState.FAILED))
+            self._failed.append((job.id, job.tenant, problem))
+            return
         self.jobs[job.id] = job
         if job.state in RUNNING_STATES:
             self.running[job.id] = job
-        self.seen.add(job.id)
 
     def has(self, job_id: str) -> bool:
         """Whether a job with this id was ever submitted."""
@@ -118,6 +143,9 @@ class MemoryQueue:
         active, changed, events = observe_jobs(self.jobs.values(), now, nodes, complete_by_duration=self.complete_by_duration)
         for job in changed:
             self._put(job)
+        if self._failed:
+            events.failed.extend(self._failed)
+            self._failed.clear()
         return active, events
 
     def peek(self, now: datetime, nodes: Mapping[NodeId, Node]) -> Sequence[Job]:
@@ -166,15 +194,20 @@ class StoreQueue:
         return self.store.get_job(job_id) is not None
 
     def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
-        jobs = self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES])
+        unreadable: list[tuple[str, str, str]] = []
+        jobs, bad = screen_jobs(self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES], unreadable=unreadable))
         active, changed, events = observe_jobs(jobs, now, nodes, complete_by_duration=self.complete_by_duration)
-        if changed:
-            self.store.put_jobs(changed, at=now)
+        failed = [dataclasses.replace(job, state=JobState.FAILED) for job, _ in bad]
+        if changed or failed:
+            self.store.put_jobs([*changed, *failed], at=now)
+        for job_id, _, _ in unreadable:
+            self.store.fail_unreadable_job(job_id, at=now)
+        events.failed.extend([(job.id, job.tenant, why) for job, why in bad] + unreadable)
         return active, events
 
     def peek(self, now: datetime, nodes: Mapping[NodeId, Node]) -> Sequence[Job]:
-        """The active jobs at `now`, changing nothing."""
-        jobs = self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES])
+        """The active jobs at `now`, changing nothing (those out of bounds left out)."""
+        jobs = screen_jobs(self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES], unreadable=[]))[0]
         return observe_jobs(jobs, now, nodes, complete_by_duration=self.complete_by_duration)[0]
 
     def apply(self, action: Action, now: datetime) -> None:
