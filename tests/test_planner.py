@@ -99,6 +99,17 @@ def test_higher_priority_tenant_is_served_first() -> None:
     assert [a.target for a in p.of_kind(ActionKind.PLACE_JOB)] == ["high1", "low1"]
 
 
+def test_a_jobs_own_priority_orders_its_tenant_only() -> None:
+    # The API says "priority within the tenant"; a batch job with priority 1000 used to be placed ahead of prod.
+    small = group("small", tier=Tier.STEADY, gpus=1, min_size=2, max_size=2)
+    nodes = tuple(ready_node(f"small-{i}", small) for i in range(2))
+    jobs = (job("prod1", "prod", submitted=T0 + timedelta(hours=1)), job("batch-low", "batch"),
+            job("batch-high", "batch", priority=1000, submitted=T0 + timedelta(minutes=1)))
+    policies = {"prod": Policy(tenant="prod", priority=10), "batch": Policy(tenant="batch", priority=0)}
+    p = run(Snapshot(groups=(small,), nodes=nodes, jobs=jobs), policies)
+    assert [a.target for a in p.of_kind(ActionKind.PLACE_JOB)] == ["prod1", "batch-high"]
+
+
 def test_budget_breach_is_refused_with_its_reason() -> None:
     policies = {"a": Policy(tenant="a", budget=Budget(usd_per_hour=20.0))}
     p = run(Snapshot(groups=(OD_B,), nodes=(), jobs=(job("j1", gpus=8),), targets={"od-b": 0}), policies)

@@ -87,6 +87,24 @@ def test_bad_rows_are_reported_with_line_numbers_and_skipped(tmp_path: Path) -> 
     )
 
 
+def test_rows_with_absurd_values_are_skipped_with_their_line(tmp_path: Path) -> None:
+    # A 1e15 s duration or a million GPUs used to load, then raise in the simulator or run for minutes.
+    p = write(
+        tmp_path,
+        "absurd.csv",
+        "job_id,submission_time,duration,num_gpu\n"
+        "a,0,1e15,1\n"  # 2
+        "b,0,60,1000000\n"  # 3
+        "c,0,60,1\n"  # 4: the good one
+        "d,1e300,60,1\n",  # 5
+    )
+    tr = load_trace(p)
+    assert [j.id for j in tr.jobs] == ["absurd-c"]
+    assert [(b.line, b.message.split(":")[0]) for b in tr.bad_rows] == [(2, "duration_s"), (3, "gpus"),
+                                                                          (5, "submission_time")]
+    assert all(len(b.message) < 120 for b in tr.bad_rows)
+
+
 def test_quoted_multiline_field_keeps_later_line_numbers_right(tmp_path: Path) -> None:
     p = write(
         tmp_path,

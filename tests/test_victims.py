@@ -96,6 +96,18 @@ def test_a_higher_priority_job_preempts_the_cheapest_allowed_victims() -> None:
     assert any(h.subject == "job:urgent" and "freed by preempting fresh" in h.reason for h in p.holds)
 
 
+def test_a_jobs_own_priority_never_preempts_another_tenant() -> None:
+    # prod may preempt batch only by its policy's priority: a prod job's priority 10**9 does not make an
+    # equal-priority tenant's job yield, and a batch job's own high priority does not shield it from prod.
+    victim = running("v", 8, 10, tenant="batch", nodes=("onprem-0",), priority=10**9)
+    shielded = preempt_plan([victim, job("urgent", tenant="prod", gpus=8)], {"prod": PROD, "batch": BATCH})
+    assert [a.target for a in shielded.actions] == ["v"]
+    peers = {"prod": Policy(tenant="prod", priority=0), "batch": Policy(tenant="batch", priority=0, preemptible_by=("prod",))}
+    equal = running("w", 8, 10, tenant="batch", nodes=("onprem-0",))
+    pushy = job("pushy", tenant="prod", gpus=8, priority=10**9)
+    assert preempt_plan([equal, pushy], peers).actions == (), "batch is not over its share: nothing yields"
+
+
 def test_gpus_promised_to_one_preemptor_are_not_promised_again() -> None:
     big = group("big", tier=Tier.STEADY, gpus=16, min_size=1, max_size=1)
     jobs = [running(f"v{i}", 4, 10 + i, tenant="batch", nodes=("big-0",)) for i in range(2)]

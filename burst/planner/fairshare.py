@@ -1,10 +1,13 @@
-"""The order pending jobs are considered in: priority first, then weighted fair share.
+"""The order pending jobs are considered in: tenant priority first, then weighted fair share.
 
-Tenants are served highest priority first. Among tenants of equal priority the
-next job comes from the tenant with the least GPUs held (running, plus what
-this plan has already given it) per unit of `fair_share_weight`, so contended
-capacity splits in the ratio of the weights. Within a tenant, jobs go by
-their own priority, then submit time, then id.
+Tenants are served by their policy's priority, highest first. Among tenants of
+equal priority the next job comes from the tenant with the least GPUs held
+(running, plus what this plan has already given it) per unit of
+`fair_share_weight`, so contended capacity splits in the ratio of the weights.
+Within a tenant, jobs go by their own priority (the tenant's when they have
+none), then submit time, then id. A job's own priority orders its tenant's
+jobs only: a tenant cannot move ahead of another by setting it, since the
+order between tenants comes from their policies alone.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ _BY_SUBMISSION = operator.attrgetter("submitted_at", "id")
 
 
 def job_priority(job: Job, ctx: PlanContext) -> int:
-    """A job's effective priority: its own, else its tenant's."""
+    """A job's priority among its tenant's jobs: its own, else its tenant's."""
     return job.priority if job.priority is not None else ctx.policy(job.tenant).priority
 
 
@@ -46,10 +49,8 @@ def fair_order(ctx: PlanContext) -> Iterator[Job]:
         jobs.reverse()  # pop() from the end gives the head
 
     def entry(tenant: TenantName) -> tuple[int, float, TenantName]:
-        head = queues[tenant][-1]
-        priority = head.priority if head.priority is not None else default_of[tenant]  # job_priority, inlined
-        usage = usage_of[tenant]
-        return (-priority, (usage.steady_gpus + usage.elastic_gpus) / weight_of[tenant], tenant)
+        usage = usage_of[tenant]  # the tenant's policy priority, never its head job's own
+        return (-default_of[tenant], (usage.steady_gpus + usage.elastic_gpus) / weight_of[tenant], tenant)
 
     heap = [entry(t) for t in queues]
     heapq.heapify(heap)

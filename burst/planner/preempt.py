@@ -21,7 +21,12 @@ requeued to resume from their last checkpoint. The preemptor is placed on a
 later tick, once the GPUs are free, and waits with a hold saying so. A job needing more than one node is
 not served by preemption (the hold says so). Jobs refused for their own
 quota, budget or spot share never preempt: evicting others would not help.
-A job's priority is its own when it has one, else its tenant's.
+Priorities compare as fair ordering's do (`burst.planner.fairshare`): a
+job of another tenant is lower when its tenant's policy priority is lower,
+and equal when the tenants' priorities are; a job's own priority (its own,
+else its tenant's) compares only with jobs of its own tenant (a tenant that
+lists itself in `preemptible_by`). So no field a tenant sets on its jobs lets
+them preempt another tenant's.
 """
 
 from __future__ import annotations
@@ -44,8 +49,24 @@ two-minute notice) for the work of the jobs it displaces to be saved."""
 
 
 def job_priority(ctx: PlanContext, job: Job) -> int:
-    """The priority preemption compares: the job's own, else its tenant's."""
+    """A job's priority among its own tenant's jobs: its own, else its tenant's."""
     return job.priority if job.priority is not None else ctx.policy(job.tenant).priority
+
+
+def rank(ctx: PlanContext, job: Job) -> tuple[int, int]:
+    """What preemption compares: the tenant's policy priority, then (within the tenant) the job's own."""
+    return ctx.policy(job.tenant).priority, job_priority(ctx, job)
+
+
+def _yields(victim: tuple[str, tuple[int, int]], preemptor: tuple[str, tuple[int, int]]) -> str | None:
+    """Whether a running job may yield to a waiting one, from their (tenant, rank): "lower" (by priority),
+    "peer" (another tenant of equal priority: only while over its share), or None."""
+    (v_tenant, (v_tenant_p, v_job_p)), (p_tenant, (p_tenant_p, p_job_p)) = victim, preemptor
+    if v_tenant == p_tenant:
+        return "lower" if v_job_p < p_job_p else None
+    if v_tenant_p < p_tenant_p:
+        return "lower"
+    return "peer" if v_tenant_p == p_tenant_p else None
 
 
 def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> None:
@@ -75,21 +96,22 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         running_gpus[job.tenant] += job.gpu_demand
         for node_id in job.node_ids:
             on_node[node_id].append(job)
-    priority_of = {job.id: job_priority(ctx, job) for job in running}
-    # The (priority, tenant) pairs running: a waiting job none of them may yield to skips the node scan.
-    running_kinds = {(priority_of[job.id], job.tenant) for job in running}
+    priority_of = {job.id: rank(ctx, job) for job in running}
+    # The (tenant, rank) pairs running: a waiting job none of them may yield to skips the node scan.
+    running_kinds = {(job.tenant, priority_of[job.id]) for job in running}
     evicting: set[str] = set()
     disrupted: dict[str, float] = defaultdict(float)
     promised: dict[str, float] = defaultdict(float)  # GPUs preemption frees for each tenant's waiting jobs
     free: dict[str, float] = {}  # GPUs of a node not yet promised, once preemption has promised some of it
-    may_preempt: dict[tuple[str, int], bool] = {}
+    may_preempt: dict[tuple[str, tuple[int, int]], bool] = {}
     for job in _preemptor_order(ctx, waiting):
-        priority = job_priority(ctx, job)
+        priority = rank(ctx, job)
         best: tuple[float, str, list[Victim]] | None = None
         kind = (job.tenant, priority)
         if kind not in may_preempt:
-            may_preempt[kind] = any((p < priority or (p == priority and t != job.tenant))
-                                    and job.tenant in ctx.policy(t).preemptible_by for p, t in running_kinds)
+            may_preempt[kind] = any(_yields(running_kind, kind) is not None
+                                    and job.tenant in ctx.policy(running_kind[0]).preemptible_by
+                                    for running_kind in running_kinds)
         if not may_preempt[kind] and job.whole_gpus <= widest:
             continue  # no running job may yield to this one
         groups = [c for c in candidate_groups(ctx, job, ctx.policy(job.tenant)) if job.whole_gpus <= c.gpn]
@@ -100,7 +122,7 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                     r for r in on_node.get(node_id, ())
                     if r.id not in evicting
                     and job.tenant in ctx.policy(r.tenant).preemptible_by
-                    and (priority_of[r.id] < priority or priority_of[r.id] == priority and r.tenant != job.tenant
+                    and ((yields := _yields((r.tenant, priority_of[r.id]), kind)) == "lower" or yields == "peer"
                          and over_share(ctx, r.tenant, disrupted[r.tenant] + r.gpu_demand, job, promised))
                 ]
                 if need <= 0 or not allowed:
@@ -108,14 +130,14 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
                 victims = select_victims(allowed, need, ctx.now, running_gpus=running_gpus, disrupted_gpus=disrupted,
                                          order=order, checkpoint_budget_s=PREEMPTION_CHECKPOINT_BUDGET_S,
                                          freed_gpus={r.id: gpus_per_node_of(r) for r in allowed},
-                                         purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
-                if not _keeps_shares(ctx, victims, job, priority, priority_of, disrupted, promised):
-                    by_priority = [r for r in allowed if priority_of[r.id] < priority]
+                                         purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority[1]})")
+                if not _keeps_shares(ctx, victims, job, kind, priority_of, disrupted, promised):
+                    by_priority = [r for r in allowed if _yields((r.tenant, priority_of[r.id]), kind) == "lower"]
                     victims = select_victims(by_priority, need, ctx.now, running_gpus=running_gpus,
                                              disrupted_gpus=disrupted, order=order,
                                              checkpoint_budget_s=PREEMPTION_CHECKPOINT_BUDGET_S,
                                              freed_gpus={r.id: gpus_per_node_of(r) for r in by_priority},
-                                             purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority})")
+                                             purpose=f"tenant {job.tenant}'s job {job.id} (priority {priority[1]})")
                 cost = sum(v.cost_gpu_s for v in victims)
                 if victims and (best is None or cost < best[0]):
                     best = (cost, node_id, victims)
@@ -127,7 +149,7 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         cap_free = ctx.groups[ctx.nodes[node_id].group_id].free_of[node_id]
         free[node_id] = free.get(node_id, cap_free) + sum(gpus_per_node_of(v.job) for v in victims) - job.whole_gpus
         moves = [
-            checkpoint_then_evict(ctx, victim.job, f"{_why(ctx, victim.job, job, priority, priority_of, promised)}: "
+            checkpoint_then_evict(ctx, victim.job, f"{_why(ctx, victim.job, job, kind, priority_of, promised)}: "
                                   f"{victim.reason}", STEP, then="yielding its GPUs",
                                   budget_s=PREEMPTION_CHECKPOINT_BUDGET_S)
             for victim in victims
@@ -145,8 +167,9 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
 
 
 def _preemptor_order(ctx: PlanContext, waiting: list[Job]) -> list[Job]:
-    """The order waiting jobs look for victims in: highest priority first, then first submitted."""
-    return sorted(waiting, key=lambda j: (-job_priority(ctx, j), j.submitted_at, j.id))
+    """The order waiting jobs look for victims in: highest tenant priority first, then (within a tenant) the
+    job's own, then first submitted."""
+    return sorted(waiting, key=lambda j: (-ctx.policy(j.tenant).priority, -job_priority(ctx, j), j.submitted_at, j.id))
 
 
 def _hold_too_wide(ctx: PlanContext, job: Job) -> None:
@@ -167,22 +190,23 @@ def _weight(ctx: PlanContext, tenant: TenantName) -> float:
     return max(ctx.policy(tenant).fair_share_weight, 1e-9)
 
 
-def _keeps_shares(ctx: PlanContext, victims: list[Victim], job: Job, priority: int, priority_of: Mapping[str, int],
-                  disrupted: Mapping[TenantName, float], promised: Mapping[TenantName, float]) -> bool:
-    """Whether every tenant yielding a job of `job`'s `priority` stays over its share with all its victims gone."""
+def _keeps_shares(ctx: PlanContext, victims: list[Victim], job: Job, kind: tuple[str, tuple[int, int]],
+                  priority_of: Mapping[str, tuple[int, int]], disrupted: Mapping[TenantName, float],
+                  promised: Mapping[TenantName, float]) -> bool:
+    """Whether every tenant yielding a job of `job`'s priority stays over its share with all its victims gone."""
     giving: dict[TenantName, float] = defaultdict(float)
     peers: set[TenantName] = set()
     for v in victims:
         giving[v.job.tenant] += v.job.gpu_demand
-        if priority_of[v.job.id] >= priority:
+        if _yields((v.job.tenant, priority_of[v.job.id]), kind) != "lower":
             peers.add(v.job.tenant)
     return all(over_share(ctx, t, disrupted.get(t, 0.0) + giving[t], job, promised) for t in peers)
 
 
-def _why(ctx: PlanContext, victim: Job, job: Job, priority: int, priority_of: Mapping[str, int],
-         promised: Mapping[TenantName, float]) -> str:
+def _why(ctx: PlanContext, victim: Job, job: Job, kind: tuple[str, tuple[int, int]],
+         priority_of: Mapping[str, tuple[int, int]], promised: Mapping[TenantName, float]) -> str:
     """How a victim's eviction is allowed: a lower priority, or its tenant's share."""
-    if priority_of[victim.id] < priority:
+    if _yields((victim.tenant, priority_of[victim.id]), kind) == "lower":
         return "preempted by priority"
     mine = ctx.usage_of(job.tenant).total_gpus + promised.get(job.tenant, 0.0) + job.gpu_demand
     return (f"preempted for fair share: tenant {victim.tenant} holds {ctx.usage_of(victim.tenant).total_gpus:g} "
@@ -197,4 +221,4 @@ def preemption_step(order: str) -> Callable[[PlanContext], None]:
     return functools.partial(preempt_for_priority, order=order)
 
 
-__all__ = ["STEP", "job_priority", "over_share", "preempt_for_priority", "preemption_step"]
+__all__ = ["STEP", "job_priority", "over_share", "preempt_for_priority", "preemption_step", "rank"]

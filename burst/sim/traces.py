@@ -79,6 +79,7 @@ from pathlib import Path
 
 import numpy as np
 
+from burst.bounds import job_problem
 from burst.model import Job
 
 __all__ = [
@@ -542,6 +543,10 @@ def load_trace(
                     continue
                 if job is None:
                     skipped += 1
+                    continue
+                problem = job_problem(job)
+                if problem is not None:  # absurd values (a 1e15 s duration, a million GPUs): burst.bounds
+                    bad.append(BadRow(line, problem))
                     continue
                 first = seen.get(job.id)
                 if first is not None:
