@@ -43,6 +43,11 @@ MAX_WEIGHT = 1e6
 """Largest fair-share weight (weights are > 0)."""
 MAX_RATE_PER_HOUR = 10_000.0
 """Most synthetic arrivals per hour (the base rate, and the base rate times the burst factor)."""
+MAX_LOOP_INTERVAL_S = 3600.0
+"""Longest loop_interval: the daemon ticks at least hourly."""
+MIN_CLOCK_SPEED = 0.01
+MAX_CLOCK_SPEED = 1e6
+"""A sim clock's speed (simulated seconds per wall second) lies in [MIN_CLOCK_SPEED, MAX_CLOCK_SPEED]."""
 MAX_NAME_LENGTH = 63
 """Longest tenant, node-group or API job id."""
 MAX_JOB_ID_LENGTH = 320
@@ -81,6 +86,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("GPU quotas and hot_pool.min_gpus", f"0 .. {MAX_QUOTA_GPUS}"),
     Limit("money (budgets, prices)", f"> 0 .. {MAX_USD:g} USD"),
     Limit("fair_share_weight", f"> 0 .. {MAX_WEIGHT:g}"),
+    Limit("loop_interval", "> 0 .. 1 hour"),
+    Limit("clock_speed (sim clock)", f"{MIN_CLOCK_SPEED:g} .. {MAX_CLOCK_SPEED:g}"),
     Limit("synthetic arrival rate (base_jobs_per_hour x burst_factor)", f"0 .. {MAX_RATE_PER_HOUR:g} per hour"),
     Limit("tenant, node group and API job ids", f"{MAX_NAME_LENGTH} characters"),
     Limit("job ids from any source", f"{MAX_JOB_ID_LENGTH} characters"),

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from burst.api.server import ApiServer
     from burst.runtime import Runtime
     from forecasting.models import DemandSeries
+    from policies import BurstConfig
 
 
 @click.group()
@@ -74,6 +75,17 @@ def _parse_duration(value: str, hint: str) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def _load_config(config_path: Path | None) -> BurstConfig:
+    """The config at `config_path` (the quickstart's when None), or a ClickException with its FILE:LINE errors."""
+    from burst.runtime import load_run_config
+    from policies import PolicyValidationError
+
+    try:
+        return load_run_config(config_path)
+    except PolicyValidationError as exc:
+        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
 
 
 def _open_runtime(config_path: Path | None, state: Path | None, **kw: object) -> Runtime:
@@ -239,9 +251,7 @@ def _plan_snapshot(snapshot_path: Path, policies_dir: Path | None, now: datetime
 
 
 def _plan_live(config_path: Path | None, state: Path | None, when: datetime | None) -> Plan:
-    from burst.runtime import load_run_config
-
-    sim = load_run_config(config_path).clock == "sim" if config_path is not None else True
+    sim = _load_config(config_path).clock == "sim" if config_path is not None else True
     if when is not None and not sim:
         raise click.UsageError("--at needs --snapshot or a sim-clock config (clock: sim)")
     runtime = _open_runtime(config_path, state)
@@ -263,18 +273,16 @@ def _store_path(config_path: Path | None, state: Path | None) -> Path:
     if state is not None:
         return state
     if config_path is not None:
-        from burst.runtime import load_run_config
-
-        return load_run_config(config_path).state_file()
+        return _load_config(config_path).state_file()
     raise click.UsageError("give --state FILE or --config burst.yaml: the embedded quickstart keeps no state between runs")
 
 
 def _submission_time(config_path: Path | None, path: Path) -> datetime:
     """The controller's "now" for a new job: the sim clock's last tick on a sim config, else wall time."""
-    from burst.runtime import SIM_CLOCK_KEY, load_run_config
+    from burst.runtime import SIM_CLOCK_KEY
     from burst.state import Store
 
-    config = load_run_config(config_path)
+    config = _load_config(config_path)
     if config.clock != "sim":
         return datetime.now(UTC)
     last = None
@@ -287,11 +295,10 @@ def _submission_time(config_path: Path | None, path: Path) -> datetime:
 
 
 def _check_tenant(config_path: Path | None, tenant: str) -> None:
-    from burst.runtime import load_run_config
     from policies import PolicyValidationError, load_policy_dir
 
     try:
-        known = load_policy_dir(load_run_config(config_path).policies_path())
+        known = load_policy_dir(_load_config(config_path).policies_path())
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
     if known and tenant not in known:
@@ -623,9 +630,7 @@ def simulate_cmd(
         trace = trace.window(_parse_at(start) if start else None, days)
         setup = None
         if config_path is not None:
-            from burst.runtime import load_run_config
-
-            setup = setup_from_config(load_run_config(config_path))
+            setup = setup_from_config(_load_config(config_path))
         with Progress(TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json and not sys.stderr.isatty()) as bar:
             tasks = {n: bar.add_task(n, total=1.0) for n in names}

@@ -36,7 +36,8 @@ from burst.workloads.queue import StoreQueue
 from burst.workloads.synthetic import SyntheticSettings, SyntheticWorkload
 from forecasting.models import forecast_series
 from forecasting.service import ForecastService
-from policies import BurstConfig, PolicyReloader, load_config
+from policies import BurstConfig, PolicyError, PolicyReloader, PolicyValidationError, load_config
+from policies.loader import read_yaml
 from providers.base import Provider
 from providers.sim import ManualClock, SimProvider
 
@@ -209,13 +210,12 @@ class Runtime:
         """Re-read `config_file` and apply its live keys; the errors (nothing applied when there are any)."""
         from burst.catalog import UnknownInstanceType
         from burst.config_reload import apply_live, diff_config
-        from policies import PolicyValidationError
 
         if self.config_file is None:
             return []
         try:
             reloaded = load_config(self.config_file)
-            checked = validate_config(reloaded)
+            checked = validate_config(reloaded, self.config_file)
             change = diff_config(self.config, reloaded)
             catalog = checked if "catalog" in change.live else self.catalog
             for provider in self.providers.values():
@@ -263,12 +263,13 @@ class Runtime:
             self.temp_dir.cleanup()
 
 
-def validate_config(config: BurstConfig) -> Catalog:
+def validate_config(config: BurstConfig, config_file: Path | None = None) -> Catalog:
     """Decide whether `config` can be run, before anything is built: its price catalog, or one line saying why not.
 
     The same checks guard the start and a reload, so a file refused at start (no node groups: an empty or
     truncated burst.yaml) is refused on reload too. Raises ConfigError, or UnknownInstanceType for a group
-    the catalog cannot price.
+    the catalog cannot price, or (for `workload.synthetic`, given the file it came from) PolicyValidationError
+    with the `FILE:LINE: field: message` of the setting at fault.
     """
     groups = config.node_groups_model()
     discover_aws, discover_gcp = _discovers(config)
@@ -296,8 +297,20 @@ def validate_config(config: BurstConfig) -> Catalog:
         try:
             SyntheticSettings.from_mapping(config.workload.synthetic)
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            if config_file is None:
+                raise ConfigError(str(exc)) from None
+            raise PolicyValidationError([located(config_file, str(exc))]) from None
     return catalog
+
+
+def located(config_file: Path, message: str) -> PolicyError:
+    """Decide the `FILE:LINE: field: message` of an error `field: message` about a key path of `config_file`."""
+    field, _, why = message.partition(": ")
+    try:
+        line = read_yaml(config_file).line_of(field.split("."))
+    except PolicyValidationError:
+        line = 1
+    return PolicyError(str(config_file), line, field, why or message)
 
 
 def _discovers(config: BurstConfig) -> tuple[bool, bool]:
@@ -324,7 +337,7 @@ def build_runtime(
     `sim_start` overrides the sim clock's start instant. `config_file` is the
     file `config` was read from, re-read on SIGHUP or change (None: never).
     """
-    catalog = validate_config(config)
+    catalog = validate_config(config, config_file)
     groups = config.node_groups_model()
     discover_aws, discover_gcp = _discovers(config)
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None

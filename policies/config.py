@@ -26,6 +26,15 @@ from pydantic import (
     field_validator,
 )
 
+from burst.bounds import (
+    MAX_CLOCK_SPEED,
+    MAX_GPUS_PER_NODE,
+    MAX_GROUP_NODES,
+    MAX_LIST_LENGTH,
+    MAX_LOOP_INTERVAL_S,
+    MIN_CLOCK_SPEED,
+    time_problem,
+)
 from burst.model import (
     CapacityType,
     GpuShape,
@@ -55,6 +64,8 @@ CLUSTER_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 CLOUD_PROVIDERS = frozenset({"aws", "gcp", "libcloud"})
 
 NonNegativeNumber = Annotated[float, Field(ge=0, strict=True)]
+NodeCount = Annotated[StrictInt, Field(ge=0, le=MAX_GROUP_NODES)]
+"""Nodes in a group or its warm pool (burst.bounds)."""
 
 
 def _path(value: str) -> str:
@@ -110,10 +121,10 @@ ClusterId = Annotated[
 class WarmPoolDoc(StrictModel):
     """A node group's hot pool."""
 
-    min_size: NonNegativeInt = Field(
+    min_size: NodeCount = Field(
         default=0, description="Nodes kept warm at least. Read by the pools step."
     )
-    max_prepared: NonNegativeInt = Field(
+    max_prepared: NodeCount = Field(
         default=0, description="Most nodes held warm (0 = only min_size). Read by the pools step."
     )
     state: WarmState = Field(
@@ -166,13 +177,15 @@ class NodeGroupDoc(StrictModel):
     capacity_type: CapacityType = Field(description="onprem (steady tier), on_demand or spot (elastic tier).")
     instance_type: NonEmptyStr = Field(description="Catalog key of the node's machine type.")
     gpu_model: NonEmptyStr = Field(description="GPU model each node carries, e.g. A100.")
-    gpus_per_node: Annotated[StrictInt, Field(ge=1)] = Field(description="GPUs per node (>= 1).")
+    gpus_per_node: Annotated[StrictInt, Field(ge=1, le=MAX_GPUS_PER_NODE)] = Field(
+        description=f"GPUs per node (1 .. {MAX_GPUS_PER_NODE})."
+    )
     gpu_memory_gib: PositiveNumber | None = Field(
         default=None, description="Memory per GPU in GiB, optional."
     )
-    min_size: NonNegativeInt = Field(default=0, description="Fewest nodes the planner keeps.")
-    max_size: NonNegativeInt = Field(description="Most nodes the planner asks for (>= min_size).")
-    initial_size: NonNegativeInt | None = Field(
+    min_size: NodeCount = Field(default=0, description="Fewest nodes the planner keeps.")
+    max_size: NodeCount = Field(description=f"Most nodes the planner asks for (>= min_size, at most {MAX_GROUP_NODES}).")
+    initial_size: NodeCount | None = Field(
         default=None, description="Size at first start (min_size..max_size); default min_size."
     )
     boot_latency: Duration = Field(
@@ -547,6 +560,13 @@ def _raw_checks(data: Mapping[str, Any]) -> list[tuple[tuple[int | str, ...], st
 
 
 def _sim_start(value: Any) -> Any:
+    if isinstance(value, bool | int | float):  # pydantic would read a number as seconds since 1970
+        raise ValueError(f"expected an ISO 8601 instant, e.g. 2026-03-02T00:00:00Z, got the number {value!r:.40}")
+    if isinstance(value, datetime | date):
+        when = value if isinstance(value, datetime) else datetime.combine(value, time(), tzinfo=UTC)
+        problem = time_problem(when) if when.tzinfo is not None else None
+        if problem is not None:
+            raise ValueError(f"sim_start: {problem}")
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("sim_start needs a timezone, e.g. 2026-03-02T00:00:00Z")
@@ -717,18 +737,19 @@ class BurstConfig(StrictModel):
         default="policies", description="Tenant policy directory, relative to this file."
     )
     state_path: PathStr = Field(default="burst.db", description="SQLite state file, relative to this file.")
-    loop_interval: PositiveDuration = Field(
-        default=10.0, description="Duration between reconcile ticks (default 10 s)."
+    loop_interval: Annotated[PositiveDuration, Field(le=MAX_LOOP_INTERVAL_S)] = Field(
+        default=10.0, description="Duration between reconcile ticks (default 10 s, at most 1 h)."
     )
     loop_jitter: Duration = Field(default=0.0, description="Random duration added to each tick (default 0).")
     clock: Literal["real", "sim"] = Field(default="real", description="real or sim.")
-    clock_speed: PositiveNumber = Field(
-        default=60.0, description="sim clock only: simulated seconds per wall second."
+    clock_speed: Annotated[float, Field(strict=True, ge=MIN_CLOCK_SPEED, le=MAX_CLOCK_SPEED)] = Field(
+        default=60.0,
+        description=f"sim clock only: simulated seconds per wall second ({MIN_CLOCK_SPEED:g} .. {MAX_CLOCK_SPEED:g}).",
     )
     sim_start: AwareDatetime | None = Field(
         default=None, description="sim clock only: start instant (default: now)."
     )
-    node_groups: Annotated[list[NodeGroupDoc], Strict()] = Field(
+    node_groups: Annotated[list[NodeGroupDoc], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list, description="The fleet's node groups."
     )
     catalog: CatalogDoc = Field(default=CatalogDoc(), description="Price catalog additions.")
@@ -767,6 +788,16 @@ class BurstConfig(StrictModel):
     @classmethod
     def _sim_start_utc(cls, value: datetime | None) -> datetime | None:
         return value.astimezone(UTC) if value is not None else None
+
+    @field_validator("leader")
+    @classmethod
+    def _leader_needs_one_clock(cls, value: LeaderDoc, info: ValidationInfo) -> LeaderDoc:
+        if value.enabled and info.data.get("clock") == "sim":
+            raise LocatedValueError(
+                "leader election needs clock: real: on a sim clock each daemon advances its own clock, so both "
+                "would judge the lease by their own time and act", ["enabled"],
+            )
+        return value
 
     @field_validator("loop_jitter")
     @classmethod

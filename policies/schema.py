@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
 )
 
+from burst.bounds import MAX_LIST_LENGTH, MAX_PRIORITY, MAX_QUOTA_GPUS, MAX_TEXT_LENGTH, MAX_USD, MAX_WEIGHT
 from burst.model import QUANTILES, Budget, GpuSharing, HotPoolPolicy, Policy, PrescalePolicy, SpotPolicy
 from policies.durations import Duration
 
@@ -69,12 +70,18 @@ Name = Annotated[
 ]
 """A tenant or node-group name."""
 NonEmptyStr = Annotated[
-    str, Strict(), AfterValidator(_non_empty), WithJsonSchema({"type": "string", "minLength": 1})
+    str, Strict(), Field(max_length=MAX_TEXT_LENGTH), AfterValidator(_non_empty),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": MAX_TEXT_LENGTH}),
 ]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+GpuCount = Annotated[StrictInt, Field(ge=0, le=MAX_QUOTA_GPUS)]
+"""A GPU quota or count in a policy (burst.bounds)."""
+Priority = Annotated[StrictInt, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 Number = Annotated[float, Strict()]
 """A float that also accepts ints, but not booleans or numeric strings."""
 PositiveNumber = Annotated[float, Strict(), Field(gt=0)]
+Money = Annotated[float, Strict(), Field(gt=0, le=MAX_USD)]
+"""USD amounts (budgets, prices): > 0 and at most burst.bounds.MAX_USD."""
 Fraction = Annotated[float, Strict(), Field(ge=0, le=1)]
 PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
 """A duration that must be longer than zero."""
@@ -88,10 +95,10 @@ def none_as_empty(value: Any, empty: Any) -> Any:
 class QuotaDoc(StrictModel):
     """GPU quotas per tier."""
 
-    steady_gpus: NonNegativeInt | None = Field(
+    steady_gpus: GpuCount | None = Field(
         default=None, description=f"Max GPUs on the steady (on-prem) tier; null = unlimited; {PLANNER}."
     )
-    burst_gpus: NonNegativeInt | None = Field(
+    burst_gpus: GpuCount | None = Field(
         default=None, description=f"Max GPUs on the elastic (cloud) tier; null = unlimited; {PLANNER}."
     )
 
@@ -99,10 +106,10 @@ class QuotaDoc(StrictModel):
 class BudgetDoc(StrictModel):
     """Hard spending caps in USD; a missing cap means no cap."""
 
-    usd_per_hour: PositiveNumber | None = Field(
+    usd_per_hour: Money | None = Field(
         default=None, description=f"Hard cap on USD spent per hour (> 0); {PLANNER}."
     )
-    usd_per_month: PositiveNumber | None = Field(
+    usd_per_month: Money | None = Field(
         default=None, description=f"Hard cap on USD spent per calendar month (> 0); {PLANNER}."
     )
 
@@ -173,7 +180,7 @@ class HotPoolDoc(StrictModel):
     enabled: StrictBool = Field(
         default=True, description=f"Whether the tenant's forecast demand sizes the hot pools; {PLANNER}."
     )
-    min_gpus: NonNegativeInt = Field(
+    min_gpus: GpuCount = Field(
         default=0, description=f"Warm GPUs kept for the tenant at least, forecast or not; {PLANNER}."
     )
 
@@ -187,7 +194,10 @@ class TenantPolicyDoc(StrictModel):
         default=None,
         description=f"The tenant's name; optional, and if given it must equal the file stem; {PLANNER}.",
     )
-    priority: StrictInt = Field(default=0, description=f"Higher is served first; {PLANNER}.")
+    priority: Priority = Field(
+        default=0, description="Higher is served first; between tenants the only priority that counts (a job's own "
+        f"priority orders its tenant's jobs only); {PLANNER}.",
+    )
     quota: QuotaDoc = Field(default=QuotaDoc(), description=f"GPU quotas per tier; {PLANNER}.")
     budget: BudgetDoc = Field(default=BudgetDoc(), description=f"Hard spending caps; {PLANNER}.")
     spot: SpotDoc = Field(default=SpotDoc(), description=f"Spot/Preemptible usage; {PLANNER}.")
@@ -195,10 +205,10 @@ class TenantPolicyDoc(StrictModel):
         default=PrescaleDoc(), description=f"Elastic pre-scaling ahead of forecast demand; {PLANNER}."
     )
     hot_pool: HotPoolDoc = Field(default=HotPoolDoc(), description=f"Hot pools of warm nodes; {PLANNER}.")
-    allowed_providers: Annotated[list[ProviderName], Strict()] = Field(
+    allowed_providers: Annotated[list[ProviderName], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list, description=f"Providers the tenant may use; empty or missing = any; {PLANNER}."
     )
-    allowed_regions: Annotated[list[NonEmptyStr], Strict()] = Field(
+    allowed_regions: Annotated[list[NonEmptyStr], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list,
         description=f"Elastic-tier regions the tenant may use; empty or missing = any; {PLANNER}.",
     )
@@ -206,11 +216,11 @@ class TenantPolicyDoc(StrictModel):
         default=600.0,
         description=f"Duration: the longest a pending job should wait for GPUs (default 600 s); {PLANNER}.",
     )
-    preemptible_by: Annotated[list[Name], Strict()] = Field(
+    preemptible_by: Annotated[list[Name], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list, description=f"Tenants whose jobs may preempt this tenant's jobs; {PREEMPTION}."
     )
-    fair_share_weight: PositiveNumber = Field(
-        default=1.0, description=f"Fair-share weight (> 0, default 1); {PLANNER}."
+    fair_share_weight: Annotated[float, Strict(), Field(gt=0, le=MAX_WEIGHT)] = Field(
+        default=1.0, description=f"Fair-share weight (> 0 .. {MAX_WEIGHT:g}, default 1); {PLANNER}."
     )
     max_job_runtime: PositiveDuration | None = Field(
         default=None, description=f"Duration after which a job is reclaimed; null = unlimited; {PLANNER}."

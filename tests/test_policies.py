@@ -667,7 +667,7 @@ def test_config_anchors_and_merges_keep_own_lines(tmp_path: Path) -> None:
         ("loop_jitter: 20s\n", 1, "loop_jitter", "must be shorter than loop_interval"),
         ("loop_interval: 0\n", 1, "loop_interval", "must be greater than 0"),
         ("sim_start: 2026-03-02T00:00:00\n", 1, "sim_start", "needs a timezone"),
-        ("clock_speed: -1\n", 1, "clock_speed", "greater than 0"),
+        ("clock_speed: -1\n", 1, "clock_speed", "greater than or equal to 0.01"),
         ("catalog:\n  onprem:\n    pue: 0.5\n", 3, "catalog.onprem.pue", "greater than or equal to 1"),
         (
             "catalog:\n  overrides:\n    - {provider: aws, instance_type: a, region: r, on_demand_usd_per_hour: 1}\n"

@@ -21,6 +21,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from burst.bounds import (
+    MAX_JOB_GPUS,
+    MAX_LIST_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_RATE_PER_HOUR,
+    MAX_TEXT_LENGTH,
+    shown,
+)
 from burst.model import Job
 from policies.durations import parse_duration
 
@@ -77,6 +85,10 @@ class SyntheticSettings:
         lo, hi = self.burst_window
         _check(0 <= lo < hi <= 24, "burst_window", "must be [start_hour, end_hour] with 0 <= start < end <= 24")
         _check(hi - lo >= self.burst_hours, "burst_window", "must be at least burst_hours long")
+        peak = self.base_jobs_per_hour * (1 + self.daily_amplitude) * max(1.0, self.weekend_factor) * self.burst_factor
+        _check(peak <= MAX_RATE_PER_HOUR, "base_jobs_per_hour",
+               f"the peak rate (base_jobs_per_hour x (1 + daily_amplitude) x weekend_factor x burst_factor) is "
+               f"{peak:.4g} per hour, over the limit of {MAX_RATE_PER_HOUR:g}")
         _check(bool(self.tenants), "tenants", "must name at least one tenant")
         _check(sum(t.share for t in self.tenants) > 0, "tenants", "shares must not all be zero")
 
@@ -219,20 +231,28 @@ def _check(ok: bool, key: str, message: str) -> None:
 
 
 def _number(value: object, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"workload.synthetic.{key}: expected a number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"workload.synthetic.{key}: expected a number, got {shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or abs(number) > 1e12:
+        raise ValueError(f"workload.synthetic.{key}: expected a number within +-1e12, got {shown(value)}")
+    return number
 
 
 def _integer(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"workload.synthetic.{key}: expected an integer, got {value!r}")
+        raise ValueError(f"workload.synthetic.{key}: expected an integer, got {shown(value)}")
+    if abs(value) > 2**63:
+        raise ValueError(f"workload.synthetic.{key}: expected an integer within +-2**63, got {shown(value)}")
     return value
 
 
 def _window(value: object) -> tuple[int, int]:
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
-        raise ValueError(f"workload.synthetic.burst_window: expected [start_hour, end_hour], got {value!r}")
+        raise ValueError(f"workload.synthetic.burst_window: expected [start_hour, end_hour], got {shown(value)}")
     return _integer(value[0], "burst_window"), _integer(value[1], "burst_window")
 
 
@@ -242,6 +262,12 @@ _TENANT_KEYS = ("share", "gpus", "fault_tolerant", "checkpoint_interval", "mean_
 def _tenants(value: object) -> tuple[TenantMix, ...]:
     if not isinstance(value, Mapping) or not value:
         raise ValueError("workload.synthetic.tenants: expected a mapping of tenant name to its mix")
+    if len(value) > MAX_LIST_LENGTH:
+        raise ValueError(f"workload.synthetic.tenants: {len(value)} tenants, more than the limit of {MAX_LIST_LENGTH}")
+    for name in value:
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LENGTH:
+            raise ValueError(f"workload.synthetic.tenants: tenant names are 1 .. {MAX_NAME_LENGTH} characters, "
+                             f"got {shown(name)}")
     return tuple(_tenant(str(name), spec) for name, spec in value.items())
 
 
@@ -261,23 +287,28 @@ def _tenant(name: str, spec: object) -> TenantMix:
     if isinstance(gpus_raw, int) and not isinstance(gpus_raw, bool):
         gpus_raw = [gpus_raw]
     if not isinstance(gpus_raw, Sequence) or isinstance(gpus_raw, str) or not gpus_raw:
-        raise ValueError(f"{where}.gpus: expected a list of GPU counts, got {gpus_raw!r}")
+        raise ValueError(f"{where}.gpus: expected a list of GPU counts, got {shown(gpus_raw)}")
+    if len(gpus_raw) > MAX_LIST_LENGTH:
+        raise ValueError(f"{where}.gpus: {len(gpus_raw)} counts, more than the limit of {MAX_LIST_LENGTH}")
     gpus = tuple(_integer(g, f"tenants.{name}.gpus") for g in gpus_raw)
-    if any(g < 1 for g in gpus):
-        raise ValueError(f"{where}.gpus: every GPU count must be >= 1")
+    if any(not 1 <= g <= MAX_JOB_GPUS for g in gpus):
+        raise ValueError(f"{where}.gpus: every GPU count must be within 1 .. {MAX_JOB_GPUS}")
     fault_tolerant = spec.get("fault_tolerant", False)
     if not isinstance(fault_tolerant, bool):
-        raise ValueError(f"{where}.fault_tolerant: expected true or false, got {fault_tolerant!r}")
+        raise ValueError(f"{where}.fault_tolerant: expected true or false, got {shown(fault_tolerant)}")
     try:
         checkpoint = parse_duration(spec["checkpoint_interval"]) if "checkpoint_interval" in spec else None
+    except ValueError as exc:
+        raise ValueError(f"{where}.checkpoint_interval: {exc}") from None
+    try:
         mean = parse_duration(spec.get("mean_duration", 3600.0))
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise ValueError(f"{where}.mean_duration: {exc}") from None
     if mean <= 0:
         raise ValueError(f"{where}.mean_duration: must be > 0")
     model = spec.get("gpu_model")
-    if model is not None and not isinstance(model, str):
-        raise ValueError(f"{where}.gpu_model: expected a string, got {model!r}")
+    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= MAX_TEXT_LENGTH):
+        raise ValueError(f"{where}.gpu_model: expected a string of 1 .. {MAX_TEXT_LENGTH} characters, got {shown(model)}")
     return TenantMix(name, share, gpus, fault_tolerant, checkpoint, mean, model)
 
 

@@ -1,0 +1,114 @@
+"""Hostile policy files and burst.yaml: huge numbers, values that validate but would crash or stall the daemon,
+and errors that must be one FILE:LINE line (the real loaders and the real CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from burst.cli import main
+from burst.runtime import build_runtime, quickstart_config_path
+from policies import PolicyValidationError, load_config, load_policy_file
+
+QUICKSTART = quickstart_config_path().read_text()
+
+
+def policy_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "batch.yaml"
+    path.write_text(text)
+    with pytest.raises(PolicyValidationError) as caught:
+        load_policy_file(path)
+    [error] = caught.value.errors
+    return str(error)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("max_job_runtime: " + "9" * 400 + "\n", "max_job_runtime"),  # was OverflowError with a traceback
+        ("max_job_runtime: '" + "9" * 400 + "'\n", "max_job_runtime"),  # was read as inf and accepted
+        ("queue_wait_slo: '99999999999d'\n", "queue_wait_slo"),
+        ("priority: 9223372036854775808\n", "priority"),  # 2**63, was accepted
+        ("quota: {steady_gpus: 9223372036854775808}\n", "quota.steady_gpus"),
+        ("fair_share_weight: " + "9" * 400 + "\n", "fair_share_weight"),
+        ("budget: {usd_per_hour: 1.0e+30}\n", "budget.usd_per_hour"),
+        ("allowed_regions: [" + ", ".join(["r"] * 1000) + "]\n", "allowed_regions"),
+    ],
+)
+def test_huge_numbers_in_a_policy_are_one_located_error(tmp_path: Path, text: str, field: str) -> None:
+    line = policy_error(tmp_path, text)
+    assert line.startswith(f"{tmp_path / 'batch.yaml'}:1: {field}: "), line
+    assert len(line) < len(str(tmp_path)) + 250, line  # values quoted cut short
+
+
+def config_with(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "burst.yaml"
+    path.write_text(text)
+    (tmp_path / "policies").mkdir(exist_ok=True)
+    for tenant in ("prod", "research", "batch"):
+        (tmp_path / "policies" / f"{tenant}.yaml").write_text("priority: 0\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("loop_interval: 1m", "loop_interval: 1000000000000", "loop_interval"),  # crashed the sim provider
+        ("loop_interval: 1m", "loop_interval: 2h", "loop_interval"),
+        ("sim_start: 2026-03-02T07:00:00Z", "sim_start: 1.5", "sim_start"),  # was read as 1970
+        ("gpus_per_node: 8", "gpus_per_node: 100000000", "node_groups.0.gpus_per_node"),  # stalled the daemon
+        ("max_size: 4", "max_size: 100000", "node_groups.0.max_size"),
+        ("clock_speed: 7200", "clock_speed: 0.000001", "clock_speed"),
+    ],
+)
+def test_config_values_that_would_crash_or_stall_are_refused_with_their_line(
+    tmp_path: Path, old: str, new: str, field: str
+) -> None:
+    assert old in QUICKSTART
+    path = config_with(tmp_path, QUICKSTART.replace(old, new, 1))
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config(path)
+    [error] = caught.value.errors
+    line = QUICKSTART.replace(old, new, 1).splitlines().index(next(
+        text for text in QUICKSTART.replace(old, new, 1).splitlines() if new in text)) + 1
+    assert (error.file, error.line, error.field) == (str(path), line, field), error
+
+
+def test_leader_election_on_a_sim_clock_is_refused(tmp_path: Path) -> None:
+    # Each daemon advanced its own sim clock, so both judged the lease by their own time and acted.
+    path = config_with(tmp_path, QUICKSTART + "\nleader:\n  enabled: true\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config(path)
+    [error] = caught.value.errors
+    assert error.field == "leader.enabled" and "clock: real" in error.message
+    assert error.line == len((QUICKSTART + "\nleader:\n  enabled: true\n").splitlines())
+
+
+def test_a_bad_synthetic_setting_is_one_located_line_with_its_value_cut(tmp_path: Path) -> None:
+    # Synthetic-section errors had no FILE:LINE, and one echoed a 10,000-character value; a rate of 1e30 stalled.
+    for old, new, field in [
+        ("base_jobs_per_hour: 6", "base_jobs_per_hour: 1.0e+30", "workload.synthetic.base_jobs_per_hour"),
+        ("burst_window: [9, 11]", "burst_window: '" + "x" * 10_000 + "'", "workload.synthetic.burst_window"),
+        ("gpus: [4, 8], fault", "gpus: [4, 100000000], fault", "workload.synthetic.tenants.batch.gpus"),
+    ]:
+        assert old in QUICKSTART
+        text = QUICKSTART.replace(old, new, 1)
+        path = config_with(tmp_path, text)
+        with pytest.raises(PolicyValidationError) as caught:
+            build_runtime(load_config(path), state_path=tmp_path / "s.db", config_file=path)
+        [error] = caught.value.errors
+        line = next(i for i, t in enumerate(text.splitlines(), 1) if new in t)
+        assert (error.file, error.line, error.field) == (str(path), line, field), error
+        assert len(str(error)) < len(str(path)) + 250, "the value is quoted cut short"
+
+
+@pytest.mark.parametrize("command", [["plan"], ["run", "--duration", "1m", "--quiet"], ["jobs"],
+                                     ["submit", "--tenant", "prod", "--gpus", "1"]])
+def test_every_command_reading_a_bad_config_prints_one_error_line(tmp_path: Path, command: list[str]) -> None:
+    path = config_with(tmp_path, QUICKSTART.replace("loop_interval: 1m", "loop_interval: [1m]", 1))
+    result = CliRunner().invoke(main, [*command, "--config", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert f"{path}:" in result.output and "loop_interval" in result.output, result.output
