@@ -337,6 +337,7 @@ def submit_cmd(
     import shlex
     import uuid
 
+    from burst.bounds import job_problem
     from burst.codec import job_to_json
     from burst.model import Job
     from burst.state import JobExists, Store
@@ -358,6 +359,12 @@ def submit_cmd(
         duration_s=_parse_duration(duration, "--duration") if duration else None,
         command=tuple(shlex.split(command)) if command else (),
     )
+    problem = job_problem(job)  # the bounds the API applies (burst.bounds)
+    if problem is not None:
+        field, _, why = problem.partition(": ")
+        option = {"duration_s": "--duration", "checkpoint_interval_s": "--checkpoint-interval", "gpu_model": "--gpu-model",
+                  "id": "--id"}.get(field, f"--{field.replace('_', '-')}")
+        raise click.BadParameter(why, param_hint=option)
     with Store.open(path) as store:
         try:
             store.add_job(job, at=job.submitted_at)

@@ -112,3 +112,13 @@ def test_every_command_reading_a_bad_config_prints_one_error_line(tmp_path: Path
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert f"{path}:" in result.output and "loop_interval" in result.output, result.output
+
+
+@pytest.mark.parametrize(("args", "option"), [(["--gpus", "100000"], "--gpus"), (["--priority", str(2**63)], "--priority"),
+                                               (["--duration", "99999999999d"], "--duration"),
+                                               (["--gpu-model", "x" * 100_000], "--gpu-model")])
+def test_burst_submit_applies_the_same_bounds(tmp_path: Path, args: list[str], option: str) -> None:
+    result = CliRunner().invoke(main, ["submit", "--tenant", "prod", "--gpus", "1", *args,
+                                       "--state", str(tmp_path / "s.db")])
+    assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output, result.output
+    assert len(result.output) < 1000
