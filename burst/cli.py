@@ -23,6 +23,7 @@ from burst.projection.cli import cost_cmd, usage_cmd
 if TYPE_CHECKING:
     from burst.api.server import ApiServer
     from burst.runtime import Runtime
+    from burst.state import Store
     from forecasting.models import DemandSeries
     from policies import BurstConfig
 
@@ -92,6 +93,7 @@ def _open_runtime(config_path: Path | None, state: Path | None, **kw: object) ->
     """Build the runtime for a command, turning config errors into one clear message each."""
     from burst.catalog import UnknownInstanceType
     from burst.runtime import ConfigError, build_runtime, load_run_config
+    from burst.store_files import DamagedStore
     from policies import PolicyValidationError
 
     try:
@@ -101,7 +103,18 @@ def _open_runtime(config_path: Path | None, state: Path | None, **kw: object) ->
                              config_file=config_path, **kw)  # type: ignore[arg-type]
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-    except (ConfigError, UnknownInstanceType) as exc:
+    except (ConfigError, UnknownInstanceType, DamagedStore) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _open_store(path: Path) -> Store:
+    """The store at `path`, or a ClickException saying (in one line) why a damaged file is refused."""
+    from burst.state import Store
+    from burst.store_files import DamagedStore
+
+    try:
+        return Store.open(path)
+    except DamagedStore as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -129,9 +142,11 @@ STATE_OPTION = click.option(
               help="Log lines on stderr: text, or one JSON object per line with plan and action ids.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
               show_default=True, help="Least severe log level written.")
+@click.option("--fresh", is_flag=True,
+              help="Start over: move the state file aside (<state>.damaged-<time>) and begin a new one.")
 def run_cmd(
     config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool, api_listen: str | None,
-    log_format: str, log_level: str,
+    log_format: str, log_level: str, fresh: bool,
 ) -> None:
     """Run the controller: observe, plan, act and record every loop_interval, printing each decision.
 
@@ -141,7 +156,8 @@ def run_cmd(
     finishes the current tick, gives up the leader lease and stops. SIGHUP, or
     a change to a policy file, reloads the tenant policies after the current
     tick; a policy set with an error is refused and the last good one stays in
-    force.
+    force. An empty, truncated or corrupt state file is refused with one line
+    saying how to recover (its last backup, or --fresh).
     """
     import signal
 
@@ -151,7 +167,7 @@ def run_cmd(
     configure_logging(log_format, log_level)
 
     seconds = _parse_duration(duration, "--duration") if duration else None
-    runtime = _open_runtime(config_path, state)
+    runtime = _open_runtime(config_path, state, fresh=fresh) if fresh else _open_runtime(config_path, state)
     api = None
     try:
         listen = api_listen or runtime.config.api.listen
@@ -280,14 +296,13 @@ def _store_path(config_path: Path | None, state: Path | None) -> Path:
 def _submission_time(config_path: Path | None, path: Path) -> datetime:
     """The controller's "now" for a new job: the sim clock's last tick on a sim config, else wall time."""
     from burst.runtime import SIM_CLOCK_KEY
-    from burst.state import Store
 
     config = _load_config(config_path)
     if config.clock != "sim":
         return datetime.now(UTC)
     last = None
     if path.exists():
-        with Store.open(path) as store:
+        with _open_store(path) as store:
             last = store.get_meta(SIM_CLOCK_KEY)
     if last is not None:
         return datetime.fromisoformat(last)
@@ -340,7 +355,7 @@ def submit_cmd(
     from burst.bounds import job_problem
     from burst.codec import job_to_json
     from burst.model import Job
-    from burst.state import JobExists, Store
+    from burst.state import JobExists
 
     if checkpoint_interval is not None and not fault_tolerant:
         raise click.UsageError("--checkpoint-interval needs --fault-tolerant")
@@ -365,7 +380,7 @@ def submit_cmd(
         option = {"duration_s": "--duration", "checkpoint_interval_s": "--checkpoint-interval", "gpu_model": "--gpu-model",
                   "id": "--id"}.get(field, f"--{field.replace('_', '-')}")
         raise click.BadParameter(why, param_hint=option)
-    with Store.open(path) as store:
+    with _open_store(path) as store:
         try:
             store.add_job(job, at=job.submitted_at)
         except JobExists as exc:
@@ -385,12 +400,11 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
     """List the jobs in the embedded queue with their state, GPUs and nodes."""
     from burst.codec import job_to_json
     from burst.model import JobState
-    from burst.state import Store
 
     path = _store_path(config_path, state)
     if not path.exists():
         raise click.ClickException(f"{path}: no state file (run burst run or burst submit with it first)")
-    with Store.open(path) as store:
+    with _open_store(path) as store:
         jobs = store.jobs(states=[JobState(s) for s in statuses] or None, tenant=tenant)
     if as_json:
         click.echo(json.dumps([job_to_json(j) for j in jobs], indent=2))
@@ -415,12 +429,11 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
     Every action a plan takes and every hold (a decision not to act) is in the
     decision log with its reason; this reads it from the state file.
     """
-    from burst.state import Store
 
     path = _store_path(config_path, state)
     if not path.exists():
         raise click.ClickException(f"{path}: no state file (run burst run with it first)")
-    with Store.open(path) as store:
+    with _open_store(path) as store:
         found = store.decisions_about(name, limit=limit)
         job = store.get_job(name)
     if as_json:

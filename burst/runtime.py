@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from burst import store_files
 from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
@@ -119,6 +120,7 @@ class Runtime:
     hub: AgentHub | None = None  # the on-prem node agents' link, when api.agent_tokens is set
     config_file: Path | None = None  # the burst.yaml the daemon re-reads on SIGHUP or change; None = never
     _reload_requested: bool = False
+    _backed_up_at: datetime | None = None
     _policy_stamp: tuple[tuple[str, int, int], ...] | None = None
     _config_stamp: tuple[int, int] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
@@ -238,9 +240,32 @@ class Runtime:
         log.error("config reload failed; the last good config stays in force", extra={"errors": errors})
         return errors
 
+    def backup_if_due(self, now: datetime) -> Path | None:
+        """Back the state file up (`state_backup` in burst.yaml) when its interval has passed since the last
+        backup; the new backup, or None. Never for the quickstart's temporary store, nor with `keep: 0`."""
+        settings = self.config.state_backup
+        if self.temp_dir is not None or settings.keep == 0:
+            return None
+        if self._backed_up_at is None:
+            saved = store_files.backups(self.state_path)
+            self._backed_up_at = _backup_time(saved[-1]) if saved else None
+        if self._backed_up_at is not None and (now - self._backed_up_at).total_seconds() < settings.interval:
+            return None
+        try:
+            made = self.store.backup(now, keep=settings.keep)
+        except (OSError, store_files.DamagedStore) as exc:
+            log.error("state file backup failed", extra={"error": str(exc)})
+            self._backed_up_at = now  # retried at the next interval, not every tick
+            return None
+        self._backed_up_at = now
+        log.info("state file backed up", extra={"backup": str(made)})
+        return made
+
     def _timed(self, report: TickReport | None, seconds: float) -> None:
         """Feed the metrics (and any other listener, e.g. the API's view) one tick's report and duration."""
         self.reload_if_changed()
+        if report is not None and not report.standby:
+            self.backup_if_due(report.at)
         if report is None:
             self.metrics.tick_failed(seconds)
         else:
@@ -261,6 +286,14 @@ class Runtime:
         self.store.close()
         if self.temp_dir is not None:
             self.temp_dir.cleanup()
+
+
+def _backup_time(path: Path) -> datetime | None:
+    """When a backup (`<state>.<UTC time>.db`) was taken, from its name."""
+    try:
+        return datetime.strptime(path.name.rsplit(".", 2)[-2], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def validate_config(config: BurstConfig, config_file: Path | None = None) -> Catalog:
@@ -329,6 +362,7 @@ def build_runtime(
     ephemeral: bool = False,
     sim_start: datetime | None = None,
     config_file: Path | None = None,
+    fresh: bool = False,
 ) -> Runtime:
     """Build the controller `config` describes.
 
@@ -336,6 +370,9 @@ def build_runtime(
     temporary directory removed on `close()` (the quickstart's default).
     `sim_start` overrides the sim clock's start instant. `config_file` is the
     file `config` was read from, re-read on SIGHUP or change (None: never).
+    `fresh` moves an existing state file aside (`<state>.damaged-<time>`) and
+    starts a new one: the deliberate way past a damaged file, which is
+    otherwise refused with `burst.store_files.DamagedStore`.
     """
     catalog = validate_config(config, config_file)
     groups = config.node_groups_model()
@@ -343,6 +380,10 @@ def build_runtime(
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
     path = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
     path.parent.mkdir(parents=True, exist_ok=True)
+    if fresh and temp_dir is None:
+        aside = store_files.move_aside(path, datetime.now(UTC))
+        if aside is not None:
+            log.warning("state file moved aside; starting a fresh one", extra={"moved_to": str(aside)})
     store = Store.open(path)
     try:
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None

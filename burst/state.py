@@ -21,6 +21,10 @@ Conventions
   `MIGRATIONS`; opening a file applies the missing ones, each in its own
   transaction (re-checked under the write lock, so two processes opening the
   same old file migrate it once).
+- An existing file is checked before use (`burst.store_files`): an empty,
+  truncated or corrupt one is refused with `DamagedStore` (one line: the
+  file, the problem, the recovery), never silently replaced; files are kept
+  0600, and `backup` copies the open store with SQLite's online backup API.
 - One `Store` holds one connection guarded by a lock: it may be shared across
   threads (one writer at a time). Other processes or `Store` objects on the
   same file read concurrently thanks to WAL; writers wait up to the busy
@@ -44,8 +48,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from burst import codec
+from burst import codec, store_files
 from burst.model import JOB_TRANSITIONS, DemandPoint, Job, JobState, Node, NodeState
+from burst.store_files import DamagedStore
 
 __all__ = [
     "COST_LINES",
@@ -54,6 +59,7 @@ __all__ = [
     "LOSS_CAUSES",
     "MIGRATIONS",
     "CostEntry",
+    "DamagedStore",
     "Decision",
     "GroupTarget",
     "Intent",
@@ -409,8 +415,12 @@ class Store:
         self.path = os.fspath(path)
         if target_version is not None and not 0 <= target_version <= LATEST_VERSION:
             raise ValueError(f"target_version must be in 0..{LATEST_VERSION}, got {target_version}")
-        if not self._is_memory(self.path):
+        on_disk = not self._is_memory(self.path)
+        existed = on_disk and os.path.exists(self.path)
+        if on_disk:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if existed:
+            store_files.check_file(Path(self.path))
         self._lock = threading.RLock()
         self._node_cache: dict[str, Node] | None = None  # this process is the nodes table's only writer
         self._live_node_cache: dict[str, Node] = {}  # the cached nodes not terminated
@@ -429,10 +439,19 @@ class Store:
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         try:
+            if on_disk:
+                store_files.make_private(Path(self.path))  # before anything is written; -wal and -shm follow it
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(LATEST_VERSION if target_version is None else target_version)
+            if existed:
+                store_files.check_open(self._conn, Path(self.path))
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+                self._migrate(LATEST_VERSION if target_version is None else target_version)
+            except sqlite3.DatabaseError as exc:
+                if not existed or isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    raise
+                raise store_files.damaged(Path(self.path), f"is corrupt ({exc})") from None
         except BaseException:
             self._conn.close()
             self._conn = None
@@ -442,6 +461,14 @@ class Store:
     def open(cls, path: str | os.PathLike[str], *, target_version: int | None = None) -> Store:
         """Open `path`, creating it and applying any missing migrations (up to `target_version`)."""
         return cls(path, target_version=target_version)
+
+    def backup(self, now: datetime, *, keep: int = store_files.DEFAULT_BACKUP_KEEP) -> Path:
+        """Copy this store online (SQLite's backup API) to `<state>.backups/`, keeping the newest `keep` copies;
+        the new copy's path (see `burst.store_files.backup`)."""
+        if self._is_memory(self.path):
+            raise ValueError("an in-memory store has no file to back up")
+        with self._lock:
+            return store_files.backup(self._c(), Path(self.path), now, keep=keep)
 
     @staticmethod
     def _is_memory(path: str) -> bool:

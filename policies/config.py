@@ -520,6 +520,17 @@ class ApiDoc(StrictModel):
         return address
 
 
+class StateBackupDoc(StrictModel):
+    """Periodic online backups of the SQLite state file (SQLite's backup API), into `<state file>.backups/`."""
+
+    interval: PositiveDuration = Field(
+        default=3600.0, description="Duration between backups, on the controller's clock (default 1h)."
+    )
+    keep: Annotated[StrictInt, Field(ge=0, le=1000)] = Field(
+        default=3, description="Newest backups kept (default 3); 0 turns backups off."
+    )
+
+
 class LeaderDoc(StrictModel):
     """Leader election among daemons sharing one state file: only the lease holder acts."""
 
@@ -737,6 +748,10 @@ class BurstConfig(StrictModel):
         default="policies", description="Tenant policy directory, relative to this file."
     )
     state_path: PathStr = Field(default="burst.db", description="SQLite state file, relative to this file.")
+    state_backup: StateBackupDoc = Field(
+        default=StateBackupDoc(), description="Periodic online backups of the state file (not for the quickstart's "
+        "temporary one)."
+    )
     loop_interval: Annotated[PositiveDuration, Field(le=MAX_LOOP_INTERVAL_S)] = Field(
         default=10.0, description="Duration between reconcile ticks (default 10 s, at most 1 h)."
     )
@@ -769,7 +784,7 @@ class BurstConfig(StrictModel):
 
     _base_dir: Path | None = PrivateAttr(default=None)
 
-    @field_validator("catalog", "forecasting", "workload", "api", "leader", "spot", mode="before")
+    @field_validator("catalog", "forecasting", "workload", "api", "leader", "spot", "state_backup", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return none_as_empty(value, {})

@@ -2,7 +2,8 @@
 
 Tokens live in a directory, one file each: `admin.token` and
 `tenant-<name>.token`. A missing file is generated (32 random bytes,
-URL-safe) and written readable by its owner only (0600), so the operator
+URL-safe) and written readable by its owner only (0600), in a directory
+only its owner may enter (0700, tightened if it was looser), so the operator
 hands each tenant its file. Comparison is constant-time.
 """
 
@@ -57,7 +58,6 @@ def _read_or_create(path: Path) -> str:
             raise ValueError(f"{path}: token file is empty")
         return token
     token = secrets.token_urlsafe(32)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
@@ -65,6 +65,9 @@ def _read_or_create(path: Path) -> str:
 
 
 def load_api_tokens(directory: Path, tenants: Iterable[str]) -> ApiTokens:
-    """The tokens in `directory`, generating (0600) the admin's and each tenant's that is missing."""
+    """The tokens in `directory` (made 0700), generating (0600) the admin's and each tenant's that is missing."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if directory.stat().st_mode & 0o077:
+        directory.chmod(0o700)
     admin = _read_or_create(directory / f"{ADMIN}.token")
     return ApiTokens(admin=admin, tenants={t: _read_or_create(directory / f"tenant-{t}.token") for t in sorted(set(tenants))})
