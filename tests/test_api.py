@@ -153,7 +153,7 @@ def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
     _, api = daemon
     url = f"{api.url}/v1/jobs"
     made = httpx.post(url, json={"tenant": "prod", "gpus": 2, "duration": "1h", "id": "p-1"}, headers=token(api, "prod"))
-    assert made.status_code == 201 and made.json()["state"] == "pending"
+    assert made.status_code == 201 and made.json()["state"] == "pending" and made.json()["id"] == "prod:p-1"
     other = httpx.post(url, json={"tenant": "batch", "gpus": 1, "id": "b-1"}, headers=token(api, "admin"))
     assert other.status_code == 201
     assert httpx.post(url, json={"tenant": "batch", "gpus": 1}, headers=token(api, "prod")).status_code == 403
@@ -162,16 +162,30 @@ def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
     mine = httpx.get(url, headers=token(api, "prod")).json()
     assert mine and {j["tenant"] for j in mine} == {"prod"}
     assert httpx.get(url, params={"tenant": "batch"}, headers=token(api, "prod")).status_code == 403
+    assert httpx.get(f"{url}/p-1", headers=token(api, "prod")).json()["id"] == "prod:p-1"  # by its ID or TENANT:ID
     unknown = httpx.get(f"{url}/no-such-job", headers=token(api, "prod"))
-    theirs = httpx.get(f"{url}/b-1", headers=token(api, "prod"))  # another tenant's job reads as an unknown one
-    assert (theirs.status_code, theirs.json()) == (unknown.status_code, {"detail": "no job b-1"}) and unknown.status_code == 404
-    assert {j["id"] for j in httpx.get(url, params={"tenant": "batch"}, headers=token(api, "admin")).json()} >= {"b-1"}
+    for theirs in ("b-1", "batch:b-1"):  # another tenant's job reads exactly as an unknown one
+        reply = httpx.get(f"{url}/{theirs}", headers=token(api, "prod"))
+        assert (reply.status_code, reply.json()) == (404, {"detail": f"no job {theirs}"})
+    assert unknown.status_code == 404
+    assert {j["id"] for j in httpx.get(url, params={"tenant": "batch"}, headers=token(api, "admin")).json()} >= {"batch:b-1"}
 
     cancelled = httpx.delete(f"{url}/p-1", headers=token(api, "prod"))
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
-    assert httpx.delete(f"{url}/p-1", headers=token(api, "prod")).status_code == 409
+    assert httpx.delete(f"{url}/prod:p-1", headers=token(api, "prod")).status_code == 409
     assert httpx.delete(f"{url}/b-1", headers=token(api, "prod")).status_code == 404
     assert httpx.get(f"{url}/b-1", headers=token(api, "batch")).json()["state"] == "pending"  # untouched
+
+
+def test_tenants_cannot_probe_each_others_job_ids(daemon) -> None:
+    # A submit reusing another tenant's id answered 409 and a read answered 403: both told the id existed.
+    _, api = daemon
+    url = f"{api.url}/v1/jobs"
+    assert httpx.post(url, json={"tenant": "batch", "gpus": 1, "id": "train"}, headers=token(api, "batch")).status_code == 201
+    mine = httpx.post(url, json={"tenant": "prod", "gpus": 1, "id": "train"}, headers=token(api, "prod"))
+    assert mine.status_code == 201 and mine.json()["id"] == "prod:train", "the same id, each tenant's own"
+    assert httpx.get(f"{url}/train", headers=token(api, "prod")).json()["tenant"] == "prod"
+    assert httpx.get(f"{url}/train", headers=token(api, "batch")).json()["tenant"] == "batch"
 
 
 @pytest.mark.parametrize(

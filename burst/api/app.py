@@ -15,7 +15,10 @@ scheme (HTTP bearer), required by every route here but the health checks. A
 missing or unknown token is 401; a tenant token reaching for another
 tenant's jobs, or for an admin endpoint, is 403, and another tenant's job
 answers exactly as an unknown one does (404), so job ids cannot be probed. A
-bad payload is 422 naming the field (values outside `burst.bounds` included);
+job's `id`, when the submitter gives one, is its tenant's own: the job is
+stored as `TENANT:ID` (a tenant names its jobs by `ID` or `TENANT:ID`), so two
+tenants may use the same ids and a taken id (409) is always the caller's own.
+A bad payload is 422 naming the field (values outside `burst.bounds` included);
 a body over `burst.bounds.MAX_BODY_BYTES` is 413. Job writes go to the state
 store's embedded queue (its own SQLite connection, beside the loop's: WAL lets
 them share the file).
@@ -106,7 +109,8 @@ class JobSubmission(BaseModel):
                                             description="How often it checkpoints, e.g. 15m (at most 366 days).")
     duration: str | None = Field(default=None, max_length=64, description="Expected run time, e.g. 2h (at most 366 days).")
     id: str | None = Field(default=None, max_length=MAX_NAME_LENGTH,
-                           description="Job id (default generated): letters, digits, . _ -")
+                           description="Job id within the tenant (default generated): letters, digits, . _ -; "
+                           "stored, and answered, as TENANT:ID")
     command: list[Annotated[str, Field(max_length=MAX_ARG_LENGTH)]] | None = Field(
         default=None, min_length=1, max_length=MAX_LIST_LENGTH,
         description="argv an on-prem node agent runs for the job (default: none).",
@@ -142,7 +146,7 @@ class JobSubmission(BaseModel):
         from policies import parse_duration
 
         return Job(
-            id=self.id or f"job-{uuid.uuid4().hex[:12]}",
+            id=scoped_id(self.tenant, self.id) if self.id else f"job-{uuid.uuid4().hex[:12]}",
             tenant=self.tenant,
             gpus=self.gpus,
             gpu_share=self.gpu_share,
@@ -154,6 +158,11 @@ class JobSubmission(BaseModel):
             duration_s=parse_duration(self.duration) if self.duration else None,
             command=tuple(self.command or ()),
         )
+
+
+def scoped_id(tenant: str, job_id: str) -> str:
+    """The stored id of a job its submitter named `job_id`: `TENANT:ID` (the separator is in neither part)."""
+    return f"{tenant}:{job_id}"
 
 
 def _field_error(field: str, msg: str) -> HTTPException:
@@ -265,8 +274,8 @@ def api_app(
         with store_lock:
             try:
                 store.add_job(job, at=job.submitted_at)
-            except JobExists:
-                raise HTTPException(409, f"job id {job.id} is taken: choose another id, or leave id out "
+            except JobExists:  # ids are scoped by tenant: a taken one is the caller's tenant's own
+                raise HTTPException(409, f"job {job.id} already exists: choose another id, or leave id out "
                                     "for a generated one") from None
         return job_to_json(job)
 
@@ -274,6 +283,8 @@ def api_app(
         """The job, if `who` may see it; another tenant's job answers exactly as an unknown id (404)."""
         with store_lock:
             job = store.get_job(job_id)
+            if (job is None or not who.may_see(job.tenant)) and who.tenant is not None and ":" not in job_id:
+                job = store.get_job(scoped_id(who.tenant, job_id))  # a tenant names its own jobs by their ID
         if job is None or not who.may_see(job.tenant):
             raise _not_found(job_id)
         return job
