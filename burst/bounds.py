@@ -63,9 +63,9 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_SHOWN_VALUE = 40
 """Longest value quoted in an error message (longer ones are cut, with '...')."""
 
-EARLIEST_YEAR = 1971
+EARLIEST_YEAR = 1970
 LATEST_YEAR = 9000
-"""Times outside these years are refused: far from datetime's limits, so adding any duration stays in range."""
+"""Times outside these years are refused (1970: numeric trace times count from the Unix epoch): far from datetime's limits, so adding any duration stays in range."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from burst.bounds import (
     MAX_LIST_LENGTH,
     MAX_LOOP_INTERVAL_S,
     MIN_CLOCK_SPEED,
+    shown,
     time_problem,
 )
 from burst.model import (
@@ -97,14 +98,14 @@ def listen_address(value: str | int) -> str:
     text = str(value).strip() if not isinstance(value, bool) else ""
     host, _, port = text.rpartition(":")
     if not (port.isascii() and port.isdigit()) or int(port) > 65535:
-        raise ValueError(f"{value!r} is not HOST:PORT or a port, e.g. 127.0.0.1:8460 or 8460")
+        raise ValueError(f"{shown(value)} is not HOST:PORT or a port, e.g. 127.0.0.1:8460 or 8460")
     return f"{host or DEFAULT_API_HOST}:{int(port)}"
 
 
 def _cluster_id(value: str) -> str:
     if re.fullmatch(CLUSTER_PATTERN, value) is None:
         raise ValueError(
-            f"invalid cluster id {value!r}: use lower-case letters, digits, '_' or '-', "
+            f"invalid cluster id {shown(value)}: use lower-case letters, digits, '_' or '-', "
             "starting with a letter or digit, at most 63 characters (it becomes a GCP label value)"
         )
     return value
@@ -516,7 +517,7 @@ class ApiDoc(StrictModel):
             return value  # None, or a type error the field itself reports
         address = listen_address(value)
         if address.endswith(":0"):
-            raise ValueError(f"{value!r}: port 0 is not a fixed port; give one, e.g. 8460")
+            raise ValueError(f"{shown(value)}: port 0 is not a fixed port; give one, e.g. 8460")
         return address
 
 
@@ -555,7 +556,7 @@ def duplicate_group_ids(ids: Sequence[object]) -> list[tuple[tuple[int | str, ..
         if not isinstance(gid, str):
             continue
         if gid in seen:
-            out.append(((i, "id"), f"duplicate node group id {gid!r} (also item {seen[gid]})"))
+            out.append(((i, "id"), f"duplicate node group id {shown(gid)} (also item {seen[gid]})"))
         else:
             seen[gid] = i
     return out
@@ -573,11 +574,6 @@ def _raw_checks(data: Mapping[str, Any]) -> list[tuple[tuple[int | str, ...], st
 def _sim_start(value: Any) -> Any:
     if isinstance(value, bool | int | float):  # pydantic would read a number as seconds since 1970
         raise ValueError(f"expected an ISO 8601 instant, e.g. 2026-03-02T00:00:00Z, got the number {value!r:.40}")
-    if isinstance(value, datetime | date):
-        when = value if isinstance(value, datetime) else datetime.combine(value, time(), tzinfo=UTC)
-        problem = time_problem(when) if when.tzinfo is not None else None
-        if problem is not None:
-            raise ValueError(f"sim_start: {problem}")
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("sim_start needs a timezone, e.g. 2026-03-02T00:00:00Z")
@@ -802,6 +798,9 @@ class BurstConfig(StrictModel):
     @field_validator("sim_start")
     @classmethod
     def _sim_start_utc(cls, value: datetime | None) -> datetime | None:
+        problem = time_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value.astimezone(UTC) if value is not None else None
 
     @field_validator("leader")

@@ -59,6 +59,11 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, marked with '...' (a key or value in a file may be megabytes)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass(frozen=True)
 class PolicyError:
     """One user-facing problem: `FILE:LINE: field: message` (field `-` for file-level problems)."""
@@ -70,8 +75,8 @@ class PolicyError:
 
     def __post_init__(self) -> None:
         # one error is one line, whatever a key or a value in the file contained
-        object.__setattr__(self, "field", _one_line(self.field) or "-")
-        object.__setattr__(self, "message", _one_line(self.message) or "invalid value")
+        object.__setattr__(self, "field", _cut(_one_line(self.field), 120) or "-")
+        object.__setattr__(self, "message", _cut(_one_line(self.message), 500) or "invalid value")
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.field}: {self.message}"
@@ -175,7 +180,7 @@ class _Walker:
             except Exception as exc:  # e.g. a timestamp like 2026-02-30 that is not a date
                 self.errors.append(
                     PolicyError(
-                        self.file, _line(node), self.field(path), f"invalid value {node.value!r}: {exc}"
+                        self.file, _line(node), self.field(path), f"invalid value {_short(node.value)}: {exc}"
                     )
                 )
         elif isinstance(node, SequenceNode):
@@ -195,7 +200,7 @@ class _Walker:
                             self.file,
                             _line(key),
                             self.field((*path, name)),
-                            f"duplicate key {name!r} (first given on line {seen[name]})",
+                            f"duplicate key {_short(name)} (first given on line {seen[name]})",
                         )
                     )
                 seen.setdefault(name, _line(key))
@@ -339,9 +344,9 @@ def _message(root: type[BaseModel], err: Mapping[str, Any], loc: Loc) -> str:
         allowed = sorted(model.model_fields) if model is not None else []
         close = difflib.get_close_matches(key, allowed, n=1)
         if close:
-            return f"unknown key {key!r} (did you mean {close[0]!r}?)"
+            return f"unknown key {_short(key)} (did you mean {close[0]!r}?)"
         return (
-            f"unknown key {key!r}; allowed keys: {', '.join(allowed)}" if allowed else f"unknown key {key!r}"
+            f"unknown key {_short(key)}; allowed keys: {', '.join(allowed)}" if allowed else f"unknown key {_short(key)}"
         )
     if kind == "missing":
         return "required key is missing"

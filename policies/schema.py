@@ -22,7 +22,15 @@ from pydantic import (
     field_validator,
 )
 
-from burst.bounds import MAX_LIST_LENGTH, MAX_PRIORITY, MAX_QUOTA_GPUS, MAX_TEXT_LENGTH, MAX_USD, MAX_WEIGHT
+from burst.bounds import (
+    MAX_LIST_LENGTH,
+    MAX_PRIORITY,
+    MAX_QUOTA_GPUS,
+    MAX_TEXT_LENGTH,
+    MAX_USD,
+    MAX_WEIGHT,
+    shown,
+)
 from burst.model import QUANTILES, Budget, GpuSharing, HotPoolPolicy, Policy, PrescalePolicy, SpotPolicy
 from policies.durations import Duration
 
@@ -47,7 +55,7 @@ def check_name(value: str) -> str:
     """Decide whether `value` is a usable tenant / node-group name; raise ValueError saying the rule if not."""
     if re.fullmatch(NAME_PATTERN, value) is None:
         raise ValueError(
-            f"invalid name {value!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit, "
+            f"invalid name {shown(value)}: use letters, digits, '.', '_' or '-', starting with a letter or digit, "
             "at most 63 characters"
         )
     return value
@@ -247,7 +255,7 @@ class TenantPolicyDoc(StrictModel):
         seen: set[str] = set()
         for item in value:
             if item in seen:
-                raise ValueError(f"{item!r} is listed twice")
+                raise ValueError(f"{shown(item)} is listed twice")
             seen.add(item)
         return value
 

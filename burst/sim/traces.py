@@ -79,7 +79,7 @@ from pathlib import Path
 
 import numpy as np
 
-from burst.bounds import job_problem
+from burst.bounds import job_problem, shown
 from burst.model import Job
 
 __all__ = [
@@ -269,6 +269,11 @@ def _as_utc(dt: datetime) -> datetime:
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
+def _cut(s: str) -> str:
+    """A cell as quoted bare in a message: cut to a few dozen characters."""
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
 def _cell(row: list[str], idx: int | None) -> str:
     if idx is None or idx >= len(row):
         return ""
@@ -286,25 +291,25 @@ def _number(s: str, name: str) -> float:
     try:
         v = float(s)
     except ValueError:
-        raise _Bad(f"{name}: not a number {s!r}") from None
+        raise _Bad(f"{name}: not a number {shown(s)}") from None
     if not math.isfinite(v):
-        raise _Bad(f"{name}: not a finite number {s!r}")
+        raise _Bad(f"{name}: not a finite number {shown(s)}")
     return v
 
 
 def _duration(s: str, name: str) -> float:
     v = _number(s, name)
     if v <= 0:
-        raise _Bad(f"{name}: must be > 0, got {s}")
+        raise _Bad(f"{name}: must be > 0, got {_cut(s)}")
     return v
 
 
 def _count(s: str, name: str, minimum: int) -> int:
     v = _number(s, name)
     if v != int(v):
-        raise _Bad(f"{name}: not a whole number {s!r}")
+        raise _Bad(f"{name}: not a whole number {shown(s)}")
     if v < minimum:
-        raise _Bad(f"{name}: must be >= {minimum}, got {s}")
+        raise _Bad(f"{name}: must be >= {minimum}, got {_cut(s)}")
     return int(v)
 
 
@@ -312,13 +317,13 @@ def _offset(epoch: datetime, seconds: float, name: str, s: str) -> datetime:
     try:
         return epoch + timedelta(seconds=seconds)
     except OverflowError:
-        raise _Bad(f"{name}: out of range {s!r}") from None
+        raise _Bad(f"{name}: out of range {shown(s)}") from None
 
 
 def _relative_time(s: str, name: str, epoch: datetime) -> datetime:
     v = _number(s, name)
     if v < 0:
-        raise _Bad(f"{name}: must be >= 0, got {s}")
+        raise _Bad(f"{name}: must be >= 0, got {_cut(s)}")
     return _offset(epoch, v, name, s)
 
 
@@ -330,12 +335,12 @@ def _absolute_time(s: str, name: str, epoch: datetime) -> datetime:
         pass
     else:
         if not math.isfinite(v):
-            raise _Bad(f"{name}: not a time {s!r}")
+            raise _Bad(f"{name}: not a time {shown(s)}")
         return _offset(epoch, v, name, s)
     try:
         dt = datetime.fromisoformat(s)
     except ValueError:
-        raise _Bad(f"{name}: not a time {s!r}") from None
+        raise _Bad(f"{name}: not a time {shown(s)}") from None
     return _as_utc(dt)
 
 
@@ -349,7 +354,7 @@ def _flag(s: str, name: str) -> bool:
         return True
     if low in _FALSE:
         return False
-    raise _Bad(f"{name}: not true/false {s!r}")
+    raise _Bad(f"{name}: not true/false {shown(s)}")
 
 
 _RowFn = Callable[[list[str], int], Job | None]
@@ -409,7 +414,7 @@ def _alibaba(col: Mapping[str, int], tenant_of: Callable[[list[str]], str], epoc
         created_s = _req(row, ct, "creation_time")
         created = _number(created_s, "creation_time")
         if created < 0:
-            raise _Bad(f"creation_time: must be >= 0, got {created_s}")
+            raise _Bad(f"creation_time: must be >= 0, got {_cut(created_s)}")
         deleted = _number(_req(row, dt, "deletion_time"), "deletion_time")
         scheduled_s = _cell(row, sc)
         began = _number(scheduled_s, "scheduled_time") if scheduled_s else created
@@ -422,7 +427,7 @@ def _alibaba(col: Mapping[str, int], tenant_of: Callable[[list[str]], str], epoc
         if num_gpu == 1 and milli_s:
             milli = _number(milli_s, "gpu_milli")
             if not 0 < milli <= 1000:
-                raise _Bad(f"gpu_milli: must be in (0, 1000] for a 1-GPU pod, got {milli_s}")
+                raise _Bad(f"gpu_milli: must be in (0, 1000] for a 1-GPU pod, got {_cut(milli_s)}")
             if milli < 1000:
                 gpus, share = 0, milli / 1000.0
         model = _cell(row, spec)
@@ -521,7 +526,7 @@ def load_trace(
             col: dict[str, int] = {}
             for i, n in enumerate(names):
                 if n in col:
-                    raise TraceError(f"{where}: duplicate column {n!r} in the header")
+                    raise TraceError(f"{where}: duplicate column {shown(n)} in the header")
                 if n:
                     col[n] = i
             fmt = _pick_format(where, format, names)
@@ -550,7 +555,7 @@ def load_trace(
                     continue
                 first = seen.get(job.id)
                 if first is not None:
-                    bad.append(BadRow(line, f"job id {job.id!r} repeats line {first}"))
+                    bad.append(BadRow(line, f"job id {shown(job.id)} repeats line {first}"))
                     continue
                 seen[job.id] = line
                 jobs.append(job)
@@ -576,9 +581,9 @@ def _pick_format(where: str, format: str, names: Sequence[str]) -> str:
     if format == "auto":
         found = detect_format(names)
         if found is None:
-            shown = ",".join(n for n in names if n)
+            header = _cut(",".join(n for n in names if n))
             expected = ", ".join(_describe(f) for f in _FORMATS)
-            raise TraceError(f"{where}: unknown header ({shown}); expected one of: {expected}")
+            raise TraceError(f"{where}: unknown header ({header}); expected one of: {expected}")
         return found
     missing = [c for c in _BY_NAME[format].required if c not in names]
     if missing:
@@ -604,7 +609,7 @@ def _row_function(
     if tenant_column is not None:
         column: str | None = tenant_column.strip().lower()
         if column not in col:
-            raise TraceError(f"{where}: no tenant column {tenant_column!r} in the header")
+            raise TraceError(f"{where}: no tenant column {shown(tenant_column)} in the header")
     else:
         column = spec.tenant_column
         if column is not None and column not in col and spec.tenant_required and fallback is None:
