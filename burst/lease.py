@@ -10,14 +10,20 @@ increments the **epoch**. The actuator calls `check(epoch, now)` before each
 journal write and provider call: a daemon whose lease was taken over (it
 stalled past its lease, then woke up) gets `Deposed` and its late writes
 never happen. Clocks are injected, so failover is tested with a fake clock.
+
+Daemons on a simulated clock each run their own clock, so a lease judged by
+the time each passes in means nothing between them: `WallClockLease` judges
+it on the wall clock they share instead (the runtime wraps every lease in it
+on a sim clock).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -58,6 +64,36 @@ class LeaderLease(Protocol):
     def current(self) -> LeaseState | None:
         """The lease as stored (None if nobody ever held it)."""
         ...
+
+
+class WallClockLease:
+    """A lease judged on one clock every daemon shares (the wall clock), whatever time a daemon passes in.
+
+    For daemons on simulated clocks: each advances its own, so judging the
+    lease by them would let a daemon whose clock ran ahead take over from a
+    live leader. The lease's expiry, takeovers and fencing all use `clock`.
+    """
+
+    def __init__(self, lease: LeaderLease, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.lease = lease
+        self.holder = lease.holder
+        self.clock = clock
+
+    def acquire(self, now: datetime) -> int | None:
+        """Take or renew the lease, judged at the shared clock's time (`now` is the daemon's own)."""
+        return self.lease.acquire(self.clock())
+
+    def check(self, epoch: int, now: datetime) -> None:
+        """Raise `Deposed` unless the lease is still held in `epoch` at the shared clock's time."""
+        self.lease.check(epoch, self.clock())
+
+    def release(self) -> None:
+        """Give the lease up now."""
+        self.lease.release()
+
+    def current(self) -> LeaseState | None:
+        """The lease as stored."""
+        return self.lease.current()
 
 
 class SqliteLease:

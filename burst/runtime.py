@@ -26,7 +26,7 @@ from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow
-from burst.lease import LeaderLease, SqliteLease
+from burst.lease import LeaderLease, SqliteLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
@@ -173,7 +173,8 @@ class Runtime:
         """Give up the leader lease if this daemon holds it (a clean stop), so a standby leads at its next tick."""
         lease = self.controller.lease
         state = lease.current() if lease is not None else None
-        if lease is None or state is None or state.holder != lease.holder or state.expires_at <= self.now():
+        now = lease.clock() if isinstance(lease, WallClockLease) else self.now()
+        if lease is None or state is None or state.holder != lease.holder or state.expires_at <= now:
             return
         lease.release()
         log.info("leader lease released", extra={"holder": lease.holder, "epoch": state.epoch})
@@ -421,6 +422,8 @@ def build_runtime(
         if config.leader.enabled and config.leader.kind == "kubernetes":
             lease = (kube or _kubernetes(config, need=True)).lease(  # type: ignore[union-attr]
                 holder, name=config.leader.name, namespace=config.leader.namespace, duration_s=config.leader.lease)
+        if lease is not None and sim_clock is not None:  # each daemon's sim clock is its own: judge on the wall's
+            lease = WallClockLease(lease)
         reloader = PolicyReloader(config.policies_path())
         if reloader.last_errors:
             raise ConfigError("\n".join(str(e) for e in reloader.last_errors))

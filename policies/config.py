@@ -803,16 +803,6 @@ class BurstConfig(StrictModel):
             raise ValueError(problem)
         return value.astimezone(UTC) if value is not None else None
 
-    @field_validator("leader")
-    @classmethod
-    def _leader_needs_one_clock(cls, value: LeaderDoc, info: ValidationInfo) -> LeaderDoc:
-        if value.enabled and info.data.get("clock") == "sim":
-            raise LocatedValueError(
-                "leader election needs clock: real: on a sim clock each daemon advances its own clock, so both "
-                "would judge the lease by their own time and act", ["enabled"],
-            )
-        return value
-
     @field_validator("loop_jitter")
     @classmethod
     def _jitter_below_interval(cls, value: float, info: ValidationInfo) -> float:

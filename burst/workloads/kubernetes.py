@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from burst import progress
+from burst.bounds import job_problem
 from burst.model import Action, ActionKind, Job, JobState, Node, NodeGpus, NodeId
 from burst.workloads.base import JobEvents
 from policies.durations import parse_duration
@@ -115,6 +116,7 @@ class KubernetesJobSource:
         self.sync = sync
         self._seen: dict[str, _Seen] = {}
         self._banked: dict[str, Job] = {}  # requeued jobs waiting for their next pod: work and checkpoint kept
+        self._refused: set[str] = set()  # pods outside burst.bounds, left out of the plans (reported once)
 
     def node_ids(self) -> dict[str, NodeId]:
         """Kubernetes node name -> burst node id (the providerID's instance id, else the node's name)."""
@@ -193,14 +195,22 @@ class KubernetesJobSource:
             elif after is None and was_running:
                 events.completed.append(progress.complete(seen.job, now))
         active: list[Job] = []
+        refused: set[str] = set()
         for jid, (job, _pod) in sorted(current.items()):
+            problem = job_problem(job)
+            if problem is not None:  # a pod burst cannot reason about: Kubernetes keeps it, burst does not plan it
+                refused.add(jid)
+                if jid not in self._refused:
+                    events.failed.append((jid, job.tenant, problem))
+                continue
             before = self._seen.get(jid)
             if job.state in RUNNING and (before is None or before.job.state not in RUNNING):
                 events.started.append(job)
             if job.state in RUNNING:
                 self._banked.pop(jid, None)
             active.append(job)
-        self._seen = {jid: _Seen(job, pod) for jid, (job, pod) in current.items()}
+        self._seen = {jid: _Seen(job, pod) for jid, (job, pod) in current.items() if jid not in refused}
+        self._refused = refused
         return active, events
 
     def peek(self, now: datetime, nodes: Mapping[NodeId, Node]) -> Sequence[Job]:
