@@ -186,6 +186,8 @@ def test_tenants_cannot_probe_each_others_job_ids(daemon) -> None:
     assert mine.status_code == 201 and mine.json()["id"] == "prod:train", "the same id, each tenant's own"
     assert httpx.get(f"{url}/train", headers=token(api, "prod")).json()["tenant"] == "prod"
     assert httpx.get(f"{url}/train", headers=token(api, "batch")).json()["tenant"] == "batch"
+    long = httpx.get(f"{url}/{'x' * 5000}", headers=token(api, "prod"))
+    assert long.status_code == 404 and len(long.text) < 100
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ from burst.api.tokens import ApiTokens, Principal
 from burst.bounds import (
     MAX_ARG_LENGTH,
     MAX_JOB_GPUS,
+    MAX_JOB_ID_LENGTH,
     MAX_LIST_LENGTH,
     MAX_NAME_LENGTH,
     MAX_PRIORITY,
@@ -183,7 +184,7 @@ def validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
 
 
 def _not_found(job_id: str) -> HTTPException:
-    return HTTPException(404, f"no job {job_id}")
+    return HTTPException(404, f"no job {job_id}" if len(job_id) <= MAX_JOB_ID_LENGTH else "no job with that id")
 
 
 def api_app(
