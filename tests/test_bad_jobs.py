@@ -93,3 +93,17 @@ def test_the_readme_lists_every_limit() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     for limit in LIMITS:
         assert f"| {limit.what} | {limit.bounds} |" in readme, limit
+
+
+def test_the_json_schemas_carry_the_bounds() -> None:
+    from burst.api.app import JobSubmission
+    from burst.bounds import MAX_GPUS_PER_NODE, MAX_JOB_GPUS, MAX_PRIORITY
+    from policies import policy_json_schema
+    from policies.config import config_json_schema
+
+    policy = policy_json_schema()["properties"]
+    assert (policy["priority"]["minimum"], policy["priority"]["maximum"]) == (-MAX_PRIORITY, MAX_PRIORITY)
+    assert policy["max_job_runtime"]["anyOf"][0]["maximum"] == MAX_DURATION_S
+    assert config_json_schema()["$defs"]["NodeGroupDoc"]["properties"]["gpus_per_node"]["maximum"] == MAX_GPUS_PER_NODE
+    api = JobSubmission.model_json_schema()["properties"]
+    assert api["gpus"]["maximum"] == MAX_JOB_GPUS and api["command"]["anyOf"][0]["maxItems"] == 256
