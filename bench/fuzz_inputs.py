@@ -5,7 +5,8 @@
     python bench/fuzz_inputs.py --json
 
 The kinds: API job submissions (the real app over a real store, beside a
-quickstart daemon that ticks after each one), tenant policy files, burst.yaml
+quickstart daemon that ticks after each one), tenant policy files (accepted
+ones planned under for two ticks), burst.yaml
 files (loaded and checked as `burst run` does; accepted ones run a daemon for
 three ticks), and trace files (loaded, then their jobs ticked through the
 reconcile loop). Values come from `tests/hostile.py`'s catalogue (huge and
@@ -46,6 +47,7 @@ from hostile import (  # noqa: E402
     config_verdict,
     policy_text,
     policy_verdict,
+    tick_under_policy,
     trace_text,
     trace_verdict,
 )
@@ -136,7 +138,7 @@ def fuzz_policies(tally: Tally, rng: random.Random, n: int, home: Path) -> None:
         path = home / f"p{i}" / "batch.yaml"
         path.parent.mkdir()
         path.write_text(policy_text(case))
-        tally.judge("policy", path.read_text(), lambda path=path: policy_verdict(path))
+        tally.judge("policy", path.read_text(), lambda path=path: policy_verdict(path, tick=tick_under_policy))
 
 
 def fuzz_configs(tally: Tally, rng: random.Random, n: int, home: Path) -> None:

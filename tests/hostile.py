@@ -152,8 +152,8 @@ def _emit(doc: dict[str, Any], indent: int) -> list[str]:
     return out
 
 
-def policy_verdict(path: Path) -> str:
-    """The verdict on one policy file."""
+def policy_verdict(path: Path, *, tick: Callable[[Any], None] | None = None) -> str:
+    """The verdict on one policy file; an accepted policy is given to `tick` (to plan a daemon's tick with it)."""
     try:
         policy = load_policy_file(path)
     except PolicyValidationError as exc:
@@ -166,7 +166,33 @@ def policy_verdict(path: Path) -> str:
     if abs(policy.priority) > MAX_PRIORITY or (policy.max_job_runtime_s or 0) > MAX_DURATION_S or \
             (policy.steady_quota_gpus or 0) > MAX_QUOTA_GPUS or not math.isfinite(policy.fair_share_weight):
         raise Unclean(f"accepted a policy out of bounds: {policy}")
+    if tick is not None:
+        try:
+            tick(policy)
+        except Exception as exc:
+            raise Unclean(f"a tick under the accepted policy failed: {type(exc).__name__}: {exc}") from exc
     return "accepted"
+
+
+def tick_under_policy(policy: Any) -> None:
+    """Two reconcile ticks (sim provider, in-memory store) with `policy` for tenant batch and a mix of its jobs."""
+    from builders import T0, job
+    from test_reconcile import build
+
+    from burst.state import Store
+    from burst.workloads.queue import MemoryQueue
+    from providers.sim import ManualClock
+
+    clock = ManualClock(T0)
+    queue = MemoryQueue()
+    controller, _, _ = build(Store(":memory:"), clock, queue=queue)
+    controller.policies = lambda: {"batch": policy}
+    for i, gpus in enumerate((1, 4, 8, 8, 16)):
+        queue.submit(job(f"b{i}", tenant="batch", gpus=gpus, duration_s=3600.0, fault_tolerant=i % 2 == 0,
+                         checkpoint_interval_s=600.0 if i % 2 == 0 else None, priority=i - 2))
+    controller.tick()
+    clock.advance(600)
+    controller.tick()
 
 
 # ------------------------------------------------------------------ burst.yaml

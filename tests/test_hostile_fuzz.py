@@ -30,6 +30,7 @@ from hostile import (
     config_verdict,
     policy_text,
     policy_verdict,
+    tick_under_policy,
     trace_text,
     trace_verdict,
 )
@@ -85,12 +86,12 @@ def test_the_api_answers_hostile_submissions_cleanly_and_the_next_tick_runs(
 
 @FUZZ
 @given(st.lists(st.tuples(st.sampled_from(POLICY_KEYS), hostile), min_size=1, max_size=5))
-def test_the_policy_loader_refuses_hostile_values_with_file_and_line(
+def test_the_policy_loader_refuses_hostile_values_with_file_and_line_and_a_tick_runs_under_the_rest(
     tmp_path_factory: pytest.TempPathFactory, settings_: list[tuple[tuple[str, ...], Any]]
 ) -> None:
     path = tmp_path_factory.mktemp("policy") / "batch.yaml"
     path.write_text(policy_text(settings_))
-    policy_verdict(path)
+    policy_verdict(path, tick=tick_under_policy)
 
 
 QUICKSTART = quickstart_config_path().read_text()
