@@ -86,6 +86,10 @@ def check_open(conn: sqlite3.Connection, path: Path) -> None:
     """Decide whether an opened state file is sound (`PRAGMA quick_check`); raise DamagedStore if not."""
     try:
         rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise  # another process holds it: not damage
+        raise damaged(path, f"is corrupt ({exc})") from None
     except sqlite3.DatabaseError as exc:
         raise damaged(path, f"is corrupt ({exc})") from None
     verdict = [str(r[0]) for r in rows]
