@@ -79,7 +79,17 @@ from pathlib import Path
 
 import numpy as np
 
-from burst.bounds import job_problem, shown
+from burst.bounds import (
+    EARLIEST_YEAR,
+    LATEST_YEAR,
+    MAX_DURATION_S,
+    MAX_JOB_GPUS,
+    MAX_JOB_ID_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_TEXT_LENGTH,
+    job_problem,
+    shown,
+)
 from burst.model import Job
 
 __all__ = [
@@ -549,9 +559,14 @@ def load_trace(
                 if job is None:
                     skipped += 1
                     continue
-                problem = job_problem(job)
-                if problem is not None:  # absurd values (a 1e15 s duration, a million GPUs): burst.bounds
-                    bad.append(BadRow(line, problem))
+                duration, interval = job.duration_s, job.checkpoint_interval_s
+                if not (  # what a row sets, against burst.bounds (every row passes here: kept to comparisons)
+                    job.gpus <= MAX_JOB_GPUS and (duration is None or duration <= MAX_DURATION_S)
+                    and (interval is None or interval <= MAX_DURATION_S) and len(job.id) <= MAX_JOB_ID_LENGTH
+                    and len(job.tenant) <= MAX_NAME_LENGTH and EARLIEST_YEAR <= job.submitted_at.year <= LATEST_YEAR
+                    and (job.gpu_model is None or len(job.gpu_model) <= MAX_TEXT_LENGTH)
+                ):  # absurd values (a 1e15 s duration, a million GPUs): skipped, the field named
+                    bad.append(BadRow(line, job_problem(job) or "out of bounds"))
                     continue
                 first = seen.get(job.id)
                 if first is not None:
