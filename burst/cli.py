@@ -245,6 +245,7 @@ def plan_cmd(
 
 
 def _plan_snapshot(snapshot_path: Path, policies_dir: Path | None, now: datetime) -> Plan:
+    from burst.bounds import job_problem
     from burst.catalog import Catalog
     from burst.codec import CodecError, snapshot_from_json
     from burst.planner import PlanIds, plan
@@ -252,8 +253,12 @@ def _plan_snapshot(snapshot_path: Path, policies_dir: Path | None, now: datetime
 
     try:
         snap = snapshot_from_json(json.loads(snapshot_path.read_text()))
-    except (CodecError, ValueError) as exc:
-        raise click.ClickException(f"{snapshot_path}: {exc}") from None
+    except (CodecError, ValueError, RecursionError) as exc:
+        raise click.ClickException(f"{snapshot_path}: {str(exc)[:300]}") from None
+    for job in snap.jobs:  # the bounds every other edge applies: nothing out of them reaches the planner
+        problem = job_problem(job)
+        if problem is not None:
+            raise click.ClickException(f"{snapshot_path}: job {job.id[:63]}: {problem}")
     pols = {}
     if policies_dir is not None:
         try:

@@ -138,3 +138,15 @@ def test_burst_submit_applies_the_same_bounds(tmp_path: Path, args: list[str], o
                                        "--state", str(tmp_path / "s.db")])
     assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output, result.output
     assert len(result.output) < 1000
+
+
+def test_a_snapshot_with_a_job_out_of_bounds_is_refused_naming_it(tmp_path: Path) -> None:
+    import json
+
+    snapshot = json.loads((Path(__file__).parent.parent / "examples" / "snapshot.json").read_text())
+    snapshot["jobs"][0]["duration_s"] = 1e15
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snapshot))
+    result = CliRunner().invoke(main, ["plan", "--snapshot", str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"{path}: job {snapshot['jobs'][0]['id']}: duration_s: " in result.output
