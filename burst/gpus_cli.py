@@ -59,9 +59,12 @@ def gpus_cmd(config_path: Path | None, group_id: str | None, node_id: str | None
     groups: tuple[NodeGroup, ...] = ()
     if config_path is not None:
         from burst.runtime import ConfigError, load_run_config
+        from policies import PolicyValidationError
 
         try:
             groups = load_run_config(config_path).node_groups_model()
+        except PolicyValidationError as exc:
+            raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
         except (ConfigError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
     found = discover(node_id, groups=groups, group_id=group_id)
