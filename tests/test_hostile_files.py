@@ -122,9 +122,12 @@ def test_a_bad_synthetic_setting_is_one_located_line_with_its_value_cut(tmp_path
 
 @pytest.mark.parametrize("command", [["plan"], ["run", "--duration", "1m", "--quiet"], ["jobs"],
                                      ["submit", "--tenant", "prod", "--gpus", "1"], ["gpus"], ["explain", "x"],
-                                     ["cost", "--from-store"]])
+                                     ["cost", "--from-store"], ["agent"]])
 def test_every_command_reading_a_bad_config_prints_one_error_line(tmp_path: Path, command: list[str]) -> None:
     path = config_with(tmp_path, QUICKSTART.replace("loop_interval: 1m", "loop_interval: [1m]", 1))
+    if command == ["agent"]:
+        (tmp_path / "t").write_text("token\n")
+        command = ["agent", "--controller", "http://127.0.0.1:9", "--token-file", str(tmp_path / "t"), "--ticks", "1"]
     result = CliRunner().invoke(main, [*command, "--config", str(path)])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output

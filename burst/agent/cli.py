@@ -69,9 +69,12 @@ def agent_cmd(controller: str, node_id: str | None, token_file: Path, config_pat
     groups: tuple[NodeGroup, ...] = ()
     if config_path is not None:
         from burst.runtime import ConfigError, load_run_config
+        from policies import PolicyValidationError
 
         try:
             groups = load_run_config(config_path).node_groups_model()
+        except PolicyValidationError as exc:
+            raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
         except (ConfigError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
     name = node_id or socket.gethostname()
