@@ -80,3 +80,17 @@ def test_gpu_pods_become_jobs_with_tenant_annotations_and_node_ids(server: ApiSe
     server.patch("pods", "run", {"status": {"phase": "Succeeded"}}, "ml")
     jobs, done = source.observe(NOW, {})
     assert [j.id for j in done.completed] == ["ml/train"] and [j.id for j in jobs] == ["ml/wait"]
+
+
+def test_a_pod_outside_the_bounds_is_left_out_of_the_plans_and_reported_once(server: ApiServer,
+                                                                             cluster: KubeCluster) -> None:
+    server.put("namespaces", namespace("ml", tenant="research"))
+    server.put("pods", gpu_pod("fine", gpus=8))
+    server.put("pods", gpu_pod("huge", gpus=100_000))
+    server.put("pods", gpu_pod("odd", gpus=1, annotations={"burst.dev/gpu-model": "x" * 100_000}))
+    source = KubernetesJobSource(cluster, Drainer(cluster))
+    jobs, events = source.observe(NOW, {})
+    assert [j.id for j in jobs] == ["ml/fine"]
+    assert [(jid, why.split(":")[0]) for jid, _, why in events.failed] == [("ml/huge", "gpus"), ("ml/odd", "gpu_model")]
+    jobs, again = source.observe(NOW, {})
+    assert [j.id for j in jobs] == ["ml/fine"] and again.failed == []
