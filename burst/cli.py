@@ -410,7 +410,10 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
     if not path.exists():
         raise click.ClickException(f"{path}: no state file (run burst run or burst submit with it first)")
     with _open_store(path) as store:
-        jobs = store.jobs(states=[JobState(s) for s in statuses] or None, tenant=tenant)
+        unreadable: list[tuple[str, str, str]] = []
+        jobs = store.jobs(states=[JobState(s) for s in statuses] or None, tenant=tenant, unreadable=unreadable)
+    for job_id, _, why in unreadable:  # failed by the daemon's next tick; listed apart, never a traceback
+        click.echo(f"job {job_id[:63]}: {why}", err=True)
     if as_json:
         click.echo(json.dumps([job_to_json(j) for j in jobs], indent=2))
         return

@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 from builders import T0, job
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from test_reconcile import build
 
+from burst.api.app import DaemonView, api_app
+from burst.api.tokens import load_api_tokens
 from burst.bounds import MAX_DURATION_S, job_problem
+from burst.cli import main
 from burst.model import JobState
 from burst.state import Store
 from burst.workloads.queue import MemoryQueue
@@ -57,6 +62,15 @@ def test_a_job_row_that_does_not_decode_is_failed_and_the_tick_goes_on(tmp_path:
     assert store.get_job("fine").state is JobState.RUNNING  # type: ignore[union-attr]
     clock.advance(60)
     assert not [h for h in ctl.tick().plan.holds if h.step == "intake"]  # failed once, not every tick
+    tokens = load_api_tokens(tmp_path / "tokens", ["prod", "batch"])
+    app = api_app(store_path=tmp_path / "burst.db", tokens=tokens, view=DaemonView(60.0), clock=clock,
+                  tenants=lambda: {"prod", "batch"})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        admin = {"Authorization": f"Bearer {tokens.admin}"}
+        assert [j["id"] for j in client.get("/v1/jobs", headers=admin).json()] == ["fine"]
+        assert client.get("/v1/jobs/mangled", headers=admin).status_code == 404
+    listed = CliRunner().invoke(main, ["jobs", "--state", str(tmp_path / "burst.db"), "--json"])
+    assert listed.exit_code == 0 and "job mangled: its stored record does not decode" in listed.output
 
 
 @pytest.mark.parametrize(

@@ -183,6 +183,14 @@ def validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
     return out
 
 
+def _readable(store: Store, job_id: str) -> Job | None:
+    """The stored job, or None when there is none or its record does not decode (the next tick fails it)."""
+    try:
+        return store.get_job(job_id)
+    except ValueError:
+        return None
+
+
 def _not_found(job_id: str) -> HTTPException:
     return HTTPException(404, f"no job {job_id}" if len(job_id) <= MAX_JOB_ID_LENGTH else "no job with that id")
 
@@ -261,7 +269,8 @@ def api_app(
         if tenant is not None and not who.may_see(tenant):
             raise HTTPException(403, f"a token of tenant {who.tenant} cannot read tenant {tenant}'s jobs")
         with store_lock:
-            jobs = store.jobs(states=state or None, tenant=tenant if tenant is not None else who.tenant)
+            jobs = store.jobs(states=state or None, tenant=tenant if tenant is not None else who.tenant,
+                              unreadable=[])  # a record that does not decode is left out (the tick fails its job)
         return [job_to_json(j) for j in jobs]
 
     @app.post("/v1/jobs", status_code=201, summary="Submit a job to the embedded queue",
@@ -283,9 +292,9 @@ def api_app(
     def _own_job(job_id: str, who: Principal) -> Job:
         """The job, if `who` may see it; another tenant's job answers exactly as an unknown id (404)."""
         with store_lock:
-            job = store.get_job(job_id)
+            job = _readable(store, job_id)
             if (job is None or not who.may_see(job.tenant)) and who.tenant is not None and ":" not in job_id:
-                job = store.get_job(scoped_id(who.tenant, job_id))  # a tenant names its own jobs by their ID
+                job = _readable(store, scoped_id(who.tenant, job_id))  # a tenant names its own jobs by their ID
         if job is None or not who.may_see(job.tenant):
             raise _not_found(job_id)
         return job
