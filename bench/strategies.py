@@ -1,14 +1,25 @@
-"""Benchmark: every strategy on the real traces, with ratios, throughput and peak memory.
+"""Benchmark: every strategy on windows of the real traces, with the cost gap waterfall and the issue's targets.
 
-    python bench/strategies.py            # the docs table: Philly and ITP clusters 02 and 04
+    python bench/strategies.py            # the docs: Philly and ITP clusters 01..05, plus the two variants
     python bench/strategies.py --small    # a one-day slice of one trace (CI keeps the script from rotting)
     python bench/strategies.py --speed    # the speed target: 60 days of itp-cluster04, every strategy
+    python bench/strategies.py --no-variants  # the docs' main set-up only (faster; writes nothing)
 
 Traces are read from $BURST_DATA_DIR (default ../shared/data). Prices are the
 shipped catalog's (burst/data/prices.csv: p4d.24xlarge us-east-1 on-demand and
 spot, on-prem from the catalog's cost model); the set-up is the default one
-sized from each trace (see burst.sim.setup). Without --small the table is
-written to docs/benchmarks/strategies.md with the command, commit and date.
+sized from each trace (see burst.sim.setup): 50% of each tenant's jobs
+fault-tolerant, checkpoints every 30 min, 0.01 spot interruptions per
+node-hour. Two variants replay the same windows:
+
+- `spot-scarcity`: each spot offering holds at most 25% of its group's max
+  size; launches beyond it fail (`burst.sim.setup.with_spot_scarcity`), so
+  waiting for spot costs time;
+- `second-price`: the cloud groups in us-west-2, where p4d spot costs
+  $8.00/node-h rather than $2.47 (`burst.sim.setup.in_region`).
+
+Without --small, --speed or --no-variants the tables are written to
+docs/benchmarks/strategies.md with the command, commit and date.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -25,6 +37,8 @@ from benchdoc import write_doc
 
 from burst.settings import data_dir
 from burst.sim.compare import Comparison, compare, ratio
+from burst.sim.engine import GAP_PARTS, StrategyResult
+from burst.sim.setup import SimSetup, default_setup, in_region, with_spot_scarcity
 from burst.sim.strategies import STRATEGIES
 from burst.sim.traces import load_trace
 
@@ -33,11 +47,26 @@ DOC = ROOT / "docs" / "benchmarks" / "strategies.md"
 
 # (file, first submission replayed or None for the trace's first job, days). Philly's first weeks hold a
 # handful of jobs, so its window starts on the first Monday of October 2017.
-FULL = (("philly.csv", "2017-10-02T00:00:00Z", 3.0), ("itp-cluster02.csv", None, 14.0), ("itp-cluster04.csv", None, 7.0))
+FULL = (
+    ("philly.csv", "2017-10-02T00:00:00Z", 3.0),
+    ("itp-cluster01.csv", None, 14.0),
+    ("itp-cluster02.csv", None, 14.0),
+    ("itp-cluster03.csv", None, 14.0),
+    ("itp-cluster04.csv", None, 7.0),
+    ("itp-cluster05.csv", None, 14.0),
+)
 SMALL = (("itp-cluster02.csv", None, 1.0),)
 SPEED = (("itp-cluster04.csv", None, 60.0),)
 SPEED_TARGET_S = 60.0
 MEMORY_TARGET_MIB = 1024.0
+TTC_SLACK_S = 15.0  # time to capacity on cold boots may exceed the boot latency by this much
+
+Variant = Callable[[SimSetup], SimSetup]
+VARIANTS: dict[str, Variant] = {
+    "main": lambda s: s,
+    "spot-scarcity": with_spot_scarcity,
+    "second-price": lambda s: in_region(s, "us-west-2"),
+}
 
 
 def peak_rss_mib() -> float:
@@ -47,78 +76,170 @@ def peak_rss_mib() -> float:
     return max(own, workers) / 1024.0
 
 
-def fmt(x: float, spec: str = ",.0f") -> str:
+def fmt(x: float | None, spec: str = ",.0f") -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def table(name: str, days: float, result: Comparison) -> list[str]:
-    """One trace's markdown table: each strategy's figures and burst's ratios."""
+def table(result: Comparison) -> list[str]:
+    """Each strategy's figures, with cost over the oracle, the floor and reactive."""
     res = result.results
+    oracle, floor, reactive = res.get("oracle"), res.get("floor"), res.get("reactive")
     lines = [
-        f"### {name}, {days:g} days from {result.start:%Y-%m-%d %H:%M} UTC ({result.to_json()['trace']['jobs']} jobs)",
-        "",
-        "| strategy | cost $ | vs oracle | vs reactive | wait p50 s | wait p95 s | P95 wait vs reactive | SLO misses "
-        "| on-prem util | interruptions | lost GPU-h | TTC p95 s | forecast fit s | sim h / wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| strategy | cost $ | vs oracle | vs floor | vs reactive | wait p50 s | wait p95 s | wait p99 s | delay mean s "
+        "| delay p95 s | SLO misses | jobs done | work GPU-h | lost GPU-h | ckpt violations | TTC p95 s | sim h / wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    oracle = res.get("oracle")
-    reactive = res.get("reactive")
     for strategy, r in res.items():
         sim_wall = r.wall_s - r.forecast_fit_s
         speed = r.simulated_hours / sim_wall if sim_wall > 0 else math.nan
         lines.append(
             f"| {strategy} | {fmt(r.cost_usd)} | {fmt(ratio(r.cost_usd, oracle.cost_usd) if oracle else math.nan, '.2f')} "
+            f"| {fmt(ratio(r.cost_usd, floor.cost_usd) if floor else math.nan, '.2f')} "
             f"| {fmt(ratio(r.cost_usd, reactive.cost_usd) if reactive else math.nan, '.2f')} "
-            f"| {fmt(r.wait_p50_s)} | {fmt(r.wait_p95_s)} "
-            f"| {fmt(ratio(r.wait_p95_s, reactive.wait_p95_s) if reactive else math.nan, '.2f')} "
-            f"| {r.slo_violations} | {r.onprem_utilization:.1%} | {r.interruptions} | {fmt(r.lost_gpu_hours, ',.1f')} "
-            f"| {fmt(r.time_to_capacity_p95_s)} | {r.forecast_fit_s:.1f} | {fmt(speed, ',.0f')} |"
+            f"| {fmt(r.wait_p50_s)} | {fmt(r.wait_p95_s)} | {fmt(r.wait_p99_s)} | {fmt(r.delay_mean_s)} "
+            f"| {fmt(r.delay_p95_s)} | {r.slo_violations} | {r.jobs_completed} | {fmt(r.work_gpu_hours, ',.1f')} "
+            f"| {fmt(r.lost_gpu_hours, ',.1f')} | {r.checkpoint_violations} | {fmt(r.time_to_capacity_p95_s)} "
+            f"| {fmt(speed, ',.0f')} |"
         )
-    with_f, without = res.get("burst"), res.get("burst-no-forecast")
-    if with_f and without:
-        lines += ["", f"Forecasting (burst over burst-no-forecast, same run): cost x{ratio(with_f.cost_usd, without.cost_usd):.3f}, "
-                  f"P95 wait x{ratio(with_f.wait_p95_s, without.wait_p95_s):.3f}, SLO misses {with_f.slo_violations} vs "
-                  f"{without.slo_violations}, {with_f.forecast_fits} fits ({', '.join(f'{m}: {n}' for m, n in sorted(with_f.forecast_models.items()))})."]
-    lines += ["", "Assumptions: " + "; ".join(result.setup.assumptions) + ".", ""]
     return lines
+
+
+def waterfall(result: Comparison) -> list[str]:
+    """Each strategy's cost above the oracle, by part (USD), and the share 'other' takes."""
+    lines = [
+        "| strategy | gap $ | " + " | ".join(p.replace("_", " ") for p in GAP_PARTS) + " | other / gap |",
+        "|---|" + "---:|" * (len(GAP_PARTS) + 2),
+    ]
+    for strategy, r in result.results.items():
+        gap = sum(r.cost_gap.values())
+        other = abs(r.cost_gap.get("other", 0.0)) / gap if gap > 0 else 0.0
+        lines.append(f"| {strategy} | {fmt(gap)} | " + " | ".join(fmt(r.cost_gap.get(p, 0.0)) for p in GAP_PARTS)
+                     + f" | {other:.1%} |")
+    return lines
+
+
+def targets(result: Comparison, boot_s: float) -> tuple[list[str], int, int]:
+    """The issue's must-show targets for burst on this window: figure, reference, holds. Returns lines, held, all."""
+    res = result.results
+    b, r, floor = res.get("burst"), res.get("reactive"), res.get("floor")
+    if b is None or r is None or floor is None:
+        return [], 0, 0
+    rows: list[tuple[str, str, str, bool]] = []
+
+    def check(name: str, mine: float, ref: float, holds: bool, spec: str = ",.0f") -> None:
+        rows.append((name, fmt(mine, spec), fmt(ref, spec), holds))
+
+    check("(burst - floor) <= 0.5 x (reactive - floor), $", b.cost_usd - floor.cost_usd,
+          0.5 * (r.cost_usd - floor.cost_usd), b.cost_usd - floor.cost_usd <= 0.5 * (r.cost_usd - floor.cost_usd))
+    for other in ("reactive", "karpenter", "karpenter-do-not-disrupt"):
+        o = res.get(other)
+        if o is not None:
+            check(f"cost <= {other}, $", b.cost_usd, o.cost_usd, b.cost_usd <= o.cost_usd)
+    check("P95 wait <= reactive's, s", b.wait_p95_s, r.wait_p95_s, b.wait_p95_s <= r.wait_p95_s)
+    check("P99 wait <= reactive's, s", b.wait_p99_s, r.wait_p99_s, b.wait_p99_s <= r.wait_p99_s)
+    check("SLO misses <= reactive's", b.slo_violations, r.slo_violations, b.slo_violations <= r.slo_violations)
+    check("mean delay <= reactive's, s", b.delay_mean_s, r.delay_mean_s, b.delay_mean_s <= r.delay_mean_s)
+    check("P95 delay <= reactive's, s", b.delay_p95_s, r.delay_p95_s, b.delay_p95_s <= r.delay_p95_s)
+    check("jobs completed >= reactive's", b.jobs_completed, r.jobs_completed, b.jobs_completed >= r.jobs_completed)
+    check("work delivered >= reactive's, GPU-h", b.work_gpu_hours, r.work_gpu_hours,
+          b.work_gpu_hours >= r.work_gpu_hours - 1e-6, ",.2f")
+    check("lost work <= 0.5 x reactive's, GPU-h", b.lost_gpu_hours, 0.5 * r.lost_gpu_hours,
+          b.lost_gpu_hours <= 0.5 * r.lost_gpu_hours, ",.1f")
+    check("checkpoint violations = 0", b.checkpoint_violations, 0, b.checkpoint_violations == 0)
+    check(f"time to capacity p95 <= boot + {TTC_SLACK_S:g} s", b.time_to_capacity_p95_s, boot_s + TTC_SLACK_S,
+          b.time_to_capacity_p95_s <= boot_s + TTC_SLACK_S)
+    worst = max(res.values(), key=_other_share)
+    check(f"'other' <= 10% of the gap (largest: {worst.name}), %", 100 * _other_share(worst), 10.0,
+          _other_share(worst) <= 0.10, ".1f")
+    lines = ["| target (burst) | burst | reference | holds |", "|---|---:|---:|---|"]
+    lines += [f"| {name} | {mine} | {ref} | {'yes' if ok else '**no**'} |" for name, mine, ref, ok in rows]
+    return lines, sum(ok for *_, ok in rows), len(rows)
+
+
+def _other_share(r: StrategyResult) -> float:
+    gap = sum(r.cost_gap.values())
+    return abs(r.cost_gap.get("other", 0.0)) / gap if gap > 0 else 0.0
+
+
+def section(file: str, days: float, variant: str, result: Comparison) -> tuple[list[str], int, int]:
+    """One window under one set-up: figures, waterfall, targets."""
+    boot_s = max((g.boot_latency_s for g in result.setup.groups if g.tier.value == "elastic"), default=0.0)
+    title = f"### {file}, {days:g} days from {result.start:%Y-%m-%d %H:%M} UTC ({result.to_json()['trace']['jobs']} jobs)"
+    if variant != "main":
+        title += f", variant {variant}"
+    checks, held, total = targets(result, boot_s)
+    lines = [title, "", *table(result), "", "Cost above the oracle, by part (USD; `burst/sim/engine.py` defines each):",
+             "", *waterfall(result), ""]
+    if checks:
+        lines += [f"Targets ({held} of {total} hold" + ("; the cost targets are not required here" if variant != "main"
+                                                          else "") + "):", "", *checks, ""]
+    with_f, without = result.results.get("burst"), result.results.get("burst-no-forecast")
+    if with_f and without:
+        lines += [f"Forecasting (burst over burst-no-forecast, same run): cost x{ratio(with_f.cost_usd, without.cost_usd):.3f}, "
+                  f"P95 wait x{ratio(with_f.wait_p95_s, without.wait_p95_s):.3f}, {with_f.forecast_fits} fits.", ""]
+    lines += ["Assumptions: " + "; ".join(result.setup.assumptions) + ".", ""]
+    return lines, held, total
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="one-day slice of one trace; writes nothing")
     parser.add_argument("--speed", action="store_true", help="60 days of itp-cluster04 with every strategy; writes nothing")
+    parser.add_argument("--no-variants", action="store_true", help="the main set-up only; writes nothing")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="processes running strategies at once (default 2: the CI machine's cores)")
     args = parser.parse_args()
     runs = SMALL if args.small else SPEED if args.speed else FULL
+    variants = ["main"] if args.small or args.speed or args.no_variants else list(VARIANTS)
     out: list[str] = []
+    summary_rows: list[str] = []
     total_wall = 0.0
-    for file, start, days in runs:
-        since = datetime.fromisoformat(start) if start else None
-        trace = load_trace(data_dir() / "traces" / file).window(since, days=days)
-        t0 = time.perf_counter()
-        result = compare(trace, list(STRATEGIES), seed=args.seed, days=days, workers=args.workers)
-        wall = time.perf_counter() - t0
-        total_wall += wall
-        out += table(file, days, result)
-        per = ", ".join(f"{n} {r.wall_s:.1f}s" for n, r in result.results.items())
-        print(f"{file} {days:g} d: {wall:.1f} s wall ({per}); peak RSS {peak_rss_mib():.0f} MiB", file=sys.stderr)
+    for variant in variants:
+        out += [f"## {'Main set-up' if variant == 'main' else 'Variant: ' + variant}", ""]
+        for file, start, days in runs:
+            since = datetime.fromisoformat(start) if start else None
+            trace = load_trace(data_dir() / "traces" / file).window(since, days=days)
+            setup = VARIANTS[variant](default_setup(trace.stats()))
+            t0 = time.perf_counter()
+            result = compare(trace, list(STRATEGIES), setup=setup, seed=args.seed, days=days, workers=args.workers)
+            wall = time.perf_counter() - t0
+            total_wall += wall
+            lines, held, total = section(file, days, variant, result)
+            out += lines
+            res = result.results
+            b, r, k = res["burst"], res["reactive"], res["karpenter"]
+            summary_rows.append(
+                f"| {variant} | {file} | {b.cost_usd / r.cost_usd:.2f} | {b.cost_usd / k.cost_usd:.2f} "
+                f"| {ratio(b.cost_usd - res['floor'].cost_usd, r.cost_usd - res['floor'].cost_usd):.2f} "
+                f"| {ratio(b.wait_p95_s, r.wait_p95_s):.2f} | {ratio(b.lost_gpu_hours, r.lost_gpu_hours):.2f} "
+                f"| {held} of {total} |")
+            per = ", ".join(f"{n} {x.wall_s:.1f}s" for n, x in res.items())
+            print(f"{variant} {file} {days:g} d: {wall:.1f} s wall ({per}); peak RSS {peak_rss_mib():.0f} MiB", file=sys.stderr)
     summary = (f"Total wall {total_wall:.1f} s with {args.workers} worker process(es); peak memory of the largest "
                f"process {peak_rss_mib():.0f} MiB.")
     if args.speed:
         summary += (f" Target: under {SPEED_TARGET_S:g} s wall ({'met' if total_wall < SPEED_TARGET_S else 'not met'}), "
                     f"under {MEMORY_TARGET_MIB:g} MiB ({'met' if peak_rss_mib() < MEMORY_TARGET_MIB else 'not met'}).")
-    print("\n".join(out))
+    ratios = ["## Ratios", "", "burst's cost over reactive's and karpenter's, its excess over the floor as a share of "
+              "reactive's, its P95 wait and lost work over reactive's, and how many targets hold (every window, every "
+              "set-up; the cost targets are required on the main set-up only).", "",
+              "| set-up | window | cost vs reactive | cost vs karpenter | (burst - floor) / (reactive - floor) "
+              "| P95 wait vs reactive | lost work vs reactive | targets held |",
+              "|---|---|---:|---:|---:|---:|---:|---|", *summary_rows, ""]
+    print("\n".join([*ratios, *out]))
     print(summary)
-    if not (args.small or args.speed):
+    if not (args.small or args.speed or args.no_variants):
         write_doc(DOC, "strategies.py", "Strategy benchmark",
                   "Every strategy replays the same trace window through the same controller and sim provider; "
-                  "`oracle` is the bound of `burst.sim.oracle`. Ratios are cost (or P95 wait) of the row's strategy "
-                  "over the oracle's or reactive's, measured in one run. `TTC` is time to capacity. Waits of jobs "
-                  "never started by the end of the run are counted up to the end. `burst` plans with demand forecasts "
-                  "(refit every 6 simulated hours from the trace's prior 30 days and the run's own demand, see "
-                  "`burst/sim/forecasts.py`); `burst-no-forecast` is the same planner and policies without them. "
-                  "Forecast fit time is its own column; `sim h / wall s` leaves it out.", [*out, summary, ""])
+                  "`oracle` is the fluid bound of `burst.sim.oracle` and `floor` the whole-node reference point of "
+                  "`burst.sim.floor`. Ratios are a strategy's figure over the oracle's, the floor's or reactive's, "
+                  "measured in one run. Waits and delays of jobs unfinished at the end of the run are counted up to "
+                  "it. `TTC` is time to capacity. `burst` plans with demand forecasts; `burst-no-forecast` is the "
+                  "same planner and policies without them. `reactive` is the Cluster Autoscaler, `karpenter` and "
+                  "`karpenter-do-not-disrupt` are Karpenter with its documented defaults, the latter with every job "
+                  "annotated do-not-disrupt (`burst/sim/strategies.py`, `burst/sim/karpenter.py`). Windows: "
+                  + "; ".join(f"{f} {d:g} days from {s or 'its first job'}" for f, s, d in FULL) + ".",
+                  [*ratios, *out, summary, ""])
     return 0
 
 

@@ -610,8 +610,8 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
                    "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
                    "one spot cloud group at catalog prices).")
 @click.option("--strategy", "strategies", multiple=True,
-              type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50",
-                                 "floor", "oracle"]),
+              type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter",
+                                 "karpenter-do-not-disrupt", "static-peak", "static-p50", "floor", "oracle"]),
               help="Strategy to simulate (repeatable; default: all).")
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -20,6 +20,7 @@ from burst.planner import BASELINE_PIPELINE, PIPELINE, PlanIds, plan
 from burst.settings import data_dir
 from burst.sim.compare import compare
 from burst.sim.engine import simulate
+from burst.sim.karpenter import KarpenterDisruption, KarpenterProvisioning
 from burst.sim.setup import default_setup
 from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, ClusterAutoscalerScaleDown, strategy_run
 from burst.sim.traces import Trace, TraceError, load_trace
@@ -190,9 +191,11 @@ def test_baselines_run_the_frozen_planner_not_bursts() -> None:
     stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(job("t-a", gpus=8),)).stats()
     setup = default_setup(stats)
     frozen = {id(step) for _name, step in BASELINE_PIPELINE}
-    for name in ("reactive", "reactive-hotpool", "static-peak", "static-p50"):
+    own = {ClusterAutoscalerScaleDown.STEP, "ca_taint", "karpenter_taint", KarpenterDisruption.STEP}
+    for name in ("reactive", "reactive-hotpool", "static-peak", "static-p50", "karpenter", "karpenter-do-not-disrupt"):
         steps = strategy_run(name, setup, stats).pipeline
-        assert all(id(step) in frozen or n == ClusterAutoscalerScaleDown.STEP for n, step in steps), name
+        assert all(id(step) in frozen or n in own or (isinstance(step, KarpenterProvisioning) and id(step.place) in frozen)
+                   for n, step in steps), name
     assert [n for n, _ in strategy_run("static-p50", setup, stats).pipeline] == [n for n, _ in BASELINE_PIPELINE]
 
 

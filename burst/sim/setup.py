@@ -71,6 +71,7 @@ class SimSetup:
     assumptions: tuple[str, ...] = field(default=())
     checkpointing: bool = True  # False: fault-tolerant trace jobs never checkpoint (they resume from the start)
     checkpoint_duration_range_s: tuple[float, float] = CHECKPOINT_DURATION_RANGE_S  # a trace job's checkpoint: a draw
+    capacity: Mapping[GroupId, int] = field(default_factory=dict)  # most live nodes a group can get (default: max_size)
 
     def policy(self, tenant: TenantName) -> Policy:
         """The tenant's policy; tenants without one get `default_policy` (or burst's default)."""
@@ -166,6 +167,23 @@ def with_hot_pool(setup: SimSetup, state: WarmState = WarmState.STOPPED) -> SimS
     return dataclasses.replace(setup, groups=groups, assumptions=(*setup.assumptions, note))
 
 
+def with_spot_scarcity(setup: SimSetup, share: float = 0.25) -> SimSetup:
+    """The set-up with each spot group able to hold only `share` of its max size: launches beyond it fail
+    (insufficient capacity in that offering), so a strategy that waits for spot pays for it in time."""
+    capacity = {g.id: max(1, math.floor(share * g.max_size)) for g in setup.groups
+                if g.capacity_type is CapacityType.SPOT}
+    note = f"spot scarcity: each spot offering holds at most {share:.0%} of its group's max size; launches beyond fail"
+    return dataclasses.replace(setup, capacity={**setup.capacity, **capacity}, assumptions=(*setup.assumptions, note))
+
+
+def in_region(setup: SimSetup, region: str) -> SimSetup:
+    """The set-up with its cloud groups moved to `region` (priced there by the catalog)."""
+    groups = tuple(dataclasses.replace(g, region=region) if g.tier is Tier.ELASTIC else g for g in setup.groups)
+    moved = dataclasses.replace(setup, groups=groups)
+    prices = ", ".join(f"{g.id} ${setup.catalog.group_price(g):.2f}/node-h" for g in groups if g.tier is Tier.ELASTIC)
+    return dataclasses.replace(moved, assumptions=(*setup.assumptions, f"cloud groups in {region}: {prices}"))
+
+
 def setup_from_config(config: BurstConfig) -> SimSetup:
     """The set-up a `burst.yaml` describes: its groups, initial sizes, spot hazards, policies and prices.
 
@@ -225,5 +243,7 @@ __all__ = [
     "default_setup",
     "setup_from_config",
     "with_fault_tolerance",
+    "in_region",
     "with_hot_pool",
+    "with_spot_scarcity",
 ]

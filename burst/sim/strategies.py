@@ -47,6 +47,41 @@ them.
 - `reactive-hotpool`: `reactive` plus a fixed warm pool (an Auto Scaling warm
   pool of stopped instances) of 10% of peak demand in the cheapest on-demand
   group: a scale-up wakes a pooled node in about a minute, and the pool refills.
+- `karpenter`: Karpenter v1 with its documented defaults (`burst.sim.karpenter`
+  implements each rule; citations are to karpenter.sh/docs, source
+  aws/karpenter-provider-aws `website/content/en/docs/`):
+  - provisioning batches pending pods, closing a batch after 1 s with no new
+    pod or 10 s after it opened (reference/settings.md: `BATCH_IDLE_DURATION`
+    "default = 1s", `BATCH_MAX_DURATION` "default = 10s"), then launches the
+    cheapest capacity that fits, spot only for pods that tolerate it
+    (concepts/nodepools.md "Capacity Type"); a failed offering is skipped for
+    3 min (`UnavailableOfferingsTTL`, pkg/cache/cache.go). Placement on
+    existing nodes is the frozen baseline step, as `reactive`'s;
+  - consolidation with `WhenEmptyOrUnderutilized` and `consolidateAfter: 0s`,
+    in the documented order: "Empty Node Consolidation", then "Multi Node
+    Consolidation", then "Single Node Consolidation"; candidates with the
+    fewest pods, then the lowest priority pods, go first
+    (concepts/disruption.md "Consolidation");
+  - a node is deleted when its pods fit on other nodes, or replaced by one
+    cheaper node (on-demand by spot, for pods that all tolerate spot; no
+    spot-to-spot replacement, off by default), the replacement ready before
+    the old node is drained (concepts/disruption.md, "Control Flow" step 4);
+  - the disruption budget is roundup(10% x nodes) - nodes being deleted -
+    NotReady nodes (concepts/disruption.md "NodePool Disruption Budgets":
+    default `nodes: 10%`);
+  - on a spot interruption warning the node is drained and deleted ahead of
+    the deadline and its pods are provisioned for again (concepts/disruption.md
+    "Interruption").
+- `karpenter-do-not-disrupt`: `karpenter` with every job annotated
+  `karpenter.sh/do-not-disrupt: "true"`, which "excludes nodes from voluntary
+  disruption" (only empty nodes are consolidated) but not from interruption
+  (concepts/disruption.md "Pod-Level Controls").
+
+Every baseline drains a node it deletes with Kubernetes' graceful termination
+(`burst.sim.drain`): `terminationGracePeriodSeconds` of 30 s, in which a job
+whose checkpoint fits checkpoints on SIGTERM and resumes from there; any other
+job resumes from its last checkpoint. The node waits for those checkpoints and
+takes no new pods meanwhile (the autoscaler's NoSchedule taint).
 """
 
 from __future__ import annotations
@@ -62,6 +97,7 @@ from burst.model import (
     ActionKind,
     CapacityType,
     GroupId,
+    Job,
     JobState,
     NodeGroup,
     NodeId,
@@ -74,7 +110,11 @@ from burst.planner.context import PlanContext
 from burst.planner.preempt import preemption_step
 from burst.planner.victims import MOST_RECENT, RANDOM
 from burst.reconcile import INTERRUPTION_COOLDOWN_S, LAUNCH_FAILURE_COOLDOWN_S
+from burst.sim.drain import sigterm_drain
 from burst.sim.forecasts import SimForecasting
+from burst.sim.karpenter import LOOP_INTERVAL_S as KARPENTER_LOOP_INTERVAL_S
+from burst.sim.karpenter import UNAVAILABLE_OFFERING_S as KARPENTER_UNAVAILABLE_OFFERING_S
+from burst.sim.karpenter import KarpenterDisruption, KarpenterProvisioning
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 
@@ -85,11 +125,12 @@ in seeded random order, instead of least lost work first."""
 POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *VICTIM_ORDER_STRATEGIES)
 """Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
-STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "floor", "oracle")
+STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter", "karpenter-do-not-disrupt",
+              "static-peak", "static-p50", "floor", "oracle")
 """Every strategy name `burst simulate --strategy` accepts, in report order."""
 
-LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "burst", "burst-no-forecast", "static-peak", "floor",
-                 "oracle")
+LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "karpenter", "karpenter-do-not-disrupt", "burst",
+                 "burst-no-forecast", "static-peak", "floor", "oracle")
 """The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
 queues) first, so a pool of workers finishes together instead of waiting on one late start."""
 
@@ -145,7 +186,8 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
     if name in ("reactive", "reactive-hotpool"):
         scale_down = ClusterAutoscalerScaleDown()
         pipeline: tuple[tuple[str, Step], ...] = (
-            *[(n, s) for n, s in BASELINE_PIPELINE if n not in ("checkpoint_on_notice", "prescale", "hot_pool", "scale_down")],
+            ("ca_taint", scale_down.taint),
+            *_baseline_steps(),
             (ClusterAutoscalerScaleDown.STEP, scale_down),
         )
         reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
@@ -157,7 +199,29 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
                 pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
         return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due,
                            launch_failure_cooldown_s=CA_NODE_GROUP_BACKOFF_S, interruption_cooldown_s=0.0)
+    if name in ("karpenter", "karpenter-do-not-disrupt"):
+        disruption = KarpenterDisruption(do_not_disrupt=name == "karpenter-do-not-disrupt")
+        steps = [(n, KarpenterProvisioning(s) if n == PLACE_STEP else s) for n, s in _baseline_steps()]
+        provisioning = next(s for _, s in steps if isinstance(s, KarpenterProvisioning))
+        pipeline = (("karpenter_taint", disruption.taint), *steps, (KarpenterDisruption.STEP, disruption))
+
+        def next_due(now: datetime) -> datetime | None:
+            due = [t for t in (provisioning.next_due(now), disruption.next_due(now)) if t is not None]
+            return min(due) if due else None
+
+        karpenter = dataclasses.replace(setup, loop_interval_s=KARPENTER_LOOP_INTERVAL_S)
+        return StrategyRun(name, karpenter, pipeline, {}, next_due,
+                           launch_failure_cooldown_s=KARPENTER_UNAVAILABLE_OFFERING_S, interruption_cooldown_s=0.0)
     raise ValueError(f"unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}")
+
+
+PLACE_STEP = "place+scale_up"
+
+
+def _baseline_steps() -> list[tuple[str, Step]]:
+    """The frozen placement pipeline the baselines share, without burst's own notice, prescale, pool and
+    scale-down steps (each baseline brings its own scale-down)."""
+    return [(n, s) for n, s in BASELINE_PIPELINE if n not in ("checkpoint_on_notice", "prescale", "hot_pool", "scale_down")]
 
 
 def _without_pools(setup: SimSetup) -> SimSetup:
@@ -205,6 +269,18 @@ class ClusterAutoscalerScaleDown:
         self.delay_after_add_s = delay_after_add_s
         self.unneeded_since: dict[NodeId, datetime] = {}
         self.last_scale_up: datetime | None = None
+        self.draining: dict[GroupId, set[NodeId]] = {}  # chosen nodes whose jobs checkpoint on SIGTERM first
+
+    def taint(self, ctx: PlanContext) -> None:
+        """The CA's `ToBeDeletedByClusterAutoscaler` NoSchedule taint: nothing is placed on a node it drains."""
+        for group_id, node_ids in self.draining.items():
+            cap = ctx.groups.get(group_id)
+            if cap is None:
+                continue
+            for node_id in node_ids:
+                free = cap.free_of.get(node_id, 0)
+                if free > 0:
+                    cap.take_on((node_id,), free)
 
     def next_due(self, now: datetime) -> datetime | None:
         """When a CA timer next expires after `now` (a node's unneeded time, the delay after a scale-up)."""
@@ -218,6 +294,8 @@ class ClusterAutoscalerScaleDown:
         now = ctx.now
         if any(a.kind is ActionKind.SCALE_UP for a in ctx.actions):
             self.last_scale_up = now
+        if self.draining:
+            self._finish_drains(ctx)
         # GPUs in use on every ready elastic node after this plan's placements (the planner keeps free GPUs per group)
         nodes = ctx.nodes
         used: dict[NodeId, int] = {}
@@ -225,7 +303,10 @@ class ClusterAutoscalerScaleDown:
         for cap in ctx.groups.values():
             if cap.group.tier is not Tier.ELASTIC:
                 continue
+            draining = self.draining.get(cap.group.id, ())
             for node_id, free_gpus in cap.free_of.items():
+                if node_id in draining:
+                    continue
                 gpus = nodes[node_id].gpus
                 used[node_id] = gpus - free_gpus
                 if gpus - free_gpus < self.utilization_threshold * gpus:
@@ -252,6 +333,12 @@ class ClusterAutoscalerScaleDown:
                 if self._pods_fit_elsewhere(ctx, node_id, free, removing | {node_id}):
                     chosen.append(node_id)
                     removing.add(node_id)
+            # pods get SIGTERM: a node whose jobs checkpoint within the grace period goes once they have
+            waiting = [n for n in chosen if not sigterm_drain(ctx, _jobs_on(ctx, n), self.STEP,
+                                                              f"cluster-autoscaler scale-down of {n}")]
+            if waiting:
+                self.draining.setdefault(group_id, set()).update(waiting)
+                chosen = [n for n in chosen if n not in waiting]
             if chosen:
                 evicting = sum(1 for n in chosen if used.get(n, 0))
                 ctx.actions.append(
@@ -270,14 +357,28 @@ class ClusterAutoscalerScaleDown:
                 for n in chosen:
                     self.unneeded_since.pop(n, None)
 
+    def _finish_drains(self, ctx: PlanContext) -> None:
+        """Remove the drained nodes whose jobs' SIGTERM checkpoints have landed (and forget vanished ones)."""
+        live = {n.id for n in ctx.snapshot.nodes if n.live}
+        for group_id in sorted(self.draining):
+            nodes = {n for n in self.draining[group_id] if n in live}
+            done = sorted(n for n in nodes if sigterm_drain(ctx, _jobs_on(ctx, n), self.STEP,
+                                                            f"cluster-autoscaler scale-down of {n}"))
+            self.draining[group_id] = nodes - set(done)
+            if not self.draining[group_id]:
+                del self.draining[group_id]
+            cap = ctx.groups.get(group_id)
+            if done and cap is not None:
+                ctx.actions.append(Action(
+                    kind=ActionKind.SCALE_DOWN, target=group_id, count=len(done), size=cap.target - len(done),
+                    node_ids=tuple(done), step=self.STEP,
+                    reason=f"{len(done)} drained node(s) removed: their jobs' checkpoints on SIGTERM have landed "
+                           f"(cluster-autoscaler rule; {cap.target} -> {cap.target - len(done)} nodes)"))
+
     @staticmethod
     def _pods_fit_elsewhere(ctx: PlanContext, node_id: NodeId, free: dict[NodeId, int], excluded: set[NodeId]) -> bool:
         """Whether every job on `node_id` fits (first fit) on free GPUs of ready nodes not being removed."""
-        jobs = [j for j in ctx.snapshot.jobs if node_id in j.node_ids and j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
-        jobs += [
-            j for a in ctx.actions if a.kind is ActionKind.PLACE_JOB and node_id in a.node_ids
-            for j in ctx.snapshot.jobs if j.id == a.target
-        ]
+        jobs = _jobs_on(ctx, node_id)
         room = {n: f for n, f in free.items() if n not in excluded}
         for job in sorted(jobs, key=lambda j: -j.whole_gpus):
             need = job.whole_gpus
@@ -288,6 +389,16 @@ class ClusterAutoscalerScaleDown:
         for n, f in room.items():
             free[n] = f
         return True
+
+
+def _jobs_on(ctx: PlanContext, node_id: NodeId) -> list[Job]:
+    """The jobs running on a node, and those this plan placed there."""
+    jobs = [j for j in ctx.snapshot.jobs if node_id in j.node_ids and j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
+    jobs += [
+        j for a in ctx.actions if a.kind is ActionKind.PLACE_JOB and node_id in a.node_ids
+        for j in ctx.snapshot.jobs if j.id == a.target
+    ]
+    return jobs
 
 
 __all__ = ["LONGEST_FIRST", "POOL_STRATEGIES", "STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]

@@ -1,0 +1,340 @@
+"""Karpenter, as planner steps the simulator runs: provisioning batches, consolidation and interruption handling.
+
+Each rule is Karpenter's documented default (v1 docs, `karpenter.sh/docs`;
+source `aws/karpenter-provider-aws`, `website/content/en/docs/`):
+
+- Provisioning (`KarpenterProvisioning`) batches pending pods: a batch closes
+  after `BATCH_IDLE_S` with no new pending pod, or `BATCH_MAX_S` after it
+  opened, whichever comes first (reference/settings.md: `BATCH_IDLE_DURATION`
+  "default = 1s", `BATCH_MAX_DURATION` "default = 10s"). Placement on existing
+  nodes and the launch itself are the frozen baseline step, the same as
+  `reactive`'s: the cheapest capacity that fits, spot only for pods that
+  tolerate it (concepts/nodepools.md: "Karpenter prioritizes Spot offerings if
+  the NodePool allows Spot and on-demand instances"; a pod that is not
+  fault-tolerant carries no spot toleration).
+- Consolidation (`KarpenterDisruption`, concepts/disruption.md "Consolidation")
+  with `consolidationPolicy: WhenEmptyOrUnderutilized` and `consolidateAfter:
+  0s`: a node is a candidate as soon as it is ready. Three mechanisms, in
+  order, one per plan: "Empty Node Consolidation - Delete any entirely empty
+  nodes in parallel"; "Multi Node Consolidation - Try to delete two or more
+  nodes in parallel"; "Single Node Consolidation - Try to delete any single
+  node, possibly launching a single replacement whose price is lower than that
+  of the node being removed". A node can be deleted "if all of its pods can
+  run on free capacity of other nodes in the cluster" (scheduling is
+  simulated: first fit, biggest job first, spot nodes only for spot-eligible
+  jobs, on-prem nodes included). Candidates are tried in the order that
+  "disrupts your workloads the least": "Nodes running fewer pods", then
+  "Nodes with lower priority pods" (node expiry, 720 h, never comes in these
+  runs). A replacement may be spot for pods that all tolerate it (an
+  on-demand node replaced by a spot one); spot-to-spot replacement is off by
+  default (`SpotToSpotConsolidation`) and is not made. The multi-node
+  mechanism here only deletes. The replacement is ready before the old node
+  is drained (Control Flow step 4: "Pre-spin any replacement nodes needed ...
+  and wait for them to become ready").
+- Disruption budget (concepts/disruption.md "NodePool Disruption Budgets"):
+  "If undefined, Karpenter will default to one budget with nodes: 10%", and
+  "allowed_disruptions = roundup(total * percentage) - total_deleting -
+  total_notready", over the elastic nodes (one NodePool).
+- `do-not-disrupt` (`KarpenterDisruption(do_not_disrupt=True)`, the
+  `karpenter-do-not-disrupt` strategy: every job carries
+  `karpenter.sh/do-not-disrupt: "true"`, as long training jobs usually do):
+  "Nodes with do-not-disrupt pods will be excluded from voluntary disruption",
+  so only empty nodes are consolidated; it "does not exclude nodes from
+  involuntary disruption methods, i.e. ... Interruption".
+- Interruption (concepts/disruption.md "Interruption"): on a spot interruption
+  warning Karpenter "taints, drains, and terminates the node(s) ahead of the
+  interruption event" and "will start a new node as soon as it sees the Spot
+  interruption warning": the noticed node is drained and deleted at once, and
+  provisioning launches for its evicted pods on the next plan (a batch later).
+- Draining honours `terminationGracePeriodSeconds` (Kubernetes' default, 30 s;
+  `GRACE_PERIOD_S`, `sigterm_drain`): a fault-tolerant job whose checkpoint fits
+  the grace period checkpoints on SIGTERM and is evicted once it has landed;
+  any other job dies with its node and resumes from its last checkpoint.
+  While a node drains nothing new is placed on it (the `karpenter.sh/disrupted`
+  NoSchedule taint).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from burst.model import Action, ActionKind, CapacityType, GroupId, Job, JobState, NodeId, NodeState, Tier
+from burst.planner.context import PlanContext
+from burst.planner.placement import spot_eligible
+from burst.planner.preempt import job_priority
+from burst.sim.drain import sigterm_drain
+
+Step = Callable[[PlanContext], None]
+
+BATCH_IDLE_S = 1.0
+BATCH_MAX_S = 10.0
+BUDGET_NODES_FRACTION = 0.10
+REPLACEMENT_TIMEOUT_S = 900.0
+"""A replacement not ready this long after its launch is given up (the old node is kept): Karpenter
+un-taints and starts over when a replacement fails to initialize."""
+UNAVAILABLE_OFFERING_S = 180.0
+"""A failed launch marks its offering unavailable this long, and provisioning falls back to the next offering
+(on-demand after spot): concepts/nodepools.md "Capacity Type" (an insufficient-capacity result is cached
+"across all attempts to provision EC2 capacity for that instance type and zone"), for
+`UnavailableOfferingsTTL = 3 * time.Minute` (aws/karpenter-provider-aws, pkg/cache/cache.go)."""
+LOOP_INTERVAL_S = 1.0
+"""Karpenter reacts to pod and node events rather than scanning: the simulator looks every second."""
+
+STEP_PROVISION = "karpenter_provisioning"
+STEP_DISRUPT = "karpenter_disruption"
+STEP_TAINT = "karpenter_taint"
+_NOT_READY = frozenset({NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING})
+_DELETING = frozenset({NodeState.DRAINING, NodeState.TERMINATING, NodeState.INTERRUPTED})
+_RUNNING = (JobState.RUNNING, JobState.CHECKPOINTING)
+
+
+@dataclass
+class _Batch:
+    opened: datetime
+    last_new: datetime
+
+    def closes(self) -> datetime:
+        return min(self.last_new + timedelta(seconds=BATCH_IDLE_S), self.opened + timedelta(seconds=BATCH_MAX_S))
+
+
+class KarpenterProvisioning:
+    """Karpenter's provisioner: the baseline placement step, whose launches wait for the batch window to close."""
+
+    STEP = STEP_PROVISION
+
+    def __init__(self, place: Step) -> None:
+        self.place = place
+        self.batch: _Batch | None = None
+        self.seen_pending: set[str] = set()
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """When the open batch closes (None when none is open)."""
+        if self.batch is None:
+            return None
+        closes = self.batch.closes()
+        return closes if closes > now else None
+
+    def __call__(self, ctx: PlanContext) -> None:
+        now = ctx.now
+        self.place(ctx)
+        pending = {j.id for j in ctx.snapshot.pending_jobs}
+        new = bool(pending - self.seen_pending)
+        self.seen_pending = pending
+        launches = [a for a in ctx.actions if a.kind is ActionKind.SCALE_UP]
+        if not launches:
+            self.batch = None
+            return
+        if self.batch is None:
+            self.batch = _Batch(now, now)
+        elif new:
+            self.batch.last_new = now
+        closes = self.batch.closes()
+        if now >= closes:
+            self.batch = None
+            return
+        ctx.actions[:] = [a for a in ctx.actions if a.kind is not ActionKind.SCALE_UP]
+        nodes = sum(a.count or 0 for a in launches)
+        ctx.hold("karpenter:batch", f"{nodes} node(s) for pending pods wait for the batch window to close at "
+                 f"{closes:%H:%M:%S} ({BATCH_IDLE_S:g} s with no new pod, {BATCH_MAX_S:g} s at most)", self.STEP)
+
+
+class KarpenterDisruption:
+    """Karpenter's disruption controller: interruption, then consolidation (see the module docstring).
+
+    Keeps, as Karpenter does, the nodes it is draining and the replacements it waits for between plans.
+    `taint` is a step to run before placement: it keeps pods off the nodes being drained.
+    """
+
+    STEP = STEP_DISRUPT
+
+    def __init__(self, *, do_not_disrupt: bool = False) -> None:
+        self.do_not_disrupt = do_not_disrupt
+        self.draining: dict[NodeId, str] = {}  # node -> why
+        self.replacing: dict[NodeId, tuple[GroupId, datetime, frozenset[NodeId]]] = {}  # old -> (group, at, before)
+
+    def taint(self, ctx: PlanContext) -> None:
+        """The `karpenter.sh/disrupted` NoSchedule taint: no free GPU of a node being drained is offered."""
+        for cap in ctx.groups.values():
+            for node_id in [n for n in cap.free_of if n in self.draining or n in self.replacing]:
+                free = cap.free_of[node_id]
+                if free > 0:
+                    cap.take_on((node_id,), free)
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """Consolidation acts on every event; a replacement's timeout is the only timer."""
+        due = [at + timedelta(seconds=REPLACEMENT_TIMEOUT_S) for _, at, _ in self.replacing.values()]
+        later = [t for t in due if t > now]
+        return min(later) if later else None
+
+    def __call__(self, ctx: PlanContext) -> None:
+        view = _View.of(ctx)
+        self.draining = {n: why for n, why in self.draining.items() if n in view.live}
+        for node_id in sorted(ctx.snapshot.notices):
+            if node_id in view.elastic and node_id not in self.draining:
+                self.draining[node_id] = "spot interruption warning (involuntary: budgets and do-not-disrupt do not apply)"
+                self.replacing.pop(node_id, None)
+        self._replacements_ready(ctx, view)
+        if not self.draining and not self.replacing:
+            self._consolidate(ctx, view)
+        self._drain(ctx, view)
+
+    # ---------------------------------------------------------------- consolidation
+
+    def _consolidate(self, ctx: PlanContext, view: _View) -> None:
+        allowed = view.allowed_disruptions(len(self.draining))
+        if allowed <= 0:
+            if view.candidates:
+                ctx.hold("karpenter:budget", f"no node disrupted: the budget allows {allowed} (roundup(10% x "
+                         f"{view.total} nodes) - deleting - not ready)", self.STEP)
+            return
+        empty = [n for n in view.candidates if not view.jobs_on[n]]
+        if empty:
+            for node_id in empty[:allowed]:
+                self.draining[node_id] = "empty node consolidation"
+            return
+        movable = [n for n in view.candidates if not self.do_not_disrupt and view.movable(n)]
+        if self.do_not_disrupt and view.candidates:
+            ctx.hold("karpenter:do-not-disrupt", "nodes running do-not-disrupt pods are excluded from "
+                     "consolidation", self.STEP)
+        order = sorted(movable, key=lambda n: view.disruption_cost(ctx, n))
+        for k in range(min(len(order), allowed), 1, -1):
+            chosen = order[:k]
+            if view.fits_elsewhere(ctx, [j for n in chosen for j in view.jobs_on[n]], set(chosen)):
+                for node_id in chosen:
+                    self.draining[node_id] = f"multi node consolidation ({k} nodes' pods fit on other nodes)"
+                return
+        for node_id in order:
+            if view.fits_elsewhere(ctx, view.jobs_on[node_id], {node_id}):
+                self.draining[node_id] = "single node consolidation (its pods fit on other nodes)"
+                return
+            cheaper = view.cheaper_spot(ctx, node_id)
+            if cheaper is not None:
+                cap = ctx.groups[cheaper]
+                old_price = ctx.groups[view.group_of[node_id]].price_per_node
+                before = frozenset(cap.free_of)
+                self.replacing[node_id] = (cheaper, ctx.now, before)
+                ctx.actions.append(Action(
+                    kind=ActionKind.SCALE_UP, target=cheaper, count=1, size=cap.planned_size + 1, step=self.STEP,
+                    reason=f"single node consolidation: replace {node_id} (${old_price:.2f}/h) with "
+                           f"one {cheaper} node (${cap.price_per_node:.2f}/h) for its spot-tolerant pods; it is "
+                           "drained once the replacement is ready"))
+                cap.launched += 1
+                return
+
+    def _replacements_ready(self, ctx: PlanContext, view: _View) -> None:
+        for old, (group_id, at, before) in sorted(self.replacing.items()):
+            if old not in view.live:
+                del self.replacing[old]
+                continue
+            cap = ctx.groups[group_id]
+            need = sum(j.whole_gpus for j in view.jobs_on[old])
+            fresh = [n for n in cap.free_of if n not in before and cap.free_of[n] >= need]
+            if fresh:
+                del self.replacing[old]
+                self.draining[old] = f"single node consolidation: replaced by {fresh[0]}, now ready"
+            elif (ctx.now - at).total_seconds() >= REPLACEMENT_TIMEOUT_S:
+                del self.replacing[old]
+                ctx.hold(f"node:{old}", f"replacement in {group_id} not ready after {REPLACEMENT_TIMEOUT_S:g} s: "
+                         "consolidation gives it up", self.STEP)
+
+    # ---------------------------------------------------------------- drain and delete
+
+    def _drain(self, ctx: PlanContext, view: _View) -> None:
+        gone: dict[GroupId, list[NodeId]] = defaultdict(list)
+        for node_id, why in sorted(self.draining.items()):
+            if node_id not in view.elastic:
+                continue
+            if sigterm_drain(ctx, view.jobs_on[node_id], self.STEP, f"{why}: drain {node_id}"):
+                gone[view.group_of[node_id]].append(node_id)
+        for group_id, node_ids in sorted(gone.items()):
+            cap = ctx.groups[group_id]
+            ctx.actions.append(Action(
+                kind=ActionKind.SCALE_DOWN, target=group_id, count=len(node_ids), size=max(0, cap.target - len(node_ids)),
+                node_ids=tuple(node_ids), step=self.STEP,
+                reason="; ".join(f"{n}: {self.draining[n]}" for n in node_ids)
+                + f" (Karpenter; {cap.target} -> {max(0, cap.target - len(node_ids))} nodes)"))
+            for node_id in node_ids:
+                del self.draining[node_id]
+
+
+@dataclass
+class _View:
+    """What the disruption controller reads from a plan: elastic nodes, their jobs, free GPUs after placement."""
+
+    elastic: set[NodeId]
+    live: set[NodeId]
+    group_of: dict[NodeId, GroupId]
+    jobs_on: dict[NodeId, list[Job]]
+    free: dict[NodeId, int]  # free GPUs of every ready node (steady ones too), after this plan's placements
+    candidates: list[NodeId]  # ready elastic nodes, not noticed, in id order
+    total: int
+    deleting: int
+    notready: int
+
+    @classmethod
+    def of(cls, ctx: PlanContext) -> _View:
+        snap = ctx.snapshot
+        elastic_groups = {g.id for g in snap.groups if g.tier is Tier.ELASTIC}
+        group_of = {n.id: n.group_id for n in snap.nodes}
+        live = {n.id for n in snap.nodes if n.live}
+        elastic = {n.id for n in snap.nodes if n.group_id in elastic_groups and n.live}
+        jobs_on: dict[NodeId, list[Job]] = defaultdict(list)
+        for job in snap.running_jobs:
+            if job.state in _RUNNING:
+                for node_id in job.node_ids:
+                    jobs_on[node_id].append(job)
+        by_id = {j.id: j for j in snap.pending_jobs}
+        for action in ctx.actions:
+            if action.kind is ActionKind.PLACE_JOB and action.target in by_id:
+                for node_id in action.node_ids:
+                    jobs_on[node_id].append(by_id[action.target])
+        free = {n: f for cap in ctx.groups.values() for n, f in cap.free_of.items()}
+        candidates = sorted(n for n in elastic if n in free and n not in snap.notices)
+        states = [n.state for n in snap.nodes if n.id in elastic]
+        return cls(elastic, live, group_of, jobs_on, free, candidates, len(states),
+                   sum(1 for s in states if s in _DELETING), sum(1 for s in states if s in _NOT_READY))
+
+    def allowed_disruptions(self, draining: int) -> int:
+        """roundup(10% x nodes) - nodes being deleted - nodes not ready."""
+        return math.ceil(BUDGET_NODES_FRACTION * self.total) - self.deleting - draining - self.notready
+
+    def movable(self, node_id: NodeId) -> bool:
+        """Whether every job on the node may be rescheduled (single-node jobs only)."""
+        return all(len(j.node_ids) <= 1 for j in self.jobs_on[node_id])
+
+    def disruption_cost(self, ctx: PlanContext, node_id: NodeId) -> tuple[int, int, str]:
+        """Fewer pods first, then lower priority pods (then id, for determinism)."""
+        jobs = self.jobs_on[node_id]
+        return len(jobs), max((job_priority(ctx, j) for j in jobs), default=0), node_id
+
+    def fits_elsewhere(self, ctx: PlanContext, jobs: Sequence[Job], excluded: set[NodeId]) -> bool:
+        """Whether `jobs` all fit (first fit, biggest first) on free GPUs of ready nodes outside `excluded`."""
+        room = {n: f for n, f in self.free.items() if n not in excluded and f > 0}
+        spot_nodes = {n for n in room if ctx.groups[self.group_of[n]].group.capacity_type is CapacityType.SPOT}
+        for job in sorted(jobs, key=lambda j: (-j.whole_gpus, j.id)):
+            may_spot = spot_eligible(job, ctx.policy(job.tenant))
+            host = next((n for n in sorted(room) if room[n] >= job.whole_gpus
+                         and (may_spot or n not in spot_nodes)), None)
+            if host is None:
+                return False
+            room[host] -= job.whole_gpus
+        return True
+
+    def cheaper_spot(self, ctx: PlanContext, node_id: NodeId) -> GroupId | None:
+        """A spot group whose one node is cheaper and holds every job of this on-demand node, when all tolerate spot."""
+        cap = ctx.groups[self.group_of[node_id]]
+        jobs = self.jobs_on[node_id]
+        if cap.group.capacity_type is not CapacityType.ON_DEMAND or not jobs:
+            return None
+        if not all(spot_eligible(j, ctx.policy(j.tenant)) for j in jobs):
+            return None
+        need = sum(j.whole_gpus for j in jobs)
+        options = [c for c in ctx.groups.values() if c.group.capacity_type is CapacityType.SPOT
+                   and c.group.tier is Tier.ELASTIC and c.price_per_node < cap.price_per_node and c.gpn >= need
+                   and c.planned_size < c.group.max_size and c.group.id not in ctx.snapshot.unavailable]
+        best = min(options, key=lambda c: (c.price_per_node, c.group.id), default=None)
+        return best.group.id if best is not None else None
