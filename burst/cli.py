@@ -611,7 +611,8 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
                    "one spot cloud group at catalog prices).")
 @click.option("--strategy", "strategies", multiple=True,
               type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter",
-                                 "karpenter-do-not-disrupt", "static-peak", "static-p50", "floor", "oracle"]),
+                                 "karpenter-do-not-disrupt", "karpenter-balanced", "static-peak", "static-p50",
+                                 "floor", "oracle"]),
               help="Strategy to simulate (repeatable; default: all).")
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,

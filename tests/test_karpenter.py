@@ -253,3 +253,24 @@ def test_the_cluster_autoscaler_drains_with_a_30_s_grace_period_too() -> None:
     slow = _running("slow", "n1", 2, ft=True, checkpoint_s=60.0)
     _plan(slow_run, nodes, [slow, big], at=T0)
     assert _removed(_plan(slow_run, nodes, [slow, big], at=T0 + timedelta(minutes=10))) == ["n1"]
+
+
+def test_balanced_consolidation_moves_only_when_its_savings_outweigh_its_disruption() -> None:
+    """score = (savings / pool cost) / (pods disrupted / pool pods) >= 1/2. Deleting a node of 5 small pods among
+    10 equal nodes (14 pods) saves 10% of the cost for 36% of the pods: 0.28, declined (karpenter moves them);
+    a node of 1 pod: 10% for 10%, 1.0, approved."""
+    nodes = [*_od(9), ready_node("l1", OD), ready_node("room", ONPREM)]
+    five = [_running(f"s{i}", "l1", 1) for i in range(5)]
+    jobs = [*_full(nodes[:9]), *five, _running("r", "room", 2)]
+    declined = _plan(_run("karpenter-balanced"), nodes, jobs)
+    assert _removed(declined) == [] and any("Balanced consolidation declined" in h.reason for h in declined.holds)
+    assert _removed(_plan(_run(), nodes, jobs)) == ["l1"]
+    one = [*_full(nodes[:9]), _running("s0", "l1", 2), _running("r", "room", 2)]
+    assert _removed(_plan(_run("karpenter-balanced"), nodes, one)) == ["l1"]
+
+
+def test_a_failed_offering_is_skipped_for_three_minutes() -> None:
+    """UnavailableOfferingsTTL = 3 min: after a failed launch the group cools down that long (provisioning falls
+    back to the next offering), where the Cluster Autoscaler backs a group off 5 min."""
+    assert _run().launch_failure_cooldown_s == 180.0 and _run("reactive").launch_failure_cooldown_s == 300.0
+    assert _run().interruption_cooldown_s == 0.0

@@ -46,6 +46,14 @@ source `aws/karpenter-provider-aws`, `website/content/en/docs/`):
   interruption event" and "will start a new node as soon as it sees the Spot
   interruption warning": the noticed node is drained and deleted at once, and
   provisioning launches for its evicted pods on the next plan (a batch later).
+- Balanced (`KarpenterDisruption(balanced=True)`, the `karpenter-balanced`
+  strategy; `consolidationPolicy: Balanced`, v1.14+, aws-samples
+  karpenter-blueprints "Balanced Consolidation Policy"): a multi- or
+  single-node action goes ahead only when "score = savings_fraction /
+  disruption_fraction" is at least 1/k with k = 2, savings over the pool's
+  cost per hour and disrupted pods over the pool's pods (each pod counting
+  1, Karpenter's default eviction cost). Empty nodes disrupt nothing and
+  always go.
 - Draining honours `terminationGracePeriodSeconds` (Kubernetes' default, 30 s;
   `GRACE_PERIOD_S`, `sigterm_drain`): a fault-tolerant job whose checkpoint fits
   the grace period checkpoints on SIGTERM and is evicted once it has landed;
@@ -73,6 +81,7 @@ Step = Callable[[PlanContext], None]
 BATCH_IDLE_S = 1.0
 BATCH_MAX_S = 10.0
 BUDGET_NODES_FRACTION = 0.10
+BALANCED_K = 2.0
 REPLACEMENT_TIMEOUT_S = 900.0
 """A replacement not ready this long after its launch is given up (the old node is kept): Karpenter
 un-taints and starts over when a replacement fails to initialize."""
@@ -151,8 +160,9 @@ class KarpenterDisruption:
 
     STEP = STEP_DISRUPT
 
-    def __init__(self, *, do_not_disrupt: bool = False) -> None:
+    def __init__(self, *, do_not_disrupt: bool = False, balanced: bool = False) -> None:
         self.do_not_disrupt = do_not_disrupt
+        self.balanced = balanced
         self.draining: dict[NodeId, str] = {}  # node -> why
         self.replacing: dict[NodeId, tuple[GroupId, datetime, frozenset[NodeId]]] = {}  # old -> (group, at, before)
 
@@ -203,16 +213,17 @@ class KarpenterDisruption:
         order = sorted(movable, key=lambda n: view.disruption_cost(ctx, n))
         for k in range(min(len(order), allowed), 1, -1):
             chosen = order[:k]
-            if view.fits_elsewhere(ctx, [j for n in chosen for j in view.jobs_on[n]], set(chosen)):
+            if (view.fits_elsewhere(ctx, [j for n in chosen for j in view.jobs_on[n]], set(chosen))
+                    and self._pays(ctx, view, chosen, 0.0)):
                 for node_id in chosen:
                     self.draining[node_id] = f"multi node consolidation ({k} nodes' pods fit on other nodes)"
                 return
         for node_id in order:
-            if view.fits_elsewhere(ctx, view.jobs_on[node_id], {node_id}):
+            if view.fits_elsewhere(ctx, view.jobs_on[node_id], {node_id}) and self._pays(ctx, view, [node_id], 0.0):
                 self.draining[node_id] = "single node consolidation (its pods fit on other nodes)"
                 return
             cheaper = view.cheaper_spot(ctx, node_id)
-            if cheaper is not None:
+            if cheaper is not None and self._pays(ctx, view, [node_id], ctx.groups[cheaper].price_per_node):
                 cap = ctx.groups[cheaper]
                 old_price = ctx.groups[view.group_of[node_id]].price_per_node
                 before = frozenset(cap.free_of)
@@ -224,6 +235,26 @@ class KarpenterDisruption:
                            "drained once the replacement is ready"))
                 cap.launched += 1
                 return
+
+    def _pays(self, ctx: PlanContext, view: _View, nodes: Sequence[NodeId], replacement_usd_h: float) -> bool:
+        """Under the Balanced policy, whether the action's savings outweigh its disruption: score =
+        (savings / the pool's cost) / (pods disrupted / the pool's pods) >= 1/k, k = 2 (each pod costs 1)."""
+        if not self.balanced:
+            return True
+        pool_usd_h = sum(ctx.groups[view.group_of[n]].price_per_node for n in view.candidates)
+        pool_pods = sum(len(view.jobs_on[n]) for n in view.candidates)
+        pods = sum(len(view.jobs_on[n]) for n in nodes)
+        savings = sum(ctx.groups[view.group_of[n]].price_per_node for n in nodes) - replacement_usd_h
+        if savings <= 0 or pool_usd_h <= 0:
+            return False
+        if pods == 0 or pool_pods == 0:
+            return True
+        score = (savings / pool_usd_h) / (pods / pool_pods)
+        if score >= 1 / BALANCED_K:
+            return True
+        ctx.hold(f"node:{nodes[0]}", f"Balanced consolidation declined: score {score:.2f} < 1/{BALANCED_K:g} "
+                 f"(saves ${savings:.2f}/h of ${pool_usd_h:.2f}/h, disrupts {pods} of {pool_pods} pods)", self.STEP)
+        return False
 
     def _replacements_ready(self, ctx: PlanContext, view: _View) -> None:
         for old, (group_id, at, before) in sorted(self.replacing.items()):

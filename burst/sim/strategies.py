@@ -76,6 +76,11 @@ them.
   `karpenter.sh/do-not-disrupt: "true"`, which "excludes nodes from voluntary
   disruption" (only empty nodes are consolidated) but not from interruption
   (concepts/disruption.md "Pod-Level Controls").
+- `karpenter-balanced`: `karpenter` with `consolidationPolicy: Balanced`
+  (v1.14+): a consolidation that disrupts pods goes ahead only when its
+  share of the pool's cost saved is at least half its share of the pool's
+  pods disrupted (score >= 1/k, k = 2; aws-samples karpenter-blueprints,
+  "Balanced Consolidation Policy").
 
 Every baseline drains a node it deletes with Kubernetes' graceful termination
 (`burst.sim.drain`): `terminationGracePeriodSeconds` of 30 s, in which a job
@@ -126,11 +131,11 @@ POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *
 """Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
 STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter", "karpenter-do-not-disrupt",
-              "static-peak", "static-p50", "floor", "oracle")
+              "karpenter-balanced", "static-peak", "static-p50", "floor", "oracle")
 """Every strategy name `burst simulate --strategy` accepts, in report order."""
 
-LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "karpenter", "karpenter-do-not-disrupt", "burst",
-                 "burst-no-forecast", "static-peak", "floor", "oracle")
+LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "karpenter", "karpenter-do-not-disrupt",
+                 "karpenter-balanced", "burst", "burst-no-forecast", "static-peak", "floor", "oracle")
 """The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
 queues) first, so a pool of workers finishes together instead of waiting on one late start."""
 
@@ -199,8 +204,9 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
                 pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
         return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due,
                            launch_failure_cooldown_s=CA_NODE_GROUP_BACKOFF_S, interruption_cooldown_s=0.0)
-    if name in ("karpenter", "karpenter-do-not-disrupt"):
-        disruption = KarpenterDisruption(do_not_disrupt=name == "karpenter-do-not-disrupt")
+    if name in ("karpenter", "karpenter-do-not-disrupt", "karpenter-balanced"):
+        disruption = KarpenterDisruption(do_not_disrupt=name == "karpenter-do-not-disrupt",
+                                         balanced=name == "karpenter-balanced")
         steps = [(n, KarpenterProvisioning(s) if n == PLACE_STEP else s) for n, s in _baseline_steps()]
         provisioning = next(s for _, s in steps if isinstance(s, KarpenterProvisioning))
         pipeline = (("karpenter_taint", disruption.taint), *steps, (KarpenterDisruption.STEP, disruption))
