@@ -305,6 +305,9 @@ class _View:
     total: int
     deleting: int
     notready: int
+    hosts: list[NodeId]  # ready nodes with free GPUs, in id order (where pods may be rescheduled)
+    spot_nodes: set[NodeId]
+    total_free: int
 
     @classmethod
     def of(cls, ctx: PlanContext) -> _View:
@@ -326,8 +329,12 @@ class _View:
         free = {n: f for cap in ctx.groups.values() for n, f in cap.free_of.items()}
         candidates = sorted(n for n in elastic if n in free and n not in snap.notices)
         states = [n.state for n in snap.nodes if n.id in elastic]
+        hosts = sorted(n for n, f in free.items() if f > 0)
+        spot_groups = {g.id for g in snap.groups if g.capacity_type is CapacityType.SPOT}
+        spot_nodes = {n for n in hosts if group_of.get(n) in spot_groups}
         return cls(elastic, live, group_of, jobs_on, free, candidates, len(states),
-                   sum(1 for s in states if s in _DELETING), sum(1 for s in states if s in _NOT_READY))
+                   sum(1 for s in states if s in _DELETING), sum(1 for s in states if s in _NOT_READY),
+                   hosts, spot_nodes, sum(free[n] for n in hosts))
 
     def allowed_disruptions(self, draining: int) -> int:
         """roundup(10% x nodes) - nodes being deleted - nodes not ready."""
@@ -344,15 +351,21 @@ class _View:
 
     def fits_elsewhere(self, ctx: PlanContext, jobs: Sequence[Job], excluded: set[NodeId]) -> bool:
         """Whether `jobs` all fit (first fit, biggest first) on free GPUs of ready nodes outside `excluded`."""
-        room = {n: f for n, f in self.free.items() if n not in excluded and f > 0}
-        spot_nodes = {n for n in room if ctx.groups[self.group_of[n]].group.capacity_type is CapacityType.SPOT}
+        if not jobs:
+            return True
+        need = sum(j.whole_gpus for j in jobs)
+        if need > self.total_free - sum(self.free.get(n, 0) for n in excluded):
+            return False  # not enough free GPUs outside the nodes going, however they are packed
+        hosts = [n for n in self.hosts if n not in excluded]
+        room = {n: self.free[n] for n in hosts}
+        spot_nodes = self.spot_nodes
         for job in sorted(jobs, key=lambda j: (-j.whole_gpus, j.id)):
+            gpus = job.whole_gpus
             may_spot = spot_eligible(job, ctx.policy(job.tenant))
-            host = next((n for n in sorted(room) if room[n] >= job.whole_gpus
-                         and (may_spot or n not in spot_nodes)), None)
+            host = next((n for n in hosts if room[n] >= gpus and (may_spot or n not in spot_nodes)), None)
             if host is None:
                 return False
-            room[host] -= job.whole_gpus
+            room[host] -= gpus
         return True
 
     def cheaper_spot(self, ctx: PlanContext, node_id: NodeId) -> GroupId | None:
