@@ -336,7 +336,7 @@ class _Meter:
         # GPU-seconds held by jobs per (group, spot-eligible), and the part of it later lost
         self.held_gpu_s: dict[tuple[GroupId | None, bool], float] = defaultdict(float)
         self.lost_by_group_gpu_s: dict[tuple[GroupId | None, bool], float] = defaultdict(float)
-        self._held_rates: dict[tuple[GroupId | None, bool], float] = {}
+        self._held_rates: tuple[dict[GroupId | None, float], dict[GroupId | None, float]] = ({}, {})  # other, eligible
         self._held_group: dict[str, GroupId | None] = {}  # each held job's group at the last tick
         self.first_start: dict[str, datetime] = {}
         self.interruptions = 0
@@ -375,8 +375,9 @@ class _Meter:
             self.warm_node_s += self._warm_nodes * dt
             self.spot_used_gpu_s += self._spot_running_gpus * dt
             held = self.held_gpu_s
-            for key, rate in self._held_rates.items():
-                held[key] += rate * dt
+            for kind, rates_of in enumerate(self._held_rates):
+                for group_id, rate in rates_of.items():
+                    held[group_id, kind == 1] += rate * dt
         self._last_at = now
         events = report.job_events
         self.completed += len(events.completed)
@@ -429,7 +430,7 @@ class _Meter:
                 if unplaced_since is None or since < unplaced_since:
                     unplaced_since = since
         steady_groups, spot_groups = self._steady_groups, self._spot_groups
-        rates: dict[tuple[GroupId | None, bool], float] = defaultdict(float)
+        rates: tuple[dict[GroupId | None, float], dict[GroupId | None, float]] = ({}, {})  # other, eligible
         held_group: dict[str, GroupId | None] = {}
         eligible_of = self._eligible
         for job, node_ids in holding:
@@ -448,7 +449,8 @@ class _Meter:
                 kinds = {group_of.get(n) for n in node_ids}
                 held_in = group_of.get(node_ids[0])
                 on_steady, on_spot_nodes = steady_groups.issuperset(kinds), spot_groups.issuperset(kinds)
-            rates[held_in, eligible] += demand
+            by_group = rates[eligible]
+            by_group[held_in] = by_group.get(held_in, 0.0) + demand
             held_group[job.id] = held_in
             if on_steady:
                 steady_running += demand
@@ -456,7 +458,7 @@ class _Meter:
                 spot_running += demand
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
-        self._held_rates, self._held_group = dict(rates), held_group
+        self._held_rates, self._held_group = rates, held_group
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
         self._warm_nodes = warm
         still_open = []
