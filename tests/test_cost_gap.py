@@ -15,8 +15,8 @@ from burst.sim.compare import compare
 from burst.sim.engine import GAP_PARTS, Spend, cost_gap, simulate
 from burst.sim.floor import floor
 from burst.sim.oracle import oracle
-from burst.sim.setup import SimSetup, default_setup
-from burst.sim.strategies import strategy_run
+from burst.sim.setup import SimSetup, default_setup, with_spot_scarcity
+from burst.sim.strategies import STRATEGIES, strategy_run
 from burst.sim.traces import Trace, load_trace
 
 
@@ -150,3 +150,18 @@ def test_a_requeued_job_counts_its_unplaced_demand_from_its_requeue() -> None:
     assert r.evictions == 1 and r.scale_ups == 1 and r.jobs_completed == 2
     boot = setup.groups[1].boot_latency_s
     assert r.time_to_capacity_p95_s <= boot + setup.loop_interval_s
+
+
+def test_under_spot_scarcity_a_spot_offering_holds_only_its_share_and_every_strategy_runs() -> None:
+    """Spot scarcity caps the spot group at a quarter of its max size (here 1 node of 4): the second spot node
+    cannot launch, so the fault-tolerant work that wanted it falls back to on-demand; the static strategies,
+    which have no spot group, run too."""
+    jobs = [_job(f"ft{i}", 8, 0, 2, ft=True) for i in range(2)] + [_job(f"x{i}", 8, 0, 2) for i in range(2)]
+    setup = with_spot_scarcity(_setup(jobs, 0))
+    assert setup.capacity == {"cloud-spot": 1}
+    trace = Trace(path=Path("scripted.csv"), format="csv", jobs=tuple(jobs))
+    result = compare(trace, list(STRATEGIES), setup=setup)
+    reactive = result.results["reactive"]
+    assert reactive.spot_gpu_hours <= 8 * (result.end - result.start).total_seconds() / 3600.0
+    assert reactive.cost_by_tier["elastic_on_demand"] > 0 and reactive.jobs_completed == 4
+    assert set(result.results) == set(STRATEGIES)

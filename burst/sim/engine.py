@@ -538,7 +538,7 @@ def simulate(
         spot_hazard_per_hour={g.id: setup.spot_hazard_per_hour.get(g.id, 0.0) for g in setup.groups},
         seed=seed,
         initial=setup.initial,
-        capacity=setup.capacity or None,
+        capacity={g.id: setup.capacity[g.id] for g in setup.groups if g.id in setup.capacity} or None,
     )
     for group_id, (size, state) in run.warm_pools.items():
         provider.set_warm_pool(group_id, size, state, key=f"sim-warm-pool:{group_id}")
