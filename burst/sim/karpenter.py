@@ -241,8 +241,7 @@ class KarpenterDisruption:
         (savings / the pool's cost) / (pods disrupted / the pool's pods) >= 1/k, k = 2 (each pod costs 1)."""
         if not self.balanced:
             return True
-        pool_usd_h = sum(ctx.groups[view.group_of[n]].price_per_node for n in view.candidates)
-        pool_pods = sum(len(view.jobs_on[n]) for n in view.candidates)
+        pool_usd_h, pool_pods = view.pool(ctx)
         pods = sum(len(view.jobs_on[n]) for n in nodes)
         savings = sum(ctx.groups[view.group_of[n]].price_per_node for n in nodes) - replacement_usd_h
         if savings <= 0 or pool_usd_h <= 0:
@@ -308,6 +307,7 @@ class _View:
     hosts: list[NodeId]  # ready nodes with free GPUs, in id order (where pods may be rescheduled)
     spot_nodes: set[NodeId]
     total_free: int
+    _pool: tuple[float, int] | None = None
 
     @classmethod
     def of(cls, ctx: PlanContext) -> _View:
@@ -335,6 +335,13 @@ class _View:
         return cls(elastic, live, group_of, jobs_on, free, candidates, len(states),
                    sum(1 for s in states if s in _DELETING), sum(1 for s in states if s in _NOT_READY),
                    hosts, spot_nodes, sum(free[n] for n in hosts))
+
+    def pool(self, ctx: PlanContext) -> tuple[float, int]:
+        """The candidate nodes' cost per hour and pod count (computed once per plan)."""
+        if self._pool is None:
+            self._pool = (sum(ctx.groups[self.group_of[n]].price_per_node for n in self.candidates),
+                          sum(len(self.jobs_on[n]) for n in self.candidates))
+        return self._pool
 
     def allowed_disruptions(self, draining: int) -> int:
         """roundup(10% x nodes) - nodes being deleted - nodes not ready."""
