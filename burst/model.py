@@ -384,6 +384,10 @@ class Job:
     work_done_s: float = 0.0
     gpu_uuids: tuple[str, ...] = ()  # the GPUs the local scheduler bound on-prem (empty elsewhere)
     command: tuple[str, ...] = ()  # argv a node agent runs for the job (empty: something else runs it)
+    # The run time its submitter declared: the planner's only view of the job's length besides its tenant's
+    # history (`duration_s` is what the job really takes, known to the queue and the simulator, never planned on).
+    declared_duration_s: float | None = None
+    do_not_disrupt: bool = False  # never moved to save money (spot notices, failures and preemption still move it)
 
     def __post_init__(self) -> None:
         if self.gpus < 0 or (self.gpus == 0 and self.gpu_share is None):
@@ -454,6 +458,17 @@ class SpotPolicy:
 
 
 @dataclass(frozen=True)
+class DisruptionPolicy:
+    """How far burst may move a tenant's running fault-tolerant jobs to save money (consolidation, making room
+    on-prem): never when `do_not_disrupt`; at most `max_share` of its running GPUs moving at once (always one
+    job); a job not again within `min_move_interval_s` of resuming from a move."""
+
+    do_not_disrupt: bool = False
+    max_share: float = 0.1
+    min_move_interval_s: float = 3600.0
+
+
+@dataclass(frozen=True)
 class HotPoolPolicy:
     """Whether a tenant's forecast sizes the hot pools, and the warm GPUs it wants kept at least."""
 
@@ -486,6 +501,7 @@ class Policy:
     spot: SpotPolicy = field(default_factory=SpotPolicy)
     prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
     hot_pool: HotPoolPolicy = field(default_factory=HotPoolPolicy)
+    disruption: DisruptionPolicy = field(default_factory=DisruptionPolicy)
     allowed_providers: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] = ()
     queue_wait_slo_s: float = 600.0
@@ -742,6 +758,9 @@ class Snapshot:
     `interruption_rates` are the spot groups' interruption rates per node-hour
     learnt from observed interruptions (`burst.planner.spot_rates`); a group
     without one is taken at its published band's prior.
+    `runtimes` are the run times (seconds of work) of each tenant's recently
+    completed jobs: what the planner expects a job's run from
+    (`burst.planner.runtime_estimate`).
     """
 
     groups: tuple[NodeGroup, ...]
@@ -755,6 +774,7 @@ class Snapshot:
     rebalances: Mapping[NodeId, datetime] = field(default_factory=dict)  # rebalance recommendations' times per node
     node_gpus: Mapping[NodeId, NodeGpus] = field(default_factory=dict)  # on-prem nodes' GPUs, from their agents
     interruption_rates: Mapping[GroupId, float] = field(default_factory=dict)  # learnt, per node-hour
+    runtimes: Mapping[TenantName, tuple[float, ...]] = field(default_factory=dict)  # completed jobs' run times, recent
 
     @functools.cached_property
     def running_jobs(self) -> tuple[Job, ...]:

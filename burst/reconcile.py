@@ -68,6 +68,7 @@ from burst.model import (
 )
 from burst.planner import PIPELINE, PlanIds, Step, plan
 from burst.planner.notice import STEP as NOTICE_STEP
+from burst.planner.runtime_estimate import RuntimeHistory
 from burst.planner.spot_rates import InterruptionObservations
 from burst.state import Store
 from burst.workloads.base import JobEvents, JobSource
@@ -194,6 +195,7 @@ class Controller:
         self._last_pools: dict[GroupId, tuple[int, WarmState]] = {}
         self.interruptions = InterruptionObservations.from_json(store.get_meta(INTERRUPTIONS_KEY))
         self._interruptions_at: datetime | None = None  # when exposure was last counted
+        self.runtimes = RuntimeHistory()  # completed jobs' run times, what the planner expects runs from
         self._ready_spot: dict[GroupId, int] = {}  # ready spot nodes per group then
         self._interruptions_saved_at: datetime | None = None
         # The plan sequence and the last tick's time, as this leader last wrote them (None: read the store).
@@ -236,6 +238,8 @@ class Controller:
                 self.actuator.fence()
             self.agents.sync(now)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
+        for done in job_events.completed:
+            self.runtimes.record(done)
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
         snapshot = self._snapshot(nodes, jobs, targets, now)
@@ -313,6 +317,7 @@ class Controller:
             rebalances=dict(self._rebalances),
             node_gpus=self.agents.node_gpus() if self.agents is not None else {},
             interruption_rates=self.interruptions.rates(self.groups.values()),
+            runtimes=self.runtimes.runtimes(),
         )
 
     def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:

@@ -17,6 +17,7 @@ from burst.model import (
     Action,
     ActionKind,
     CapacityType,
+    DisruptionPolicy,
     JobState,
     Node,
     NodeState,
@@ -236,12 +237,16 @@ def test_the_simulated_clock_jumps_to_the_ack_as_to_any_other_change() -> None:
 
 def test_the_simulator_asks_for_checkpoints_over_the_channel_and_loses_no_more_than_an_interval() -> None:
     trace = load_trace(data_dir() / "traces" / "philly.csv").window(datetime(2017, 10, 2, tzinfo=UTC), days=0.5)
-    stormy = dataclasses.replace(default_setup(trace.stats()), spot_hazard_per_hour={"cloud-spot": 0.05})
+    base = default_setup(trace.stats())
+    # do_not_disrupt: no move to save money asks a checkpoint, so the channel carries the notices' alone
+    assert base.default_policy is not None
+    calm = dataclasses.replace(base.default_policy, disruption=DisruptionPolicy(do_not_disrupt=True))
+    stormy = dataclasses.replace(base, spot_hazard_per_hour={"cloud-spot": 0.05}, default_policy=calm)
     runs = compare(trace, ["burst-no-forecast", "burst-periodic-only"], setup=stormy, seed=3).results
     with_notice, periodic = runs["burst-no-forecast"], runs["burst-periodic-only"]
-    assert (with_notice.checkpoint_acks, with_notice.checkpoint_timeouts) == (3, 0), \
-        "all three checkpoints asked on a notice completed before the node went"
+    assert (with_notice.checkpoint_acks, with_notice.checkpoint_timeouts) == (4, 0), \
+        "all four checkpoints asked on a notice completed before the node went"
     assert {k: with_notice.to_json()[k] for k in ("checkpoint_acks", "checkpoint_timeouts")} == {
-        "checkpoint_acks": 3, "checkpoint_timeouts": 0}
+        "checkpoint_acks": 4, "checkpoint_timeouts": 0}
     assert (periodic.checkpoint_acks, periodic.checkpoint_timeouts) == (0, 0), "nothing asked: nothing on the channel"
     assert with_notice.checkpoint_violations == periodic.checkpoint_violations == 0

@@ -24,7 +24,7 @@ from burst.planner.deadlines import keep_deadlines
 from burst.planner.gpu_health import move_off_unhealthy_gpus
 from burst.planner.hot_pool import size_hot_pools
 from burst.planner.notice import checkpoint_on_notice
-from burst.planner.placement import place_and_scale_up
+from burst.planner.placement import place_and_scale_up, place_by_marginal_cost
 from burst.planner.preempt import preempt_for_priority
 from burst.planner.prescale import prescale_elastic
 from burst.planner.reclaim import reclaim_overdue
@@ -47,8 +47,13 @@ BASELINE_PIPELINE: tuple[tuple[str, Step], ...] = (
 )
 """The frozen planner the simulator's baselines run: fair-share placement blind to fault tolerance, no moves."""
 
-PIPELINE: tuple[tuple[str, Step], ...] = BASELINE_PIPELINE
-"""burst's planner: every entry point (daemon, `burst plan`, simulator, `burst cost`) runs it."""
+PIPELINE: tuple[tuple[str, Step], ...] = tuple(
+    ("place+scale_up", place_by_marginal_cost) if name == "place+scale_up" else (name, step)
+    for name, step in BASELINE_PIPELINE
+)
+"""burst's planner: every entry point (daemon, `burst plan`, simulator, `burst cost`) runs it. It is the
+baseline with placement by marginal cost, aware of what can move (`place_by_marginal_cost`, which moves
+fault-tolerant jobs off on-prem for jobs that cannot move when that pays)."""
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,22 @@ class GroupCapacity:
             self._move(node_id, 0)
         return taken
 
+    def has_spare(self, gpus: int) -> bool:
+        """Whether a ready node already running work has `gpus` free (a single-node request)."""
+        return gpus < self.gpn and any(self.buckets.get(free) for free in range(gpus, self.gpn))
+
+    def take_spare(self, gpus: int) -> tuple[NodeId, ...] | None:
+        """Reserve `gpus` on a ready node already running work (best fit), never on an idle one."""
+        if gpus >= self.gpn:
+            return None
+        for free in range(gpus, self.gpn):
+            ids = self.buckets.get(free)
+            if ids:
+                node_id = ids.pop()
+                self._move(node_id, free - gpus)
+                return (node_id,)
+        return None
+
     def take_on(self, node_ids: tuple[NodeId, ...], gpus: int) -> None:
         """Reserve `gpus` on these ready nodes (the local GPU scheduler chose them), spread as a job spreads."""
         per_node = -(-gpus // len(node_ids)) if node_ids else 0

@@ -68,6 +68,23 @@ def checkpoint_then_evict(ctx: PlanContext, job: Job, why: str, step: str, *, th
     return Move.EVICTED
 
 
+def evict_after_checkpoint(ctx: PlanContext, job: Job, why: str, step: str, *, then: str) -> Move | None:
+    """Evict the job at once when a checkpoint asked of its current run has landed; None (nothing done) if not.
+
+    For moves that ask a checkpoint and evict on a later tick: `checkpoint_then_evict` alone would ask
+    again once the work since the request outgrows the checkpoint's duration, which a tick interval longer
+    than the checkpoint makes happen every time.
+    """
+    asked, started, takes = job.last_checkpoint_at, job.started_at, job.checkpoint_duration_s
+    if asked is None or started is None or takes is None or asked < started or job.state is JobState.CHECKPOINTING:
+        return None
+    if (ctx.now - asked).total_seconds() < takes:
+        return None
+    _act(ctx, job, ActionKind.EVICT_JOB, step,
+         f"{why}: {then} (the checkpoint asked at {asked:%H:%M:%S} has landed; requeued from it)")
+    return Move.EVICTED
+
+
 def checkpoint_early(ctx: PlanContext, job: Job, why: str, step: str, *, budget_s: float) -> Move | None:
     """Ask the running job for a checkpoint now when one is worth taking within `budget_s`, and leave it running.
 
@@ -103,6 +120,11 @@ def move_cost_s(job: Job, now: datetime, *, budget_s: float | None = None) -> fl
     if takes is not None and _worth_a_checkpoint(job, unsaved, budget_s):
         return takes
     return unsaved
+
+
+def checkpoint_under_way(job: Job, now: datetime) -> bool:
+    """Whether a checkpoint asked of the job's current run is still running at `now`."""
+    return _under_way(job, _seconds_since_ask(job, now))
 
 
 def _under_way(job: Job, asked: float | None) -> bool:
@@ -143,4 +165,4 @@ def _act(ctx: PlanContext, job: Job, kind: ActionKind, step: str, reason: str) -
                               node_ids=job.node_ids, gpu_uuids=job.gpu_uuids, step=step, reason=reason))
 
 
-__all__ = ["FRESH_CHECKPOINT_S", "Move", "checkpoint_early", "checkpoint_then_evict", "move_cost_s"]
+__all__ = ["FRESH_CHECKPOINT_S", "Move", "checkpoint_early", "checkpoint_under_way", "evict_after_checkpoint", "checkpoint_then_evict", "move_cost_s"]

@@ -26,7 +26,9 @@ a job that fits nowhere becomes a hold naming the reason.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, TenantName, Tier, gpu_demand_of
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
@@ -34,6 +36,9 @@ from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
 from burst.planner.power import saves_power, wake_room
 from burst.planner.spot_spread import spread_spot, spreads
+
+if TYPE_CHECKING:
+    from burst.planner.make_room import RoomMaker
 
 STEP_PLACE = "place"
 STEP_SCALE_UP = "scale_up"
@@ -100,7 +105,66 @@ class _Refusals:
 
 
 def place_and_scale_up(ctx: PlanContext) -> None:
-    """Place every pending job on existing or booting capacity, or launch for it (see module doc)."""
+    """Place every pending job on existing or booting capacity, or launch for it (see module doc).
+
+    The simulator's baselines run this step as it is (`burst.planner.BASELINE_PIPELINE`); burst runs
+    `place_by_marginal_cost`.
+    """
+    _place_jobs(ctx, fair_order(ctx), None)
+
+
+def place_by_marginal_cost(ctx: PlanContext) -> None:
+    """Place pending jobs as `place_and_scale_up` does, by what each costs at the margin, aware of what can move.
+
+    Jobs that cannot move (not allowed on spot) are served first, so the steady tier, paid whether used or
+    not, goes to them. Jobs that can move (fault-tolerant and allowed on spot) take GPUs already paid for
+    (spare on-prem GPUs, free GPUs on a cloud node that already runs other work) and otherwise spot; they
+    take an idle on-demand node only when no spot can be launched for them. When a job that cannot move finds no room on-prem, fault-
+    tolerant jobs there are moved to make it (`burst.planner.make_room`) if the on-demand it avoids over its
+    expected run, less what they pay elsewhere, exceeds what moving them costs.
+    """
+    from burst.planner.make_room import RoomMaker
+
+    _place_jobs(ctx, _immovable_first(ctx), _CostRules(RoomMaker(ctx)))
+
+
+def _immovable_first(ctx: PlanContext) -> Iterator[Job]:
+    """Fair order, except that jobs that can move (spot allowed) wait until every job that cannot is served."""
+    movable: list[Job] = []
+    for job in fair_order(ctx):
+        if spot_allowed(ctx, job, ctx.policy(job.tenant)):
+            movable.append(job)
+        else:
+            yield job
+    yield from movable
+
+
+class _CostRules:
+    """How `place_by_marginal_cost` serves one job (see its docstring)."""
+
+    def __init__(self, room: RoomMaker) -> None:
+        self.room = room
+
+    def serve(self, ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity],
+              refusals: _Refusals, waiting: dict[str, int], launches: dict[str, _LaunchSummary]) -> bool:
+        if spot_allowed(ctx, job, policy):
+            spot = [c for c in candidates if c.group.capacity_type is CapacityType.SPOT]
+            return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
+                    or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
+                    or _try_launch(ctx, job, policy, spot, refusals, launches)
+                    or _try_ready(ctx, job, policy, candidates, refusals)
+                    or _try_launch(ctx, job, policy, candidates, refusals, launches))
+        steady = [c for c in candidates if c.group.tier is Tier.STEADY]
+        return (_try_ready(ctx, job, policy, steady, refusals)
+                or _try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
+                or self.room.make_room(job, policy, candidates)
+                or _try_ready(ctx, job, policy, candidates, refusals)
+                or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
+                or _try_launch(ctx, job, policy, candidates, refusals, launches))
+
+
+def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None) -> None:
+    """Serve `jobs` in order (see `place_and_scale_up`), by `rules` when given; then the launches and holds."""
     launches: dict[str, _LaunchSummary] = defaultdict(_LaunchSummary)
     waiting: dict[str, int] = defaultdict(int)
     refused: dict[tuple[TenantName, str, str], list[int]] = {}
@@ -113,7 +177,7 @@ def place_and_scale_up(ctx: PlanContext) -> None:
 
     policy_of: dict[TenantName, Policy] = {}
     barred = ctx.spot_barred
-    for job in fair_order(ctx):
+    for job in jobs:
         tenant = job.tenant
         policy = policy_of.get(tenant)
         if policy is None:
@@ -136,10 +200,12 @@ def place_and_scale_up(ctx: PlanContext) -> None:
             refusals = _Refusals()
             if not candidates:
                 refusals.add("no_group", _no_group_reason(job, policy))
-            if (
-                _try_ready(ctx, job, policy, candidates, refusals)
-                or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
-                or _try_launch(ctx, job, policy, candidates, refusals, launches)
+            if rules is not None and rules.serve(ctx, job, policy, candidates, refusals, waiting, launches) or (
+                rules is None and (
+                    _try_ready(ctx, job, policy, candidates, refusals)
+                    or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
+                    or _try_launch(ctx, job, policy, candidates, refusals, launches)
+                )
             ):
                 served += 1
                 continue
@@ -179,8 +245,8 @@ def place_and_scale_up(ctx: PlanContext) -> None:
             f"{waiting[group_id]} pending job(s) wait for capacity already booting in {group_id}; nothing new launched",
             STEP_SCALE_UP,
         )
-    for (tenant, _kind, reason), (jobs, gpus) in sorted(refused.items()):
-        ctx.hold(f"tenant:{tenant}", f"{jobs} pending job(s) ({gpus} GPUs) not planned: {reason}", STEP_SCALE_UP, tenant)
+    for (tenant, _kind, reason), (count, gpus) in sorted(refused.items()):
+        ctx.hold(f"tenant:{tenant}", f"{count} pending job(s) ({gpus} GPUs) not planned: {reason}", STEP_SCALE_UP, tenant)
 
 
 def _no_group_reason(job: Job, policy: Policy) -> str:
@@ -224,11 +290,20 @@ def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: f
     return True
 
 
-def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals) -> bool:
+def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals,
+               *, spare_only: bool = False) -> bool:
+    """Place the job on free GPUs of ready nodes of the first candidate group that has them.
+
+    `spare_only`: on elastic on-demand groups, only GPUs of nodes that already run other work (an idle
+    on-demand node is not paid for whatever happens: it can be released).
+    """
     budgeted = _has_budget(policy)
     demand = gpu_demand_of(job)
     for cap in candidates:
         if not cap.buckets or not _quota_ok(ctx, job, policy, cap, refusals):
+            continue
+        spare = spare_only and cap.group.capacity_type is CapacityType.ON_DEMAND
+        if spare and not cap.has_spare(job.whole_gpus):
             continue
         cost = demand * cap.gpu_price
         if budgeted and not _budget_ok(ctx, job, policy, cost, f"placing on {cap.group.id}", refusals):
@@ -241,7 +316,7 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 continue
             node_ids, uuids, where = bound
         else:
-            taken = cap.take_ready(job.whole_gpus)
+            taken = cap.take_spare(job.whole_gpus) if spare else cap.take_ready(job.whole_gpus)
             if taken is None:
                 continue
             node_ids = taken

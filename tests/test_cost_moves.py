@@ -1,0 +1,158 @@
+"""Placement by marginal cost and the moves it makes: scripted plans, exact actions and reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from builders import T0, TablePrices, group, job, ready_node
+
+from burst.model import (
+    ActionKind,
+    CapacityType,
+    DisruptionPolicy,
+    Job,
+    JobState,
+    Plan,
+    Policy,
+    Snapshot,
+    SpotPolicy,
+    Tier,
+)
+from burst.planner import BASELINE_PIPELINE, PIPELINE, PlanIds, Step, plan
+from burst.planner.runtime_estimate import DEFAULT_RUN_S, RuntimeEstimator
+from burst.workloads.queue import apply_job_action
+
+ONPREM = group("onprem", tier=Tier.STEADY, max_size=1, min_size=1)
+OD = group("od")
+SPOT = group("spot", capacity_type=CapacityType.SPOT)
+PRICES = TablePrices({"onprem": 8.0, "od": 32.0, "spot": 8.0})
+SPOT_OK = SpotPolicy(allowed=True)
+POLICIES = {"a": Policy(tenant="a", spot=SPOT_OK)}
+HISTORY = {"a": tuple([36000.0] * 10)}  # tenant a's jobs have run 10 h each
+
+
+def ft_job(jid: str = "ft", gpus: int = 8, *, tenant: str = "a", hours_ago: float = 2.25, **kw: object) -> Job:
+    """A fault-tolerant job running on the on-prem node (checkpoints every 30 min, a checkpoint takes 60 s)."""
+    fields: dict[str, object] = {"fault_tolerant": True, "checkpoint_interval_s": 1800.0, "checkpoint_duration_s": 60.0}
+    fields.update(kw)
+    return job(jid, tenant=tenant, gpus=gpus, state=JobState.RUNNING, nodes=("onprem-1",),
+               started=T0 - timedelta(hours=hours_ago), submitted=T0 - timedelta(hours=hours_ago), **fields)
+
+
+def immovable(jid: str = "imm", gpus: int = 8, **kw: object) -> Job:
+    """A pending job that cannot move (not fault-tolerant, so never on spot)."""
+    return job(jid, tenant="a", gpus=gpus, submitted=T0, **kw)
+
+
+def snapshot(jobs: list[Job], runtimes: dict[str, tuple[float, ...]] | None = None) -> Snapshot:
+    return Snapshot(groups=(ONPREM, OD, SPOT), nodes=(ready_node("onprem-1", ONPREM),), jobs=tuple(jobs),
+                    targets={"onprem": 1, "od": 0, "spot": 0}, runtimes=HISTORY if runtimes is None else runtimes)
+
+
+def plan_of(snap: Snapshot, *, at: timedelta = timedelta(0), policies: dict[str, Policy] | None = None,
+            pipeline: tuple[tuple[str, Step], ...] = PIPELINE) -> Plan:
+    return plan(snap, [], policies or POLICIES, PRICES, now=T0 + at, ids=PlanIds("p"), pipeline=pipeline)
+
+
+def kinds(p: Plan, target: str) -> list[ActionKind]:
+    return [a.kind for a in p.actions if a.target == target]
+
+
+def test_an_immovable_job_at_a_full_on_prem_tier_lands_there_while_a_fault_tolerant_job_moves_to_spot() -> None:
+    ft, imm = ft_job(), immovable()
+    # The frozen baseline launches on-demand for the immovable job and leaves the fault-tolerant one on-prem.
+    base = plan_of(snapshot([ft, imm]), pipeline=BASELINE_PIPELINE)
+    assert [(a.kind, a.target) for a in base.actions] == [(ActionKind.SCALE_UP, "od")]
+
+    # burst: checkpoint the fault-tolerant job (its last periodic checkpoint was 15 min ago), launch nothing.
+    first = plan_of(snapshot([ft, imm]))
+    (ask,) = first.actions
+    assert (ask.kind, ask.target, ask.step) == (ActionKind.REQUEST_CHECKPOINT, "ft", "make_room")
+    # on-demand avoided: 8 GPUs x $4 x 10 h + a 5-min boot of a $32 node = $322.67; the job pays spot 8 x $1 x 7.75 h
+    assert "expected saving $260.67" in ask.reason and "expected 10.0 h, from tenant a's run times" in ask.reason
+    assert "move cost $" in ask.reason and "resuming on spot" in ask.reason
+    (waits,) = [h for h in first.holds if h.subject == "job:imm"]
+    assert waits.reason.startswith("waits for on-prem onprem-1, freed by moving ft (expected saving $260.67 > move cost $")
+
+    # Once the checkpoint has landed, the job is evicted; then the immovable job takes on-prem and ft goes to spot.
+    checkpointing = apply_job_action(ft, ask, T0)
+    second = plan_of(snapshot([checkpointing, imm]), at=timedelta(seconds=90))
+    (evict,) = second.actions
+    assert (evict.kind, evict.target) == (ActionKind.EVICT_JOB, "ft")
+    requeued = apply_job_action(checkpointing, evict, T0 + timedelta(seconds=90))
+    third = plan_of(snapshot([requeued, imm]), at=timedelta(seconds=120))
+    assert [(a.kind, a.target) for a in third.actions] == [(ActionKind.PLACE_JOB, "imm"), (ActionKind.SCALE_UP, "spot")]
+    assert third.actions[0].node_ids == ("onprem-1",)
+    assert requeued.work_done_s == 2.25 * 3600.0, "it resumes from the checkpoint asked for the move"
+
+
+def test_no_move_when_the_saving_does_not_cover_the_move() -> None:
+    """The immovable job declares a 1-minute run: the on-demand it would avoid is less than moving ft costs."""
+    p = plan_of(snapshot([ft_job(), immovable(declared_duration_s=60.0)]))
+    assert kinds(p, "ft") == [] and kinds(p, "od") == [ActionKind.SCALE_UP]
+    (hold,) = [h for h in p.holds if h.subject == "job:imm"]
+    assert "from declared duration" in hold.reason and "moving ft off onprem-1 would save $-" in hold.reason
+
+
+def test_the_planner_never_reads_a_jobs_true_duration() -> None:
+    """The immovable job really runs 1 minute (`duration_s`): read, that would forbid the move, as the declared
+    minute above does. The planner sees only the tenant's 10-hour history, so it moves ft."""
+    p = plan_of(snapshot([ft_job(), immovable(duration_s=60.0)]))
+    assert kinds(p, "ft") == [ActionKind.REQUEST_CHECKPOINT] and kinds(p, "od") == []
+    # and ft's own true duration (ending in a minute) does not change what it is expected to pay on spot
+    q = plan_of(snapshot([ft_job(duration_s=2.25 * 3600.0 + 60.0), immovable()]))
+    assert [a.reason for a in q.actions] == [a.reason for a in p.actions]
+
+
+def test_jobs_that_cannot_move_or_must_not_be_disrupted_never_move() -> None:
+    cases = {
+        "not fault-tolerant: never moved": ft_job(fault_tolerant=False),
+        "marked do_not_disrupt: never moved": ft_job(do_not_disrupt=True),
+        "tenant a's policy says do_not_disrupt: never moved": ft_job(),
+    }
+    for why, ft in cases.items():
+        policies = POLICIES
+        if why.startswith("tenant"):
+            policies = {"a": dataclasses.replace(POLICIES["a"], disruption=DisruptionPolicy(do_not_disrupt=True))}
+        p = plan_of(snapshot([ft, immovable()]), policies=policies)
+        assert kinds(p, "ft") == [] and kinds(p, "od") == [ActionKind.SCALE_UP], why
+        assert f"not moved to make room on-prem: {why}" in [h.reason for h in p.holds if h.subject == "job:ft"], why
+
+
+def test_the_disruption_budget_caps_moves() -> None:
+    """Eight 1-GPU fault-tolerant jobs of tenant b fill the node. b's budget (10% of its 8 running GPUs, always
+    one job) lets one move at a time: not enough for the 8-GPU job, so nothing moves; a budget of all its GPUs
+    moves all eight."""
+    small = [ft_job(f"b{i}", 1, tenant="b") for i in range(8)]
+    policies = {**POLICIES, "b": Policy(tenant="b", spot=SPOT_OK)}
+    p = plan_of(snapshot([*small, immovable()]), policies=policies)
+    assert [a for a in p.actions if a.target.startswith("b")] == []
+    assert [h.reason for h in p.holds if h.subject == "job:b1"] == [
+        "not moved to make room on-prem: tenant b's disruption budget is spent: 1 GPU(s) moving of 1 allowed "
+        "(10% of 8 running)"]
+    generous = {**policies, "b": Policy(tenant="b", spot=SPOT_OK, disruption=DisruptionPolicy(max_share=1.0))}
+    q = plan_of(snapshot([*small, immovable()]), policies=generous)
+    assert sorted(a.target for a in q.actions if a.kind is ActionKind.REQUEST_CHECKPOINT) == [f"b{i}" for i in range(8)]
+
+
+def test_a_job_resumed_from_a_move_is_not_moved_again_within_the_minimum_interval() -> None:
+    resumed = dataclasses.replace(ft_job(hours_ago=0.5), work_done_s=3600.0)  # restarted 30 min ago
+    p = plan_of(snapshot([resumed, immovable()]))
+    assert kinds(p, "ft") == []
+    assert ("not moved to make room on-prem: resumed 1800 s ago, under the 3600 s minimum between two moves of one job"
+            in [h.reason for h in p.holds if h.subject == "job:ft"])
+
+
+def test_expected_run_comes_from_declared_duration_then_history_then_age() -> None:
+    now = T0 + timedelta(hours=3)
+    started = job("r", state=JobState.RUNNING, nodes=("n",), started=T0, duration_s=5.0)
+    estimator = RuntimeEstimator({"a": (3600.0, 4 * 3600.0, 5 * 3600.0, 6 * 3600.0, 7 * 3600.0, 8 * 3600.0)})
+    assert estimator.remaining_s(dataclasses.replace(started, declared_duration_s=4 * 3600.0), now) == (
+        3600.0, "declared duration")
+    # five past runs outlived its 3 h: they averaged 6 h, so 3 h more
+    assert estimator.remaining_s(started, now) == (3 * 3600.0, "tenant a's run times past 10800 s")
+    # at 7 h only one did: its age stands in
+    late = T0 + timedelta(hours=7)
+    assert estimator.remaining_s(started, late) == (7 * 3600.0, "no history: its age, at least the default")
+    assert RuntimeEstimator({}).remaining_s(job("p"), T0) == (DEFAULT_RUN_S, "no history: its age, at least the default")
