@@ -377,6 +377,7 @@ def submit_cmd(
         fault_tolerant=fault_tolerant,
         checkpoint_interval_s=_parse_duration(checkpoint_interval, "--checkpoint-interval") if checkpoint_interval else None,
         duration_s=_parse_duration(duration, "--duration") if duration else None,
+        declared_duration_s=_parse_duration(duration, "--duration") if duration else None,
         command=tuple(shlex.split(command)) if command else (),
     )
     problem = job_problem(job)  # the bounds the API applies (burst.bounds)

@@ -31,7 +31,16 @@ from burst.bounds import (
     MAX_WEIGHT,
     shown,
 )
-from burst.model import QUANTILES, Budget, GpuSharing, HotPoolPolicy, Policy, PrescalePolicy, SpotPolicy
+from burst.model import (
+    QUANTILES,
+    Budget,
+    DisruptionPolicy,
+    GpuSharing,
+    HotPoolPolicy,
+    Policy,
+    PrescalePolicy,
+    SpotPolicy,
+)
 from policies.durations import Duration
 
 PLANNER = "read by the planner"
@@ -193,6 +202,25 @@ class HotPoolDoc(StrictModel):
     )
 
 
+class DisruptionDoc(StrictModel):
+    """How far burst may move the tenant's running fault-tolerant jobs to save money (consolidation, room on-prem)."""
+
+    do_not_disrupt: StrictBool = Field(
+        default=False,
+        description="Never move the tenant's jobs to save money (spot notices, failed GPUs and priority "
+        f"preemption still move them); {PLANNER}.",
+    )
+    max_share: Fraction = Field(
+        default=0.1,
+        description="Share (0..1) of the tenant's running GPUs that may be moving at once, always at least one "
+        f"job (default 0.1); {PLANNER}.",
+    )
+    min_move_interval: PositiveDuration = Field(
+        default=3600.0,
+        description=f"Duration: a job resumed after a move is not moved again sooner (default 1h); {PLANNER}.",
+    )
+
+
 class TenantPolicyDoc(StrictModel):
     """One tenant's policy file (`<tenant>.yaml`). Every key is optional."""
 
@@ -213,6 +241,9 @@ class TenantPolicyDoc(StrictModel):
         default=PrescaleDoc(), description=f"Elastic pre-scaling ahead of forecast demand; {PLANNER}."
     )
     hot_pool: HotPoolDoc = Field(default=HotPoolDoc(), description=f"Hot pools of warm nodes; {PLANNER}.")
+    disruption: DisruptionDoc = Field(
+        default=DisruptionDoc(), description=f"Moves of running jobs to save money; {PLANNER}."
+    )
     allowed_providers: Annotated[list[ProviderName], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list, description=f"Providers the tenant may use; empty or missing = any; {PLANNER}."
     )
@@ -239,7 +270,7 @@ class TenantPolicyDoc(StrictModel):
         "(CUDA Multi-Process Service) or time_slicing; read by the local GPU scheduler and the node agent.",
     )
 
-    @field_validator("quota", "budget", "spot", "prescale", "hot_pool", mode="before")
+    @field_validator("quota", "budget", "spot", "prescale", "hot_pool", "disruption", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return none_as_empty(value, {})
@@ -289,6 +320,9 @@ class TenantPolicyDoc(StrictModel):
             ),
             prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer),
             hot_pool=HotPoolPolicy(enabled=self.hot_pool.enabled, min_gpus=self.hot_pool.min_gpus),
+            disruption=DisruptionPolicy(do_not_disrupt=self.disruption.do_not_disrupt,
+                                        max_share=self.disruption.max_share,
+                                        min_move_interval_s=self.disruption.min_move_interval),
             allowed_providers=tuple(self.allowed_providers),
             allowed_regions=tuple(self.allowed_regions),
             queue_wait_slo_s=self.queue_wait_slo,

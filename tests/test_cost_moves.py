@@ -156,3 +156,113 @@ def test_expected_run_comes_from_declared_duration_then_history_then_age() -> No
     late = T0 + timedelta(hours=7)
     assert estimator.remaining_s(started, late) == (7 * 3600.0, "no history: its age, at least the default")
     assert RuntimeEstimator({}).remaining_s(job("p"), T0) == (DEFAULT_RUN_S, "no history: its age, at least the default")
+
+
+# ---------------------------------------------------------------- consolidation
+
+OD_A, OD_B = ready_node("od-a", OD), ready_node("od-b", OD)
+
+
+def cloud_snapshot(jobs: list[Job], *, idle_since_a: timedelta | None = None) -> Snapshot:
+    """On-prem full of an immovable job; on-demand node od-a runs `jobs`, od-b runs a 4-GPU immovable job."""
+    onprem_job = job("fixed", gpus=8, state=JobState.RUNNING, nodes=("onprem-1",), started=T0 - timedelta(hours=1))
+    b_job = job("b-job", gpus=4, state=JobState.RUNNING, nodes=("od-b",), started=T0 - timedelta(hours=1))
+    a = OD_A if idle_since_a is None else dataclasses.replace(OD_A, idle_since=T0 + idle_since_a)
+    nodes = (ready_node("onprem-1", ONPREM), a, OD_B)
+    return Snapshot(groups=(ONPREM, OD, SPOT), nodes=nodes, jobs=(onprem_job, b_job, *jobs),
+                    targets={"onprem": 1, "od": 2, "spot": 0}, runtimes=HISTORY)
+
+
+def on_a(jid: str = "ft", gpus: int = 4, **kw: object) -> Job:
+    fields: dict[str, object] = {"fault_tolerant": True, "checkpoint_interval_s": 1800.0, "checkpoint_duration_s": 60.0}
+    fields.update(kw)
+    return job(jid, gpus=gpus, state=JobState.RUNNING, nodes=("od-a",), started=T0 - timedelta(hours=2.25), **fields)
+
+
+def test_a_half_empty_on_demand_nodes_job_moves_and_the_node_is_released() -> None:
+    ft = on_a()
+    assert kinds(plan_of(cloud_snapshot([ft]), pipeline=BASELINE_PIPELINE), "ft") == [], "the baseline never moves it"
+    first = plan_of(cloud_snapshot([ft]))
+    (ask,) = [a for a in first.actions if a.target == "ft"]
+    assert (ask.kind, ask.step) == (ActionKind.REQUEST_CHECKPOINT, "consolidate")
+    assert ask.reason.startswith("consolidating od-a (od, $32.00/h): expected saving $32.00 over 1.0 h > move cost $")
+    assert "resuming on od-b" in ask.reason
+    checkpointing = apply_job_action(ft, ask, T0)
+    second = plan_of(cloud_snapshot([checkpointing]), at=timedelta(seconds=90))
+    (evict,) = [a for a in second.actions if a.target == "ft"]
+    assert evict.kind is ActionKind.EVICT_JOB
+    requeued = apply_job_action(checkpointing, evict, T0 + timedelta(seconds=90))
+    third = plan_of(cloud_snapshot([requeued], idle_since_a=timedelta(seconds=90)), at=timedelta(seconds=120))
+    (place,) = [a for a in third.actions if a.target == "ft"]
+    assert (place.kind, place.node_ids) == (ActionKind.PLACE_JOB, ("od-b",)), "on the node already running work"
+    # od-a, idle since the job left, is released once its cooldown has passed
+    placed = apply_job_action(requeued, place, T0 + timedelta(seconds=120))
+    later = plan_of(cloud_snapshot([placed], idle_since_a=timedelta(seconds=90)), at=timedelta(seconds=90 + 600))
+    (down,) = [a for a in later.actions if a.kind is ActionKind.SCALE_DOWN]
+    assert (down.target, down.node_ids) == ("od", ("od-a",))
+
+
+def test_consolidation_never_moves_jobs_that_cannot_move_or_must_not_be_disrupted() -> None:
+    for ft, why in ((on_a(fault_tolerant=False), "ft: not fault-tolerant: never moved"),
+                    (on_a(do_not_disrupt=True), "ft: marked do_not_disrupt: never moved")):
+        p = plan_of(cloud_snapshot([ft]))
+        assert kinds(p, "ft") == []
+        assert f"not consolidated: {why}" in [h.reason for h in p.holds if h.subject == "node:od-a"]
+
+
+def test_consolidation_moves_work_from_on_demand_to_a_cheaper_spot_node() -> None:
+    """A full on-demand node of fault-tolerant work, nowhere free: replaced by a spot node when that pays."""
+    ft = on_a(gpus=8)
+    # od-b has 4 free GPUs, too few for 8; on-prem is full
+    p = plan_of(cloud_snapshot([ft]))
+    (ask,) = [a for a in p.actions if a.target == "ft"]
+    assert ask.step == "consolidate" and "resuming on a new spot node" in ask.reason
+    # $32 over the hour, less 8 GPUs x $1 x 1 h on spot = $24
+    assert "expected saving $24.00 over 1.0 h" in ask.reason
+
+
+# ---------------------------------------------------------------- in the daemon
+
+def test_the_daemon_moves_a_job_off_on_prem_through_the_reconcile_loop_and_embedded_queue() -> None:
+    """The real Controller over the sim provider and the embedded (store) queue: a fault-tolerant job holds the
+    on-prem node; a job that cannot move arrives; the daemon checkpoints, evicts and requeues the first (the
+    executors priority preemption uses), places the second on-prem and launches spot for the first."""
+    from burst.reconcile import Controller
+    from burst.state import Store
+    from burst.workloads.queue import StoreQueue
+    from providers.sim import ManualClock, SimProvider
+
+    clock = ManualClock(T0)
+    boot = 300.0
+    groups = [dataclasses.replace(g, boot_latency_s=boot) for g in (ONPREM, OD, SPOT)]
+    sim = SimProvider(groups, clock=clock, cluster="test", initial={"onprem": 1})
+    store = Store(":memory:")
+    queue = StoreQueue(store, complete_by_duration=True)
+    ctl = Controller(providers={"sim": sim}, source=queue, store=store, policies=lambda: POLICIES, prices=PRICES,
+                     clock=clock, cluster="test")
+    queue.submit(job("ft", gpus=8, duration_s=36000.0, fault_tolerant=True, checkpoint_interval_s=1800.0,
+                     checkpoint_duration_s=60.0))
+    ctl.tick()
+    assert store.get_job("ft").state is JobState.RUNNING  # type: ignore[union-attr]
+    clock.advance(45 * 60)
+    queue.submit(job("imm", gpus=8, duration_s=36000.0, submitted=clock()))
+    asked = ctl.tick()
+    assert [(a.kind, a.target, a.step) for a in asked.plan.actions] == [
+        (ActionKind.REQUEST_CHECKPOINT, "ft", "make_room")]
+    assert "expected saving $" in asked.plan.actions[0].reason
+    clock.advance(90)
+    evicted = ctl.tick()
+    assert [(a.kind, a.target) for a in evicted.plan.actions] == [(ActionKind.EVICT_JOB, "ft")]
+    ft = store.get_job("ft")
+    assert ft is not None and ft.state is JobState.PENDING and ft.work_done_s == 45 * 60.0, "resumes from the checkpoint"
+    clock.advance(10)
+    placed = ctl.tick()
+    assert [(a.kind, a.target) for a in placed.plan.actions] == [(ActionKind.PLACE_JOB, "imm"),
+                                                                 (ActionKind.SCALE_UP, "spot")]
+    imm = store.get_job("imm")
+    assert imm is not None and imm.state is JobState.RUNNING and imm.node_ids == placed.plan.actions[0].node_ids
+    assert sim.nodes()[imm.node_ids[0]].group_id == "onprem"
+    clock.advance(boot + 10)
+    ctl.tick()
+    ft = store.get_job("ft")
+    assert ft is not None and ft.state is JobState.RUNNING and ft.node_ids[0].startswith("spot")

@@ -157,6 +157,7 @@ class JobSubmission(BaseModel):
             fault_tolerant=self.fault_tolerant,
             checkpoint_interval_s=parse_duration(self.checkpoint_interval) if self.checkpoint_interval else None,
             duration_s=parse_duration(self.duration) if self.duration else None,
+            declared_duration_s=parse_duration(self.duration) if self.duration else None,
             command=tuple(self.command or ()),
         )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
+from burst.planner.consolidate import consolidate
 from burst.planner.context import PlanContext, PriceSource, build_context
 from burst.planner.deadlines import keep_deadlines
 from burst.planner.gpu_health import move_off_unhealthy_gpus
@@ -47,13 +48,23 @@ BASELINE_PIPELINE: tuple[tuple[str, Step], ...] = (
 )
 """The frozen planner the simulator's baselines run: fair-share placement blind to fault tolerance, no moves."""
 
-PIPELINE: tuple[tuple[str, Step], ...] = tuple(
-    ("place+scale_up", place_by_marginal_cost) if name == "place+scale_up" else (name, step)
-    for name, step in BASELINE_PIPELINE
+PIPELINE: tuple[tuple[str, Step], ...] = (
+    ("checkpoint_on_notice", checkpoint_on_notice),
+    ("gpu_health", move_off_unhealthy_gpus),
+    ("reclaim", reclaim_overdue),
+    ("deadline", keep_deadlines),
+    ("place+scale_up", place_by_marginal_cost),
+    ("preempt", preempt_for_priority),
+    ("consolidate", consolidate),
+    ("prescale", prescale_elastic),
+    ("hot_pool", size_hot_pools),
+    ("scale_down", scale_down_idle),
+    ("steady_advice", advise_steady_tier),
 )
 """burst's planner: every entry point (daemon, `burst plan`, simulator, `burst cost`) runs it. It is the
 baseline with placement by marginal cost, aware of what can move (`place_by_marginal_cost`, which moves
-fault-tolerant jobs off on-prem for jobs that cannot move when that pays)."""
+fault-tolerant jobs off on-prem for jobs that cannot move when that pays), and consolidation of elastic
+nodes by checkpoint-then-evict moves (`consolidate`)."""
 
 
 @dataclass(frozen=True)

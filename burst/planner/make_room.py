@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from burst.model import Job, NodeId, Policy, Tier
-from burst.planner.context import GroupCapacity, PlanContext
+from burst.planner.context import GroupCapacity, PlanContext, gpus_per_node_of
+from burst.planner.evict import move_cost_s
 from burst.planner.moves import MoveCost, MoveGuard, move_cost_usd, move_job, spot_hazard_per_h
 
 STEP = "make_room"
@@ -48,10 +50,13 @@ class _Candidate:
 @dataclass(frozen=True)
 class _Option:
     cap: GroupCapacity
-    node_id: NodeId
+    node_ids: tuple[NodeId, ...]
     moved: tuple[_Candidate, ...]
-    saving_usd: float
-    cost_usd: float
+    pays_usd: float  # what the moved jobs pay where they go
+    cost_usd: float  # what moving them costs
+
+    def net(self, avoided: float) -> float:
+        return avoided - self.pays_usd - self.cost_usd
 
 
 class RoomMaker:
@@ -61,6 +66,7 @@ class RoomMaker:
         self.ctx = ctx
         self.guard = MoveGuard(ctx)
         self._on_node: dict[NodeId, list[Job]] | None = None
+        self._candidates: dict[str, _Candidate | None] = {}
         self._held: set[str] = set()
 
     def on_node(self) -> dict[NodeId, list[Job]]:
@@ -69,17 +75,22 @@ class RoomMaker:
             steady = {n for c in self.ctx.groups.values() if c.group.tier is Tier.STEADY for n in c.free_of}
             found: dict[NodeId, list[Job]] = defaultdict(list)
             for job in self.ctx.running_jobs():
-                if len(job.node_ids) == 1 and job.node_ids[0] in steady:
-                    found[job.node_ids[0]].append(job)
+                if job.node_ids and all(n in steady for n in job.node_ids):
+                    for node_id in job.node_ids:
+                        found[node_id].append(job)
             self._on_node = found
         return self._on_node
 
     def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity]) -> bool:
-        """Move jobs off an on-prem node for `job` when that pays; True when the job now waits for that node."""
+        """Move jobs off on-prem nodes for `job` when that pays; True when the job now waits for those nodes.
+
+        A job wider than a node needs that many nodes cleared whole, in one group.
+        """
         ctx = self.ctx
-        steady = [c for c in candidates if c.group.tier is Tier.STEADY and job.whole_gpus <= c.gpn]
+        steady = [c for c in candidates if c.group.tier is Tier.STEADY]
         elastic = [c for c in candidates if c.group.tier is Tier.ELASTIC and c.group.id not in ctx.snapshot.unavailable]
-        if not steady or not elastic or not any(self.on_node().get(n) for c in steady for n in c.free_of):
+        on_node = self.on_node()
+        if not steady or not elastic or not any(on_node.get(n) for c in steady for n in c.free_of):
             return False
         alternative = elastic[0]
         expected_s, source = self.guard.remaining_s(job)
@@ -89,35 +100,48 @@ class RoomMaker:
         best: _Option | None = None
         refused: dict[str, str] = {}
         for cap in steady:
+            width = -(-job.whole_gpus // cap.gpn)
+            options: list[_Option] = []
             for node_id in sorted(cap.free_of):
-                need = job.whole_gpus - cap.free_of[node_id]
+                free = cap.free_of[node_id]
+                need = (job.whole_gpus if width == 1 else cap.gpn) - free
                 if need <= 0:
+                    options.append(_Option(cap, (node_id,), (), 0.0, 0.0))  # already free (a wide job's part)
                     continue
                 movable = []
-                for other in self.on_node().get(node_id, ()):
-                    why = self.guard.refusal(other)
+                for other in on_node.get(node_id, ()):
+                    why = self.guard.refusal(other) or _slower_than_a_boot(other, alternative, ctx.now)
                     if why is not None:
                         refused.setdefault(other.id, why)
                         continue
                     found = self._candidate(other)
                     if found is not None:
                         movable.append(found)
-                option = _cheapest_cover(cap, node_id, movable, need, avoided)
-                over = self.guard.set_refusal([c.job for c in option.moved]) if option is not None else None
-                if over is not None:
-                    refused.setdefault(*over)
-                    continue
-                if option is not None and (best is None or option.saving_usd - option.cost_usd
-                                           > best.saving_usd - best.cost_usd):
-                    best = option
-        if best is None or best.saving_usd <= best.cost_usd:
+                option = _cheapest_cover(cap, node_id, movable, need)
+                if option is not None:
+                    options.append(option)
+            option = _cheapest_nodes(options, width)
+            if option is None:
+                continue
+            over = self.guard.set_refusal([c.job for c in option.moved])
+            if over is not None:
+                refused.setdefault(*over)
+                continue
+            if best is None or option.net(avoided) > best.net(avoided):
+                best = option
+        if best is None or best.net(avoided) <= 0:
             self._hold_unmoved(job, avoided, expected_s, source, best, refused)
             return False
-        self._move(job, best, expected_s, source)
+        self._move(job, best, avoided, expected_s, source)
         return True
 
     def _candidate(self, other: Job) -> _Candidate | None:
         """Where `other` would go if moved (the cheapest elastic group it may use), and what that costs."""
+        if other.id not in self._candidates:
+            self._candidates[other.id] = self._price_move(other)
+        return self._candidates[other.id]
+
+    def _price_move(self, other: Job) -> _Candidate | None:
         from burst.planner.placement import candidate_groups
 
         ctx = self.ctx
@@ -131,33 +155,38 @@ class RoomMaker:
                              hazard_per_h=spot_hazard_per_h(ctx, target))
         return _Candidate(other, target, other.gpu_demand * target.gpu_price * remaining_s / 3600.0, cost)
 
-    def _move(self, job: Job, option: _Option, expected_s: float, source: str) -> None:
+    def _move(self, job: Job, option: _Option, avoided: float, expected_s: float, source: str) -> None:
         ctx = self.ctx
-        names = ", ".join(c.job.id for c in option.moved)
+        names = ", ".join(c.job.id for c in option.moved) or "nothing"
+        where = ", ".join(option.node_ids)
+        saving = avoided - option.pays_usd
         for moved in option.moved:
             self.guard.charge(moved.job)
             move_job(
                 ctx, moved.job,
-                f"moved off on-prem {option.node_id} for {job.id}, which cannot move: expected saving "
-                f"${option.saving_usd:.2f} (on-demand avoided over its expected {expected_s / 3600:.1f} h, from "
+                f"moved off on-prem {', '.join(moved.job.node_ids)} for {job.id}, which cannot move: expected saving "
+                f"${saving:.2f} (on-demand avoided over its expected {expected_s / 3600:.1f} h, from "
                 f"{source}, less ${moved.pays_usd:.2f} this job pays on {moved.target.group.id}) > {moved.cost.detail}",
                 STEP, then=f"resuming on {moved.target.group.id}")
-            self.on_node()[option.node_id].remove(moved.job)
-        free = option.cap.free_of[option.node_id]
-        if free:
-            option.cap.take_on((option.node_id,), free)  # kept for the job: nothing else lands there this plan
+            for held in moved.job.node_ids:
+                self.on_node()[held].remove(moved.job)
+        for node_id in option.node_ids:
+            free = option.cap.free_of[node_id]
+            if free:
+                option.cap.take_on((node_id,), free)  # kept for the job: nothing else lands there this plan
         ctx.usage_of(job.tenant).add(option.cap.group, job.gpu_demand, job.gpu_demand * option.cap.gpu_price)
-        ctx.hold(f"job:{job.id}", f"waits for on-prem {option.node_id}, freed by moving {names} (expected saving "
-                 f"${option.saving_usd:.2f} > move cost ${option.cost_usd:.2f})", STEP, job.tenant)
+        ctx.hold(f"job:{job.id}", f"waits for on-prem {where}, freed by moving {names} (expected saving "
+                 f"${saving:.2f} > move cost ${option.cost_usd:.2f})", STEP, job.tenant)
 
     def _hold_unmoved(self, job: Job, avoided: float, expected_s: float, source: str, best: _Option | None,
                       refused: dict[str, str]) -> None:
         ctx = self.ctx
         if best is not None:
-            why = (f"moving {', '.join(c.job.id for c in best.moved)} off {best.node_id} would save "
-                   f"${best.saving_usd:.2f} but cost ${best.cost_usd:.2f}")
+            why = (f"moving {', '.join(c.job.id for c in best.moved)} off {', '.join(best.node_ids)} would save "
+                   f"${avoided - best.pays_usd:.2f} but cost ${best.cost_usd:.2f}")
         elif refused:
-            why = "no fault-tolerant job on-prem may move"
+            job_id, reason = min(refused.items())
+            why = f"{len(refused)} job(s) on-prem may not move ({job_id}: {reason})"
         else:
             why = "no set of movable jobs on one on-prem node frees enough GPUs"
         ctx.hold(f"job:{job.id}", f"no room made on-prem (on-demand avoided: ${avoided:.2f} over {expected_s / 3600:.1f} "
@@ -168,27 +197,68 @@ class RoomMaker:
                 ctx.hold(f"job:{job_id}", f"not moved to make room on-prem: {reason}", STEP)
 
 
-def _cheapest_cover(cap: GroupCapacity, node_id: NodeId, movable: list[_Candidate], need: int,
-                    avoided: float) -> _Option | None:
-    """The set of `movable` jobs freeing at least `need` GPUs with the most saving over cost (greedy, pruned)."""
-    def net(c: _Candidate) -> float:
-        return -(c.pays_usd + c.cost.usd) / max(c.job.gpu_demand, 1e-9)
+def _slower_than_a_boot(job: Job, alternative: GroupCapacity, now: datetime) -> str | None:
+    """Why moving `job` would keep the waiting job longer than launching for it would, or None.
+
+    Its checkpoint (or what is left of one under way) must land within a boot of the group the waiting job
+    would otherwise launch in, so making room never makes it wait longer than capacity would.
+    """
+    boot = alternative.group.boot_latency_s
+    takes = move_cost_s(job, now)
+    if job.checkpoint_duration_s is not None and takes > boot:
+        return f"its checkpoint ({takes:.0f} s) takes longer than a boot of {alternative.group.id} ({boot:.0f} s)"
+    return None
+
+
+def _cheapest_cover(cap: GroupCapacity, node_id: NodeId, movable: list[_Candidate], need: int) -> _Option | None:
+    """The set of `movable` jobs on one node freeing at least `need` GPUs there at the least cost (greedy, pruned).
+
+    A job spread over several nodes frees its share on this one (and moves whole).
+    """
+    def frees(c: _Candidate) -> int:
+        return gpus_per_node_of(c.job)
+
+    def per_gpu(c: _Candidate) -> float:
+        return (c.pays_usd + c.cost.usd) / max(frees(c), 1)
 
     chosen: list[_Candidate] = []
-    freed = 0.0
-    for c in sorted(movable, key=lambda c: (-net(c), c.job.id)):
+    freed = 0
+    for c in sorted(movable, key=lambda c: (per_gpu(c), c.job.id)):
         if freed >= need:
             break
         chosen.append(c)
-        freed += c.job.whole_gpus
+        freed += frees(c)
     if freed < need:
         return None
-    for c in sorted(chosen, key=lambda c: (net(c), c.job.id)):
-        if freed - c.job.whole_gpus >= need:
+    for c in sorted(chosen, key=lambda c: (-per_gpu(c), c.job.id)):
+        if freed - frees(c) >= need:
             chosen.remove(c)
-            freed -= c.job.whole_gpus
-    saving = avoided - sum(c.pays_usd for c in chosen)
-    return _Option(cap, node_id, tuple(chosen), saving, sum(c.cost.usd for c in chosen))
+            freed -= frees(c)
+    return _Option(cap, (node_id,), tuple(chosen), sum(c.pays_usd for c in chosen), sum(c.cost.usd for c in chosen))
+
+
+def _cheapest_nodes(options: list[_Option], width: int) -> _Option | None:
+    """`width` of the nodes' options at the least cost together, as one (greedy: a job spread over several of
+    them moves, and is paid for, once), or None when there are fewer."""
+    if len(options) < width:
+        return None
+    if width == 1:
+        return min(options, key=lambda o: (o.pays_usd + o.cost_usd, o.node_ids))
+    chosen: list[_Option] = []
+    moved: dict[str, _Candidate] = {}
+    left = list(options)
+    for _ in range(width):
+        def extra(o: _Option) -> float:
+            return sum(c.pays_usd + c.cost.usd for c in o.moved if c.job.id not in moved)
+
+        pick = min(left, key=lambda o: (extra(o), o.node_ids))
+        left.remove(pick)
+        chosen.append(pick)
+        for c in pick.moved:
+            moved.setdefault(c.job.id, c)
+    unique = tuple(moved.values())
+    return _Option(chosen[0].cap, tuple(n for o in chosen for n in o.node_ids), unique,
+                   sum(c.pays_usd for c in unique), sum(c.cost.usd for c in unique))
 
 
 __all__ = ["STEP", "RoomMaker"]

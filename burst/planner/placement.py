@@ -129,14 +129,17 @@ def place_by_marginal_cost(ctx: PlanContext) -> None:
 
 
 def _immovable_first(ctx: PlanContext) -> Iterator[Job]:
-    """Fair order, except that jobs that can move (spot allowed) wait until every job that cannot is served."""
-    movable: list[Job] = []
+    """Fair order, except that jobs that can move (spot allowed) wait until every job that cannot is served,
+    and, among those, jobs that have run before (requeued by a move or an interruption) until new ones are."""
+    fresh: list[Job] = []
+    resumed: list[Job] = []
     for job in fair_order(ctx):
         if spot_allowed(ctx, job, ctx.policy(job.tenant)):
-            movable.append(job)
+            (resumed if job.work_done_s > 0 else fresh).append(job)
         else:
             yield job
-    yield from movable
+    yield from fresh
+    yield from resumed
 
 
 class _CostRules:
