@@ -1,7 +1,9 @@
 """Step: consolidation, safe for training jobs (Karpenter's Underutilized method, by checkpoint-then-evict).
 
-After placement, each ready elastic node that runs jobs is a candidate,
-dearest GPUs first, then the fewest GPUs in use. Its jobs may move only if
+After placement, each ready on-demand (elastic, not spot) node that runs
+jobs is a candidate, dearest GPUs first, then the fewest GPUs in use. Spot
+nodes are not: their work is the first to yield on-prem, so bringing it back
+there would mostly move it out again (measured on ITP04: it cost more). Its jobs may move only if
 every one of them may (`burst.planner.moves.MoveGuard`: fault-tolerant, not
 `do_not_disrupt`, within its tenant's disruption budget, not moved again
 within the minimum interval) and none spans several nodes. Each job is
@@ -49,7 +51,8 @@ class _Destination:
 
 def consolidate(ctx: PlanContext) -> None:
     """Move the jobs off elastic nodes whose work fits elsewhere for less (see module doc)."""
-    elastic = [c for c in ctx.groups.values() if c.group.tier is Tier.ELASTIC and c.free_of and c.group.capacity_type is not CapacityType.SPOT]
+    elastic = [c for c in ctx.groups.values()
+               if c.group.tier is Tier.ELASTIC and c.group.capacity_type is not CapacityType.SPOT and c.free_of]
     if not elastic:
         return
     on_node: dict[NodeId, list[Job]] = defaultdict(list)
