@@ -5,6 +5,17 @@ daemon, `burst plan`, the simulator and `burst cost` all run this same code.
 The pipeline is a fixed list of small steps (`PIPELINE`); each action and
 hold names the step that produced it.
 
+What a step hands to a later one, on the `PlanContext`:
+
+| written by | what | read by |
+| --- | --- | --- |
+| deadline | `spot_barred`: pending jobs kept off spot, and why | placement |
+| placement | `unserved`: pending jobs refused, and the refusal's kind | preempt |
+| placement (and `build_context`) | `busy_nodes`: nodes with GPUs in use | scale_down |
+| placement (spot spread) | `spread_notes`: spot groups' interruption rates, for reasons | placement |
+| prescale | `forecast_spare_gpus`: supply above forecast need per GPU model | scale_down |
+| placement (make_room), consolidate | moves: `request_checkpoint` / `evict_job` actions of the move steps | consolidate (`moves.MoveGuard`: one disruption budget per plan) |
+
 `BASELINE_PIPELINE` is the planner as it stood before cost-aware placement
 and moves: the simulator's baselines (`reactive`, `reactive-hotpool`, the
 static strategies) run it, so a change to burst's own `PIPELINE` never moves

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 from burst.model import CapacityType, Job, NodeId, Tier
 from burst.planner.context import GroupCapacity, PlanContext
-from burst.planner.moves import MoveGuard, move_cost_usd, move_job, spot_hazard_per_h
+from burst.planner.moves import CONSOLIDATE_STEP, MoveGuard, move_cost_usd, move_job, spot_hazard_per_h
 from burst.planner.placement import candidate_groups
 
-STEP = "consolidate"
+STEP = CONSOLIDATE_STEP
 
 HORIZON_S = 3600.0
 """How far ahead a consolidation's saving is counted: the emptied node's price over this long (or over its

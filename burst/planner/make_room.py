@@ -34,9 +34,16 @@ from datetime import datetime
 from burst.model import Job, NodeId, Policy, Tier
 from burst.planner.context import GroupCapacity, PlanContext, gpus_per_node_of
 from burst.planner.evict import move_cost_s
-from burst.planner.moves import MoveCost, MoveGuard, move_cost_usd, move_job, spot_hazard_per_h
+from burst.planner.moves import (
+    MAKE_ROOM_STEP,
+    MoveCost,
+    MoveGuard,
+    move_cost_usd,
+    move_job,
+    spot_hazard_per_h,
+)
 
-STEP = "make_room"
+STEP = MAKE_ROOM_STEP
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from burst.model import CapacityType, Job, TenantName
+from burst.model import ActionKind, CapacityType, Job, TenantName
 from burst.planner.context import GroupCapacity, PlanContext
 from burst.planner.evict import (
     Move,
@@ -41,6 +41,11 @@ from burst.planner.evict import (
 )
 from burst.planner.runtime_estimate import RuntimeEstimator
 from burst.planner.spot_rates import prior_rate
+
+MAKE_ROOM_STEP = "make_room"
+CONSOLIDATE_STEP = "consolidate"
+MOVE_STEPS = frozenset({MAKE_ROOM_STEP, CONSOLIDATE_STEP})
+"""The steps that move jobs to save money: a later one reads the earlier one's moves from the plan's actions."""
 
 RESTART_S = 60.0
 """Seconds a moved job takes to resume from its checkpoint (load it, warm up), counted as work redone."""
@@ -89,6 +94,11 @@ class MoveGuard:
             if job.fault_tolerant and checkpoint_under_way(job, ctx.now):
                 self.in_flight[job.tenant][job.id] = job.gpu_demand
         self.moved: set[str] = set()
+        for action in ctx.actions:  # moves an earlier step of this plan made count against the same budgets
+            if action.step in MOVE_STEPS and action.kind in (ActionKind.REQUEST_CHECKPOINT, ActionKind.EVICT_JOB):
+                self.moved.add(action.target)
+                if action.tenant is not None:
+                    self.in_flight[action.tenant][action.target] = float(action.count or 0)
 
     def refusal(self, job: Job) -> str | None:
         """Why `job` may not move now, or None when it may."""
@@ -156,4 +166,4 @@ def spot_hazard_per_h(ctx: PlanContext, cap: GroupCapacity) -> float:
     return learnt if learnt is not None else prior_rate(cap.group)
 
 
-__all__ = ["RESTART_S", "MoveCost", "MoveGuard", "move_cost_usd", "move_job", "spot_hazard_per_h"]
+__all__ = ["CONSOLIDATE_STEP", "MAKE_ROOM_STEP", "MOVE_STEPS", "RESTART_S", "MoveCost", "MoveGuard", "move_cost_usd", "move_job", "spot_hazard_per_h"]
