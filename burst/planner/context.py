@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from burst.model import (
@@ -34,6 +35,19 @@ from burst.model import (
     default_policy,
 )
 from burst.planner.gpu_book import GpuBook
+
+
+class Refusal(StrEnum):
+    """Why placement left a pending job unserved (`PlanContext.unserved`), most telling first."""
+
+    BUDGET = "budget"
+    QUOTA = "quota"
+    SPOT_SHARE = "spot_share"
+    GROUP_MAX = "group_max"
+    UNAVAILABLE = "unavailable"
+    TOO_LARGE = "too_large"
+    LOCAL_GPUS = "local_gpus"
+    NO_GROUP = "no_group"
 
 
 class PriceSource(Protocol):
@@ -239,7 +253,7 @@ class PlanContext:
     holds: list[Hold] = field(default_factory=list)
     busy_nodes: set[NodeId] = field(default_factory=set)
     advice: list[SteadyAdvice] = field(default_factory=list)
-    unserved: list[tuple[Job, str]] = field(default_factory=list)  # pending jobs placement refused, and why (kind)
+    unserved: list[tuple[Job, Refusal]] = field(default_factory=list)  # pending jobs placement refused, and why
     forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
     spot_barred: dict[JobId, str] = field(default_factory=dict)  # pending jobs placement keeps off spot, and why
     spread_notes: dict[GroupId, str] = field(default_factory=dict)  # spot groups the spread ranked, and their rate

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, TenantName, Tier, gpu_demand_of
-from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
+from burst.planner.context import GroupCapacity, PlanContext, Refusal, budget_refusal
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
 from burst.planner.power import saves_power, wake_room
@@ -87,21 +87,21 @@ def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCa
 class _Refusals:
     """Why a job could not be placed; the first reason of the most preferred kind wins."""
 
-    ORDER = ("budget", "quota", "spot_share", "group_max", "unavailable", "too_large", "local_gpus", "no_group")
+    ORDER = tuple(Refusal)
 
     def __init__(self) -> None:
         self.reasons: dict[str, list[str]] = {}
 
-    def add(self, kind: str, reason: str) -> None:
+    def add(self, kind: Refusal, reason: str) -> None:
         found = self.reasons.setdefault(kind, [])
         if reason not in found:
             found.append(reason)
 
-    def best(self) -> tuple[str, str]:
+    def best(self) -> tuple[Refusal, str]:
         for kind in self.ORDER:
             if kind in self.reasons:
                 return kind, "; ".join(self.reasons[kind])
-        return "no_group", "no node group is feasible for it"
+        return Refusal.NO_GROUP, "no node group is feasible for it"
 
 
 def place_and_scale_up(ctx: PlanContext) -> None:
@@ -170,13 +170,13 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
     """Serve `jobs` in order (see `place_and_scale_up`), by `rules` when given; then the launches and holds."""
     launches: dict[str, _LaunchSummary] = defaultdict(_LaunchSummary)
     waiting: dict[str, int] = defaultdict(int)
-    refused: dict[tuple[TenantName, str, str], list[int]] = {}
+    refused: dict[tuple[TenantName, Refusal, str], list[int]] = {}
     # Per (tenant, GPU model, spot allowed): the candidate groups, and whether the spot spread may reorder them.
     candidates_cache: dict[tuple[TenantName, str | None, bool], tuple[list[GroupCapacity], bool]] = {}
     # A refusal depends only on the job's shape and the plan's state, and the state changes only when
     # a job is served: while none has been, a job shaped like one refused before is refused alike.
     served = 0
-    refused_shapes: dict[tuple[TenantName, str | None, bool, int, float], tuple[int, str, str]] = {}
+    refused_shapes: dict[tuple[TenantName, str | None, bool, int, float], tuple[int, Refusal, str]] = {}
 
     policy_of: dict[TenantName, Policy] = {}
     barred = ctx.spot_barred
@@ -202,7 +202,7 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
             candidates = spread_spot(ctx, job, policy, cached[0]) if cached[1] else cached[0]
             refusals = _Refusals()
             if not candidates:
-                refusals.add("no_group", _no_group_reason(job, policy))
+                refusals.add(Refusal.NO_GROUP, _no_group_reason(job, policy))
             if rules is not None and rules.serve(ctx, job, policy, candidates, refusals, waiting, launches) or (
                 rules is None and (
                     _try_ready(ctx, job, policy, candidates, refusals)
@@ -267,13 +267,13 @@ def _quota_ok(ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, re
     demand = gpu_demand_of(job)
     used, name = (usage.steady_gpus, "steady_gpus") if steady else (usage.elastic_gpus, "burst_gpus")
     if quota is not None and used + demand > quota:
-        refusals.add("quota", f"tenant {job.tenant} would hold {used + demand:g} GPUs > quota.{name} {quota}")
+        refusals.add(Refusal.QUOTA, f"tenant {job.tenant} would hold {used + demand:g} GPUs > quota.{name} {quota}")
         return False
     if cap.group.capacity_type is CapacityType.SPOT:
         share = (usage.spot_gpus + demand) / (usage.elastic_gpus + demand)
         if share > policy.spot.max_share + 1e-9:
             refusals.add(
-                "spot_share",
+                Refusal.SPOT_SHARE,
                 f"tenant {job.tenant}'s spot share would be {share:.0%} > spot.max_share {policy.spot.max_share:.0%}",
             )
             return False
@@ -288,7 +288,7 @@ def _has_budget(policy: Policy) -> bool:
 def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: float, what: str, refusals: _Refusals) -> bool:
     reason = budget_refusal(ctx, job.tenant, policy, extra_usd_per_hour, what)
     if reason is not None:
-        refusals.add("budget", reason)
+        refusals.add(Refusal.BUDGET, reason)
         return False
     return True
 
@@ -359,7 +359,7 @@ def _bind_local(
     if isinstance(outcome, Binding):
         cap.take_on(outcome.node_ids, job.whole_gpus if book.opens_gpu(outcome) else 0)
         return outcome.node_ids, outcome.gpu_uuids, f"; GPUs by the local scheduler: {outcome.reason}"
-    refusals.add("local_gpus", f"{cap.group.id}: {outcome.reason}")
+    refusals.add(Refusal.LOCAL_GPUS, f"{cap.group.id}: {outcome.reason}")
     unreported = sorted(
         (free, n) for n, free in cap.free_of.items() if n not in book.nodes and free >= job.whole_gpus
     )
@@ -418,18 +418,18 @@ def _try_launch(
     for cap in candidates:
         if cap.group.tier is Tier.STEADY and not saves_power(cap.group):
             if job.whole_gpus > cap.gpn * cap.group.max_size:
-                refusals.add("too_large", f"{job.whole_gpus} GPUs exceed {cap.group.id}'s whole size")
+                refusals.add(Refusal.TOO_LARGE, f"{job.whole_gpus} GPUs exceed {cap.group.id}'s whole size")
             continue
         if cap.group.tier is Tier.STEADY and wake_room(ctx, cap) < -(-job.whole_gpus // cap.gpn):
             continue  # not enough powered-off nodes to wake here: the cloud is next
         unavailable = ctx.snapshot.unavailable.get(cap.group.id)
         if unavailable is not None:
-            refusals.add("unavailable", f"{cap.group.id} is cooling down: {unavailable}")
+            refusals.add(Refusal.UNAVAILABLE, f"{cap.group.id} is cooling down: {unavailable}")
             continue
         need = -(-job.whole_gpus // cap.gpn)
         if cap.planned_size + need > cap.group.max_size:
             refusals.add(
-                "group_max",
+                Refusal.GROUP_MAX,
                 f"{cap.group.id} is at its max_size {cap.group.max_size} "
                 f"({cap.planned_size} planned, {need} more needed)",
             )

@@ -36,13 +36,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from burst.model import Job, TenantName
-from burst.planner.context import PlanContext, gpus_per_node_of
+from burst.planner.context import PlanContext, Refusal, gpus_per_node_of
 from burst.planner.evict import Move, checkpoint_then_evict
 from burst.planner.placement import candidate_groups
 from burst.planner.victims import LEAST_LOST_WORK, ORDERS, Victim, select_victims
 
 STEP = "preempt"
-PREEMPTING_KINDS = frozenset({"group_max", "no_group"})
+PREEMPTING_KINDS = frozenset({Refusal.GROUP_MAX, Refusal.NO_GROUP})
 PREEMPTION_CHECKPOINT_BUDGET_S = 120.0
 """A victim whose checkpoint takes longer is evicted at once: the preemptor waits at most this long (AWS's
 two-minute notice) for the work of the jobs it displaces to be saved."""
