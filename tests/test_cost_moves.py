@@ -266,3 +266,15 @@ def test_the_daemon_moves_a_job_off_on_prem_through_the_reconcile_loop_and_embed
     ctl.tick()
     ft = store.get_job("ft")
     assert ft is not None and ft.state is JobState.RUNNING and ft.node_ids[0].startswith("spot")
+
+
+def test_deadlines_are_judged_on_declared_durations_never_the_true_one() -> None:
+    """A fault-tolerant job due in 40 min that really takes an hour (`duration_s`): the frozen baseline, reading
+    that field, bars it from spot; burst, which knows only a declared duration, does so only when one is declared."""
+    tight = job("d", gpus=8, fault_tolerant=True, checkpoint_interval_s=1800.0, checkpoint_duration_s=60.0,
+                duration_s=3600.0, deadline=T0 + timedelta(minutes=40))
+    snap = Snapshot(groups=(OD, SPOT), nodes=(), jobs=(tight,), targets={"od": 0, "spot": 0})
+    assert kinds(plan_of(snap, pipeline=BASELINE_PIPELINE), "od") == [ActionKind.SCALE_UP]
+    assert kinds(plan_of(snap), "spot") == [ActionKind.SCALE_UP]
+    declared = dataclasses.replace(snap, jobs=(dataclasses.replace(tight, declared_duration_s=3600.0),))
+    assert kinds(plan_of(declared), "od") == [ActionKind.SCALE_UP]

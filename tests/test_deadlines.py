@@ -28,7 +28,8 @@ POLICY = Policy(tenant="a", spot=SpotPolicy(allowed=True))
 
 def deadline_job(jid: str, deadline_in_s: float, **kw: object):
     fields: dict[str, object] = {"fault_tolerant": True, "checkpoint_interval_s": 1800.0,
-                                 "checkpoint_duration_s": 60.0, "duration_s": 3600.0, **kw}
+                                 "checkpoint_duration_s": 60.0, "duration_s": 3600.0,
+                                 "declared_duration_s": 3600.0, **kw}
     return job(jid, gpus=8, deadline=T0 + timedelta(seconds=deadline_in_s), **fields)
 
 
@@ -172,20 +173,20 @@ class LoopPrices:
 
 def test_a_pending_job_behind_uniform_progress_goes_to_on_demand_though_it_has_slack() -> None:
     # Submitted 2000 s ago with 6000 s to its deadline and 3000 s of work: 1000 s of it are due by now.
-    late = deadline_job("j", 4000.0, duration_s=3000.0, submitted=T0 - timedelta(seconds=2000))
+    late = deadline_job("j", 4000.0, duration_s=3000.0, declared_duration_s=3000.0, submitted=T0 - timedelta(seconds=2000))
     p = planned(late)  # slack 4000 - 3000 = 1000 s >= 360 s, but 1000 s behind the line > 360 s
     assert p.actions[0].node_ids == ("od-0",)
     assert [h.reason for h in p.holds if h.step == "deadline"] == [
         "behind uniform progress to its deadline by 1000 s of work > margin 360 s: placed on on-demand only, not spot"]
     # With 700 s of work saved it is 300 s behind: within one move's overhead, so spot serves it.
-    resumed = deadline_job("j", 4000.0, duration_s=3000.0, submitted=T0 - timedelta(seconds=2000), work_done_s=700.0)
+    resumed = deadline_job("j", 4000.0, duration_s=3000.0, declared_duration_s=3000.0, submitted=T0 - timedelta(seconds=2000), work_done_s=700.0)
     assert planned(resumed).actions[0].node_ids == ("spot-0",)
 
 
 def test_a_running_spot_job_is_held_to_its_slack_not_to_the_uniform_line() -> None:
     # 10000 s into a 13600 s window, 3000 s of work: 2206 s due, 1800 s saved by its periodic checkpoint,
     # so 406 s behind the line (> the 360 s margin) but with 3600 - 1200 = 2400 s of slack: it stays on spot.
-    running = on_spot("j", 3600.0, duration_s=3000.0, submitted=T0 - timedelta(seconds=10000))
+    running = on_spot("j", 3600.0, duration_s=3000.0, declared_duration_s=3000.0, submitted=T0 - timedelta(seconds=10000))
     snap_ctx = build_context(Snapshot(groups=(SPOT, OD), nodes=(), jobs=(running,)), (), {}, PRICES, T0)
     assert uniform_lag_s(running, snap_ctx) == pytest.approx(3000 * 10000 / 13600 - 1800)
     p = planned(running)

@@ -32,7 +32,7 @@ from datetime import datetime
 from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
 from burst.planner.consolidate import consolidate
 from burst.planner.context import PlanContext, PriceSource, build_context
-from burst.planner.deadlines import keep_deadlines
+from burst.planner.deadlines import keep_deadlines, keep_declared_deadlines
 from burst.planner.gpu_health import move_off_unhealthy_gpus
 from burst.planner.hot_pool import size_hot_pools
 from burst.planner.notice import checkpoint_on_notice
@@ -63,7 +63,7 @@ PIPELINE: tuple[tuple[str, Step], ...] = (
     ("checkpoint_on_notice", checkpoint_on_notice),
     ("gpu_health", move_off_unhealthy_gpus),
     ("reclaim", reclaim_overdue),
-    ("deadline", keep_deadlines),
+    ("deadline", keep_declared_deadlines),
     ("place+scale_up", place_by_marginal_cost),
     ("preempt", preempt_for_priority),
     ("consolidate", consolidate),
@@ -74,8 +74,9 @@ PIPELINE: tuple[tuple[str, Step], ...] = (
 )
 """burst's planner: every entry point (daemon, `burst plan`, simulator, `burst cost`) runs it. It is the
 baseline with placement by marginal cost, aware of what can move (`place_by_marginal_cost`, which moves
-fault-tolerant jobs off on-prem for jobs that cannot move when that pays), and consolidation of elastic
-nodes by checkpoint-then-evict moves (`consolidate`)."""
+fault-tolerant jobs off on-prem for jobs that cannot move when that pays), consolidation of elastic
+nodes by checkpoint-then-evict moves (`consolidate`), and deadlines judged on declared durations only
+(`keep_declared_deadlines`): no step of it reads a job's true duration."""
 
 
 @dataclass(frozen=True)

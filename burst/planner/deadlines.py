@@ -36,6 +36,8 @@ are left alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from burst import progress
 from burst.model import CapacityType, Job, JobState, Policy
 from burst.planner.context import PlanContext, gpus_per_node_of
@@ -47,22 +49,38 @@ DEFAULT_BOOT_S = 300.0
 """The cold boot counted in the default margin when the job may use no on-demand group."""
 
 
-def slack_s(job: Job, ctx: PlanContext) -> float | None:
+Length = Callable[[Job], "float | None"]
+"""Where a deadline step reads a job's length from."""
+
+
+def duration_field(job: Job) -> float | None:
+    """`Job.duration_s`: what the frozen baseline reads (in the simulator, the trace's true duration)."""
+    return job.duration_s
+
+
+def declared_length(job: Job) -> float | None:
+    """`Job.declared_duration_s`: the length its submitter declared, all burst's planner may know."""
+    return job.declared_duration_s
+
+
+def slack_s(job: Job, ctx: PlanContext, length: Length = duration_field) -> float | None:
     """Time to the job's deadline less its remaining work from its last checkpoint (None: no deadline or duration)."""
-    if job.deadline is None or job.duration_s is None:
+    total = length(job)
+    if job.deadline is None or total is None:
         return None
-    remaining = max(0.0, job.duration_s - progress.checkpointed_work(job, ctx.now))
+    remaining = max(0.0, total - progress.checkpointed_work(job, ctx.now))
     return (job.deadline - ctx.now).total_seconds() - remaining
 
 
-def uniform_lag_s(job: Job, ctx: PlanContext) -> float | None:
+def uniform_lag_s(job: Job, ctx: PlanContext, length: Length = duration_field) -> float | None:
     """Work (s) the job is behind uniform progress: due by now on a straight line from submission to deadline,
     less its work to its last checkpoint (None: no deadline or duration; negative: ahead)."""
-    if job.deadline is None or job.duration_s is None:
+    total = length(job)
+    if job.deadline is None or total is None:
         return None
     window = (job.deadline - job.submitted_at).total_seconds()
     elapsed = (ctx.now - job.submitted_at).total_seconds()
-    due = job.duration_s if window <= 0 else job.duration_s * min(1.0, max(0.0, elapsed / window))
+    due = total if window <= 0 else total * min(1.0, max(0.0, elapsed / window))
     return due - progress.checkpointed_work(job, ctx.now)
 
 
@@ -76,20 +94,32 @@ def deadline_margin_s(ctx: PlanContext, job: Job, policy: Policy) -> float:
 
 
 def keep_deadlines(ctx: PlanContext) -> None:
-    """Bar pending jobs out of slack from spot; checkpoint, then evict, running spot jobs out of slack."""
+    """Bar pending jobs out of slack from spot; checkpoint, then evict, running spot jobs out of slack.
+
+    The frozen baseline's step: a job's length is its `duration_s` field. burst runs `keep_declared_deadlines`.
+    """
+    _keep(ctx, duration_field)
+
+
+def keep_declared_deadlines(ctx: PlanContext) -> None:
+    """`keep_deadlines`, with a job's length from its declared duration only (never its true one)."""
+    _keep(ctx, declared_length)
+
+
+def _keep(ctx: PlanContext, length: Length) -> None:
     acted = {a.target for a in ctx.actions}
     for job in ctx.snapshot.jobs:
-        if job.deadline is None or job.duration_s is None or job.id in acted:
+        if job.deadline is None or length(job) is None or job.id in acted:
             continue
         policy = ctx.policy(job.tenant)
         if not spot_eligible(job, policy):
             continue
-        slack = slack_s(job, ctx)
+        slack = slack_s(job, ctx, length)
         assert slack is not None
         margin = deadline_margin_s(ctx, job, policy)
         why = f"deadline slack {slack:.0f} s < margin {margin:.0f} s"
         if slack >= margin and job.state is JobState.PENDING:
-            lag = uniform_lag_s(job, ctx)
+            lag = uniform_lag_s(job, ctx, length)
             assert lag is not None
             if lag <= margin:
                 continue
@@ -124,4 +154,5 @@ def _move_off_spot(ctx: PlanContext, job: Job, why: str) -> None:
             ctx.usage_of(job.tenant).add(cap.group, -job.gpu_demand / share, -job.gpu_demand * cap.gpu_price / share)
 
 
-__all__ = ["DEFAULT_BOOT_S", "STEP", "deadline_margin_s", "keep_deadlines", "slack_s", "uniform_lag_s"]
+__all__ = ["DEFAULT_BOOT_S", "STEP", "deadline_margin_s", "declared_length", "duration_field", "keep_declared_deadlines",
+           "keep_deadlines", "slack_s", "uniform_lag_s"]
