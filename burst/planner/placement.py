@@ -118,8 +118,8 @@ def place_by_marginal_cost(ctx: PlanContext) -> None:
 
     Jobs that cannot move (not allowed on spot) are served first, so the steady tier, paid whether used or
     not, goes to them. Jobs that can move (fault-tolerant and allowed on spot) take GPUs already paid for
-    (spare on-prem GPUs, free GPUs on a cloud node that already runs other work) and otherwise spot; they
-    take an idle on-demand node only when no spot can be launched for them. When a job that cannot move finds no room on-prem, fault-
+    (spare on-prem GPUs, free GPUs on a cloud node that already runs other work) and otherwise spot (booting,
+    or launched for them); they take an idle or booting on-demand node only when no spot can be launched. When a job that cannot move finds no room on-prem, fault-
     tolerant jobs there are moved to make it (`burst.planner.make_room`) if the on-demand it avoids over its
     expected run, less what they pay elsewhere, exceeds what moving them costs.
     """
@@ -153,9 +153,10 @@ class _CostRules:
         if spot_allowed(ctx, job, policy):
             spot = [c for c in candidates if c.group.capacity_type is CapacityType.SPOT]
             return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
-                    or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
+                    or _try_inflight(ctx, job, policy, spot, refusals, waiting)
                     or _try_launch(ctx, job, policy, spot, refusals, launches)
                     or _try_ready(ctx, job, policy, candidates, refusals)
+                    or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
                     or _try_launch(ctx, job, policy, candidates, refusals, launches))
         steady = [c for c in candidates if c.group.tier is Tier.STEADY]
         return (_try_ready(ctx, job, policy, steady, refusals)
