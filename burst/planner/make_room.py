@@ -73,11 +73,16 @@ class RoomMaker:
         self.ctx = ctx
         self.guard = MoveGuard(ctx)
         self._on_node: dict[NodeId, list[Job]] | None = None
+        self._movable_gpus: dict[NodeId, int] = {}  # GPUs the node's movable jobs hold there
+        self._clearable: set[NodeId] = set()  # nodes whose every job may move
+        self._refused: dict[str, str] = {}  # jobs on-prem that may not move, and why
         self._candidates: dict[str, _Candidate | None] = {}
+        self._no_room: dict[tuple[object, ...], str] = {}  # job shapes no move served since the last move
         self._held: set[str] = set()
+        self._said_none_movable = False
 
     def on_node(self) -> dict[NodeId, list[Job]]:
-        """Running jobs per steady node (built on first use)."""
+        """Running jobs per steady node, and which of them may move (built on first use, kept as moves are made)."""
         if self._on_node is None:
             steady = {n for c in self.ctx.groups.values() if c.group.tier is Tier.STEADY for n in c.free_of}
             found: dict[NodeId, list[Job]] = defaultdict(list)
@@ -86,7 +91,25 @@ class RoomMaker:
                     for node_id in job.node_ids:
                         found[node_id].append(job)
             self._on_node = found
+            for node_id, jobs in found.items():
+                self._index(node_id, jobs)
         return self._on_node
+
+    def _index(self, node_id: NodeId, jobs: list[Job]) -> None:
+        movable = 0
+        clearable = True
+        for job in jobs:
+            why = self._refused.get(job.id) or self.guard.refusal(job)
+            if why is None:
+                movable += gpus_per_node_of(job)
+            else:
+                self._refused[job.id] = why
+                clearable = False
+        self._movable_gpus[node_id] = movable
+        if clearable:
+            self._clearable.add(node_id)
+        else:
+            self._clearable.discard(node_id)
 
     def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity]) -> bool:
         """Move jobs off on-prem nodes for `job` when that pays; True when the job now waits for those nodes.
@@ -97,27 +120,43 @@ class RoomMaker:
         steady = [c for c in candidates if c.group.tier is Tier.STEADY]
         elastic = [c for c in candidates if c.group.tier is Tier.ELASTIC and c.group.id not in ctx.snapshot.unavailable]
         on_node = self.on_node()
-        if not steady or not elastic or not any(on_node.get(n) for c in steady for n in c.free_of):
+        if not steady or not elastic:
+            return False
+        if not any(self._movable_gpus.values()):
+            if not self._said_none_movable:  # nothing on-prem may move: say why, once per plan
+                self._said_none_movable = True
+                self._hold_refused(self._refused)
             return False
         alternative = elastic[0]
         expected_s, source = self.guard.remaining_s(job)
         nodes = -(-job.whole_gpus // alternative.gpn)
         avoided = (job.gpu_demand * alternative.gpu_price * expected_s / 3600.0
                    + alternative.group.boot_latency_s / 3600.0 * alternative.price_per_node * nodes)
+        shape = (job.tenant, job.whole_gpus, job.gpu_demand, round(expected_s), tuple(c.group.id for c in candidates))
+        known = self._no_room.get(shape)
+        if known is not None:
+            ctx.hold(f"job:{job.id}", known, STEP, job.tenant)
+            return False
         best: _Option | None = None
         refused: dict[str, str] = {}
         for cap in steady:
             width = -(-job.whole_gpus // cap.gpn)
             options: list[_Option] = []
-            for node_id in sorted(cap.free_of):
-                free = cap.free_of[node_id]
-                need = (job.whole_gpus if width == 1 else cap.gpn) - free
-                if need <= 0:
-                    options.append(_Option(cap, (node_id,), (), 0.0, 0.0))  # already free (a wide job's part)
-                    continue
+            for node_id, free in sorted(cap.free_of.items()):
+                if width == 1:
+                    need = job.whole_gpus - free
+                    if need <= 0 or self._movable_gpus.get(node_id, 0) < need:
+                        continue
+                else:
+                    need = cap.gpn - free
+                    if need <= 0:
+                        options.append(_Option(cap, (node_id,), (), 0.0, 0.0))  # already free (a wide job's part)
+                        continue
+                    if node_id not in self._clearable or not on_node.get(node_id):
+                        continue
                 movable = []
                 for other in on_node.get(node_id, ()):
-                    why = self.guard.refusal(other) or _slower_than_a_boot(other, alternative, ctx.now)
+                    why = self._refused.get(other.id) or _slower_than_a_boot(other, alternative, ctx.now)
                     if why is not None:
                         refused.setdefault(other.id, why)
                         continue
@@ -137,9 +176,10 @@ class RoomMaker:
             if best is None or option.net(avoided) > best.net(avoided):
                 best = option
         if best is None or best.net(avoided) <= 0:
-            self._hold_unmoved(job, avoided, expected_s, source, best, refused)
+            self._no_room[shape] = self._hold_unmoved(job, avoided, expected_s, source, best, refused)
             return False
         self._move(job, best, avoided, expected_s, source)
+        self._no_room.clear()
         return True
 
     def _candidate(self, other: Job) -> _Candidate | None:
@@ -177,6 +217,7 @@ class RoomMaker:
                 STEP, then=f"resuming on {moved.target.group.id}")
             for held in moved.job.node_ids:
                 self.on_node()[held].remove(moved.job)
+                self._index(held, self.on_node()[held])
         for node_id in option.node_ids:
             free = option.cap.free_of[node_id]
             if free:
@@ -186,7 +227,8 @@ class RoomMaker:
                  f"${saving:.2f} > move cost ${option.cost_usd:.2f})", STEP, job.tenant)
 
     def _hold_unmoved(self, job: Job, avoided: float, expected_s: float, source: str, best: _Option | None,
-                      refused: dict[str, str]) -> None:
+                      refused: dict[str, str]) -> str:
+        """Hold the job, and every job on-prem that may not move, with why no room was made; returns the job's reason."""
         ctx = self.ctx
         if best is not None:
             why = (f"moving {', '.join(c.job.id for c in best.moved)} off {', '.join(best.node_ids)} would save "
@@ -195,13 +237,19 @@ class RoomMaker:
             job_id, reason = min(refused.items())
             why = f"{len(refused)} job(s) on-prem may not move ({job_id}: {reason})"
         else:
-            why = "no set of movable jobs on one on-prem node frees enough GPUs"
-        ctx.hold(f"job:{job.id}", f"no room made on-prem (on-demand avoided: ${avoided:.2f} over {expected_s / 3600:.1f} "
-                 f"h, from {source}): {why}", STEP, job.tenant)
-        for job_id, reason in sorted(refused.items()):
+            why = "no set of movable jobs on-prem frees enough GPUs"
+        reason = (f"no room made on-prem (on-demand avoided: ${avoided:.2f} over {expected_s / 3600:.1f} h, from "
+                  f"{source}): {why}")
+        ctx.hold(f"job:{job.id}", reason, STEP, job.tenant)
+        self._hold_refused(refused)
+        return reason
+
+    def _hold_refused(self, refused: dict[str, str]) -> None:
+        """Hold each job on-prem that may not move, with why (once per plan)."""
+        for job_id, refusal in sorted(refused.items()):
             if job_id not in self._held:
                 self._held.add(job_id)
-                ctx.hold(f"job:{job_id}", f"not moved to make room on-prem: {reason}", STEP)
+                self.ctx.hold(f"job:{job_id}", f"not moved to make room on-prem: {refusal}", STEP)
 
 
 def _slower_than_a_boot(job: Job, alternative: GroupCapacity, now: datetime) -> str | None:
