@@ -235,6 +235,20 @@ def test_the_simulated_clock_jumps_to_the_ack_as_to_any_other_change() -> None:
     assert _next_event(no_timers, report, queue, idle, _Arrivals([]), T0) == T0 + 70 * 60 * S
 
 
+def test_the_simulated_clock_ticks_at_the_next_interval_after_a_plan_requeues_a_job() -> None:
+    """An eviction requeues a job: it is pending again and the next tick (the loop's next interval) places it,
+    instead of waiting for the next arrival or finish."""
+    queue, _, _ = wired()  # j finishes at T0 + 70 min
+    stats = TraceStats(jobs=1, gpu_hours=8.0, peak_gpus=8.0, p50_gpus=8.0, start=None, end=None)
+    no_timers = StrategyRun("t", default_setup(stats), ())
+    idle = SimProvider([], clock=ManualClock(T0), cluster="t")
+    quiet = TickReport(at=T0, plan=Plan(id="p", at=T0, actions=()))
+    assert _next_event(no_timers, quiet, queue, idle, _Arrivals([]), T0) == T0 + 70 * 60 * S
+    evict = Action(kind=ActionKind.EVICT_JOB, target="other", reason="test", step="make_room")
+    moved = TickReport(at=T0, plan=Plan(id="p", at=T0, actions=(evict,)))
+    assert _next_event(no_timers, moved, queue, idle, _Arrivals([]), T0) == T0, "now: the loop's next interval"
+
+
 def test_the_simulator_asks_for_checkpoints_over_the_channel_and_loses_no_more_than_an_interval() -> None:
     trace = load_trace(data_dir() / "traces" / "philly.csv").window(datetime(2017, 10, 2, tzinfo=UTC), days=0.5)
     base = default_setup(trace.stats())

@@ -601,10 +601,6 @@ def simulate(
         store.close()
 
 
-_REQUEUES = frozenset({ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB})
-_NEXT_INTERVAL = timedelta(microseconds=1)  # any instant after now: the loop rounds it up to the next interval
-
-
 def _next_event(
     run: StrategyRun,
     report: TickReport,
@@ -622,8 +618,6 @@ def _next_event(
     if any(a.kind in _REQUEUING for a in report.plan.actions):
         return now  # evicted jobs and the GPUs they free are placed on the next interval
     candidates: list[datetime] = []
-    if any(a.kind in _REQUEUES for a in report.plan.actions):
-        candidates.append(now + _NEXT_INTERVAL)  # a requeued job is pending again: the next interval places it
     arrival = arrivals.next_after(now)
     if arrival is not None:
         candidates.append(arrival)
