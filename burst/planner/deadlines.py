@@ -1,7 +1,8 @@
 """Step: keep jobs with a deadline off spot when they fall behind ("uniform progress", Can't Be Late, NSDI '24).
 
-A job with a `deadline` and a known `duration_s` has remaining work
-R = duration − progress, with progress counted up to its last checkpoint (what
+A job with a `deadline` and a known duration (burst's step, `keep_declared_deadlines`: the duration its
+submitter declared, `declared_duration_s`; the frozen baseline's `keep_deadlines`: its `duration_s`) has
+remaining work R = duration − progress, with progress counted up to its last checkpoint (what
 survives losing its node), and T = time left until the deadline. Its slack is
 T − R: how long it can still afford to lose. Spot is allowed while the slack
 is at least the tenant's margin (`spot.deadline_margin`; by default one cold
