@@ -165,6 +165,7 @@ def job_problem(job: Job) -> str | None:
         and (duration is None or 0 <= duration <= MAX_DURATION_S)
         and (interval is None or 0 <= interval <= MAX_DURATION_S)
         and (took is None or 0 <= took <= MAX_DURATION_S)
+        and (job.declared_duration_s is None or 0 <= job.declared_duration_s <= MAX_DURATION_S)
         and 0 <= job.work_done_s <= 2 * MAX_DURATION_S
         and job.submitted_at.tzinfo is not None and EARLIEST_YEAR <= job.submitted_at.year <= LATEST_YEAR
         and job.started_at is None and job.last_checkpoint_at is None and job.deadline is None
@@ -187,7 +188,7 @@ def _first_problem(job: Job) -> str | None:
         checks.append(("gpu_model", text_problem(job.gpu_model)))
     if job.priority is not None:
         checks.append(("priority", priority_problem(job.priority)))
-    for name in ("duration_s", "checkpoint_interval_s", "checkpoint_duration_s"):
+    for name in ("duration_s", "declared_duration_s", "checkpoint_interval_s", "checkpoint_duration_s"):
         value = getattr(job, name)
         if value is not None:
             checks.append((name, duration_problem(value)))

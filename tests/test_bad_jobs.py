@@ -77,6 +77,7 @@ def test_a_job_row_that_does_not_decode_is_failed_and_the_tick_goes_on(tmp_path:
     ("change", "field"),
     [
         ({"duration_s": MAX_DURATION_S * 2}, "duration_s"),
+        ({"declared_duration_s": -1.0}, "declared_duration_s"),
         ({"gpus": 10**6}, "gpus"),
         ({"gpu_model": "x" * 1_000_000}, "gpu_model"),
         ({"priority": 2**63}, "priority"),
