@@ -67,7 +67,8 @@ def test_a_requested_checkpoint_and_the_eviction_after_it_are_recorded(tmp_path:
     policies = {"a": Policy(tenant="a", spot=SpotPolicy(allowed=True))}
     ctl, _sim, clock, store = controller(path, policies)
     store.add_job(job("j", gpus=8, deadline=T0 + timedelta(seconds=4500), fault_tolerant=True,
-                      checkpoint_interval_s=1800.0, checkpoint_duration_s=60.0, duration_s=3600.0), at=T0)
+                      checkpoint_interval_s=1800.0, checkpoint_duration_s=60.0, duration_s=3600.0,
+                      declared_duration_s=3600.0), at=T0)
 
     def step(seconds: float) -> Plan:
         clock.advance(seconds)
