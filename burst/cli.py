@@ -89,16 +89,21 @@ def _load_config(config_path: Path | None) -> BurstConfig:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
 
 
-def _open_runtime(config_path: Path | None, state: Path | None, **kw: object) -> Runtime:
-    """Build the runtime for a command, turning config errors into one clear message each."""
+def _open_runtime(config_path: Path | None, state: Path | None, *, ephemeral: bool = False, **kw: object) -> Runtime:
+    """Build the runtime for a command, turning config errors into one clear message each.
+
+    With neither config nor state it is the quickstart on its per-user state, unless `ephemeral`.
+    """
     from burst.catalog import UnknownInstanceType
+    from burst.quickstart import state_path_for
     from burst.runtime import ConfigError, build_runtime, load_run_config
     from burst.store_files import DamagedStore
     from policies import PolicyValidationError
 
     try:
         config = load_run_config(config_path)
-        ephemeral = config_path is None and state is None
+        if config_path is None and not ephemeral:
+            state = state_path_for(None, state)
         return build_runtime(config, state_path=state, ephemeral=ephemeral,
                              config_file=config_path, **kw)  # type: ignore[arg-type]
     except PolicyValidationError as exc:
@@ -124,7 +129,8 @@ CONFIG_OPTION = click.option(
 )
 STATE_OPTION = click.option(
     "--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="SQLite state file (default: the config's state_path; the quickstart uses a temporary one).",
+    help="SQLite state file (default: the config's state_path; the quickstart's is in the per-user state "
+         "directory, see burst run).",
 )
 
 
@@ -152,7 +158,11 @@ def run_cmd(
 
     With no --config this is the embedded quickstart: a simulated on-prem rack and
     two simulated cloud groups (on-demand and spot), three tenants and a seeded
-    synthetic workload, on an accelerated simulated clock. SIGTERM or Ctrl-C
+    synthetic workload, on an accelerated simulated clock. Its state is kept in
+    the per-user state directory ($XDG_STATE_HOME/burst/quickstart/ on Linux),
+    where `burst jobs`, `submit`, `explain`, `plan`, `usage` and `cost` without
+    --config or --state read it; the next `burst run` continues from it, and
+    `burst run --fresh` starts over. SIGTERM or Ctrl-C
     finishes the current tick, gives up the leader lease and stops. SIGHUP, or
     a change to a policy file, reloads the tenant policies after the current
     tick; a policy set with an error is refused and the last good one stays in
@@ -167,6 +177,8 @@ def run_cmd(
     configure_logging(log_format, log_level)
 
     seconds = _parse_duration(duration, "--duration") if duration else None
+    if config_path is None and state is None:
+        _announce_quickstart_state(fresh)
     runtime = _open_runtime(config_path, state, fresh=fresh) if fresh else _open_runtime(config_path, state)
     api = None
     try:
@@ -188,6 +200,18 @@ def run_cmd(
         if api is not None:
             api.stop()
         runtime.close()
+
+
+def _announce_quickstart_state(fresh: bool) -> None:
+    """Say where the quickstart's state is kept, and whether this run continues it (on stderr: stdout is the run's)."""
+    from burst.quickstart import quickstart_state_path
+
+    path = quickstart_state_path()
+    if fresh and path.exists():
+        click.echo(f"burst: starting the quickstart over (its state moves aside to {path.name}.damaged-TIME)", err=True)
+    elif path.exists():
+        click.echo(f"burst: continuing the quickstart from {path} (burst run --fresh starts over)", err=True)
+    click.echo(f"burst: quickstart state in {path}: burst jobs, explain, plan, usage and cost read it", err=True)
 
 
 def _start_api(runtime: Runtime, listen: str) -> ApiServer:
@@ -228,7 +252,8 @@ def plan_cmd(
     """One dry-run plan, printed diff-style with each action's reason; nothing is changed.
 
     From a --snapshot file, or from live observed state of --config (default: the
-    embedded quickstart). The JSON form is an object with `id`, `at`, `actions`
+    embedded quickstart's saved state, or its start when it has none; with --at,
+    a fresh quickstart run up to that instant). The JSON form is an object with `id`, `at`, `actions`
     (each with `kind`, `target`, `count` where it applies, and `reason`) and `holds`.
     """
     when = _parse_at(at) if at else None
@@ -275,7 +300,11 @@ def _plan_live(config_path: Path | None, state: Path | None, when: datetime | No
     sim = _load_config(config_path).clock == "sim" if config_path is not None else True
     if when is not None and not sim:
         raise click.UsageError("--at needs --snapshot or a sim-clock config (clock: sim)")
-    runtime = _open_runtime(config_path, state)
+    from burst.quickstart import quickstart_state_path
+
+    quickstart = config_path is None and state is None
+    ephemeral = quickstart and (when is not None or not quickstart_state_path().exists())
+    runtime = _open_runtime(config_path, state, ephemeral=ephemeral)
     try:
         if when is not None:
             if when < runtime.now():
@@ -291,11 +320,11 @@ def _plan_live(config_path: Path | None, state: Path | None, when: datetime | No
 
 
 def _store_path(config_path: Path | None, state: Path | None) -> Path:
-    if state is not None:
-        return state
-    if config_path is not None:
+    from burst.quickstart import state_path_for
+
+    if state is None and config_path is not None:
         return _load_config(config_path).state_file()
-    raise click.UsageError("give --state FILE or --config burst.yaml: the embedded quickstart keeps no state between runs")
+    return state_path_for(None, state)
 
 
 def _submission_time(config_path: Path | None, path: Path) -> datetime:

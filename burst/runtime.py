@@ -9,6 +9,7 @@ quickstart (`burst run` with no `--config`) is the config shipped at
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import socket
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FEED_CURSOR_KEY = "feed.synthetic.cursor"
+# {group id: GPU model} of every group a run on this state has had, so `burst usage --state` alone can name them.
+GROUP_GPU_MODELS_KEY = "node_groups.gpu_models"
 SIM_CLOCK_KEY = "reconcile.last_tick"
 
 
@@ -388,6 +391,7 @@ def build_runtime(
     store = Store.open(path)
     try:
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
+        _record_gpu_models(store, groups)
         clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
         providers: dict[str, Provider] = {}
         sim_groups = tuple(g for g in groups if g.provider == "sim")
@@ -518,6 +522,14 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
         fit=functools.partial(forecast_series, min_history_s=settings.min_history,
                               events=tuple(e.to_event() for e in settings.events)),
     )
+
+
+def _record_gpu_models(store: Store, groups: tuple[NodeGroup, ...]) -> None:
+    """Add the configured groups' GPU models to those the state has recorded (a group dropped keeps its entry)."""
+    known = json.loads(store.get_meta(GROUP_GPU_MODELS_KEY) or "{}")
+    models = {**known, **{g.id: g.shape.gpu_model for g in groups}}
+    if models != known:
+        store.set_meta(GROUP_GPU_MODELS_KEY, json.dumps(models, sort_keys=True))
 
 
 def _sim_clock(config: BurstConfig, store: Store, override: datetime | None) -> ManualClock:
@@ -701,6 +713,7 @@ def _job_source(
 
 
 __all__ = [
+    "GROUP_GPU_MODELS_KEY",
     "ConfigError",
     "Runtime",
     "build_runtime",

@@ -38,7 +38,8 @@ def _horizon(value: str) -> float:
     return seconds
 
 
-def _config(config_path: Path) -> Any:
+def _config(config_path: Path | None) -> Any:
+    """The config at `config_path`, or the embedded quickstart's."""
     from burst.runtime import load_run_config
     from policies import PolicyValidationError
 
@@ -49,19 +50,23 @@ def _config(config_path: Path) -> Any:
 
 
 @click.command("cost")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="burst.yaml whose node groups, prices and tenant policies the projection runs on.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="burst.yaml whose node groups, prices and tenant policies the projection runs on "
+                   "(default: the embedded quickstart, projected from its saved state).")
 @click.option("--history", "history_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Job trace (Philly, ITP, Alibaba 2023 or generic CSV) to forecast from and take the job mix of.")
 @click.option("--format", "trace_format", default="auto", show_default=True,
               type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Format of the --history trace.")
 @click.option("--from-store", is_flag=True,
-              help="Forecast from the state store's demand history and take the job mix from its jobs instead.")
+              help="Forecast from the state store's demand history and take the job mix from its jobs instead "
+                   "(the default on the quickstart).")
 @click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite state file for --from-store and month-to-date spend (default: the config's state_path).")
+              help="SQLite state file for --from-store and month-to-date spend (default: the config's state_path, "
+                   "or the quickstart's).")
 @click.option("--horizon", "horizon", default="7d", show_default=True, help="How far to project: 7d or 30d (1h to 30d).")
 @click.option("--at", "at", default=None,
-              help="ISO instant the projection starts at (default: the end of the trace, or now with --from-store).")
+              help="ISO instant the projection starts at (default: the end of the trace, or with --from-store the "
+                   "state's now: its simulated clock's last tick on a sim-clock config).")
 @click.option("--what-if", "what_if_paths", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="What-if YAML (keys name, spot, hot_pool_nodes, steady_gpus_delta, region); repeatable.")
 @click.option("--strategy", default="burst", show_default=True, type=click.Choice(["burst", "burst-no-forecast"]),
@@ -76,7 +81,7 @@ def _config(config_path: Path) -> Any:
               help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier, what_if, spot_from_history.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
-def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, from_store: bool, state: Path | None,
+def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | None,
              horizon: str, at: str | None, what_if_paths: tuple[Path, ...], strategy: str, seed: int, workers: int | None,
              spot_history_path: Path | None, as_json: bool, report_dir: Path | None) -> None:
     """Project next week's or month's cost per tenant and cost line, with P50 and P90 totals.
@@ -99,11 +104,14 @@ def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, fr
     from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs, series_of_points
     from burst.projection.project import project
     from burst.projection.whatif import WhatIfError, load_what_if
+    from burst.quickstart import recorded_now, state_path_for
     from burst.sim.setup import setup_from_config
     from burst.sim.traces import Trace, TraceError, load_trace
     from burst.state import Store
     from forecasting.models import SeriesError
 
+    if config_path is None and history_path is None:
+        from_store = True  # the quickstart has no trace: its own saved state is the history
     if (history_path is None) == (not from_store):
         raise click.UsageError("give one of --history TRACE or --from-store")
     horizon_s = _horizon(horizon)
@@ -122,7 +130,7 @@ def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, fr
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         setup = dataclasses.replace(setup, catalog=setup.catalog.with_spot_history(points))
-    store_path = state or config.state_file()
+    store_path = state_path_for(config_path, state)
 
     def say(message: str) -> None:
         click.echo(message, err=True)
@@ -139,9 +147,11 @@ def cost_cmd(config_path: Path, history_path: Path | None, trace_format: str, fr
             series = series_of_jobs(history, start)
         else:
             if not store_path.exists():
-                raise click.ClickException(f"{store_path}: no state file to read demand history from (give --state)")
+                hint = "run burst run first" if config_path is None and state is None else "give --state"
+                raise click.ClickException(f"{store_path}: no state file to read demand history from ({hint})")
             with _store(Store, store_path) as store:
-                start = _instant(at, "--at") if at else _hour_after(datetime.now(UTC) - timedelta(hours=1))
+                now = recorded_now(config, store)
+                start = _instant(at, "--at") if at else _hour_after(now - timedelta(hours=1))
                 points = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
                 history = tuple(j for j in store.jobs() if j.submitted_at < start)
                 month_to_date = store.spend_by_tenant(since=month_start(start), until=start)
@@ -239,11 +249,15 @@ def _print_projection(projection: Any) -> None:
 
 @click.command("usage")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="burst.yaml naming the node groups (GPU models, prices) and the state file (default: the quickstart).")
+              help="burst.yaml naming the node groups (GPU models, prices) and the state file (default: the "
+                   "quickstart and its saved state, unless --state is given).")
 @click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite state file whose cost ledger is metered (default: the config's state_path).")
+              help="SQLite state file whose cost ledger is metered (default: the config's state_path, or the "
+                   "quickstart's); alone, GPU models come from the groups the state's last run recorded.")
 @click.option("--tenant", default=None, help="Only this tenant.")
-@click.option("--since", default=None, help="ISO instant to meter from (default: the start of this month, UTC).")
+@click.option("--since", default=None,
+              help="ISO instant to meter from (default: the start of the state's month, UTC: this month, or on a "
+                   "simulated clock the month of its last tick).")
 @click.option("--until", default=None, help="ISO instant to meter to (default: now).")
 @click.option("--root-volume-gb", type=click.FloatRange(min=0), default=200.0, show_default=True,
               help="Root volume GB per cloud node, for warm-pool storage GB-hours (the Terraform modules' default).")
@@ -264,38 +278,40 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
     """
     from burst.projection.budget import month_start
     from burst.projection.usage import USAGE_JSON_SCHEMA, meter
-    from burst.runtime import catalog_from_config
+    from burst.quickstart import recorded_now, state_path_for
+    from burst.runtime import GROUP_GPU_MODELS_KEY, catalog_from_config
     from burst.state import Store
 
     if schema:
         click.echo(json.dumps(USAGE_JSON_SCHEMA, indent=2))
         return
-    if config_path is None and state is None:
-        raise click.UsageError("give --state FILE or --config burst.yaml")
-    config = _config(config_path) if config_path is not None else None
-    if state is not None:
-        path = state
-    else:
-        assert config is not None  # one of the two is given (checked above)
-        path = config.state_file()
+    # --state alone meters that file without a config; neither is the quickstart's saved state.
+    config = _config(config_path) if config_path is not None or state is None else None
+    path = state_path_for(config_path, state)
     if not Path(path).exists():
-        raise click.ClickException(f"{path}: no state file")
-    t0 = _instant(since, "--since") if since else month_start(datetime.now(UTC))
+        hint = " (run burst run first)" if config_path is None and state is None else ""
+        raise click.ClickException(f"{path}: no state file{hint}")
     t1 = _instant(until, "--until") if until else None
     groups = {g.id: g for g in config.node_groups_model()} if config is not None else {}
     catalog = catalog_from_config(config) if config is not None else None
     with _store(Store, Path(path)) as store:
+        now = recorded_now(config, store)
+        t0 = _instant(since, "--since") if since else month_start(now)
         rows = store.costs(since=t0, until=t1)
         losses = store.loss_totals(since=t0, until=t1, tenant=tenant)
+        gpu_models = json.loads(store.get_meta(GROUP_GPU_MODELS_KEY) or "{}")
     usage = meter(rows, groups, catalog.standby_price if catalog is not None else (lambda g: 0.0), tenant=tenant,
                   group_price=catalog.group_price if catalog is not None else None,
-                  root_volume_gb=lambda g: root_volume_gb, losses=losses)
+                  root_volume_gb=lambda g: root_volume_gb, losses=losses, gpu_models=gpu_models)
     if as_json:
         click.echo(json.dumps({"since": t0.isoformat(), "until": t1.isoformat() if t1 else None, **usage.to_json()}, indent=2))
         return
+    if not usage.tenants:
+        click.echo(f"no usage in {path} since {t0.isoformat()} (the state's clock is at {now.isoformat()}); "
+                   "--since picks another window", err=True)
     table = Table(title=f"usage since {t0.isoformat()}")
-    for col in ("tenant", "GPU-hours", "USD", *COST_LINES, "by GPU model"):
-        table.add_column(col, justify="left" if col in ("tenant", "by GPU model") else "right")
+    for col in ("tenant", "GPU-h", "USD", *(f"{line} GPU-h" for line in COST_LINES), "by GPU model (GPU-h)"):
+        table.add_column(col, justify="left" if col in ("tenant", "by GPU model (GPU-h)") else "right")
     lost = Table(title="work lost and checkpoints")
     for col in ("tenant", "interruptions", "evictions", "lost GPU-h", "checkpoint GPU-h"):
         lost.add_column(col, justify="left" if col == "tenant" else "right")

@@ -169,13 +169,15 @@ def meter(
     group_price: Callable[[NodeGroup], float] | None = None,
     root_volume_gb: Callable[[NodeGroup], float] = lambda group: ROOT_VOLUME_GB,
     losses: Mapping[str, LossTotals] | None = None,
+    gpu_models: Mapping[str, str] | None = None,
 ) -> Usage:
     """The usage in `rows` (module doc); with `tenant`, only that tenant's (warm pools are the fleet's).
 
     `group_price` prices a node of a group whose warm pool is kept running
     (without it, such rows count as unpriced). `losses` are the job-loss
     ledger's totals per tenant (`Store.loss_totals`) over the same window; a
-    tenant with losses and no cost rows is listed too.
+    tenant with losses and no cost rows is listed too. `gpu_models` names the
+    GPU model of groups not in `groups` (as the state's last run recorded them).
     """
     tenants: dict[str, TenantUsage] = defaultdict(TenantUsage)
     warm_gh = warm_usd = unpriced = warm_nh = stopped_nh = storage = 0.0
@@ -208,7 +210,10 @@ def meter(
         u.gpu_hours += row.gpu_hours
         u.usd += row.usd
         u.by_tier[row.line] = u.by_tier.get(row.line, 0.0) + row.gpu_hours
-        model = group.shape.gpu_model if group is not None else UNKNOWN_MODEL
+        if group is not None:
+            model = group.shape.gpu_model
+        else:
+            model = (gpu_models or {}).get(row.group_id or "", UNKNOWN_MODEL)
         u.by_gpu_model[model] = u.by_gpu_model.get(model, 0.0) + row.gpu_hours
     for name, totals in (losses or {}).items():
         if tenant is None or name == tenant:
