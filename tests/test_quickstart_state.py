@@ -67,3 +67,17 @@ def test_cost_projects_the_quickstart_from_its_saved_state() -> None:
     assert code == 0, err
     projection = json.loads(out)
     assert projection["horizon_h"] == 2 and projection["total_usd"]
+
+
+def test_usage_names_units_and_gpu_models_with_the_state_file_alone(private_state_home: Path) -> None:
+    assert burst("run", "--duration", "2h", "--quiet")[0] == 0
+    state = private_state_home / "burst" / "quickstart" / "burst.db"
+    code, out, err = burst("usage", "--state", str(state), "--json")
+    assert code == 0, err
+    assert {m for t in json.loads(out)["tenants"].values() for m in t["by_gpu_model"]} == {"A100"}
+    result = CliRunner().invoke(main, ["usage"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.stderr
+    header = next(line for line in result.stdout.splitlines() if "tenant" in line)
+    columns = [c.strip() for c in header.strip("┃ ").split("┃")]
+    assert columns == ["tenant", "GPU-h", "USD", "steady GPU-h", "elastic_on_demand GPU-h", "elastic_spot GPU-h",
+                       "hot_pool GPU-h", "by GPU model (GPU-h)"]
