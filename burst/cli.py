@@ -42,15 +42,22 @@ def policy() -> None:
 @policy.command("validate")
 @click.argument("directory", type=click.Path(path_type=Path))
 def policy_validate(directory: Path) -> None:
-    """Validate every tenant policy file in DIRECTORY; one FILE:LINE error per line, non-zero on any."""
-    from policies import validate_policy_dir
+    """Validate every tenant policy file in DIRECTORY; one FILE:LINE error per line, non-zero on any.
+
+    A directory with no tenant file (*.yaml, *.yml) and an empty file are errors too.
+    """
+    from policies import policy_files, validate_policy_dir
 
     errors = validate_policy_dir(directory)
     for err in errors:
         click.echo(str(err), err=True)
     if errors:
         sys.exit(1)
-    click.echo(f"{directory}: policies valid")
+    count = len(policy_files(directory))
+    if not count:
+        click.echo(f"{directory}:1: -: no tenant policy file (TENANT.yaml or TENANT.yml) to validate", err=True)
+        sys.exit(1)
+    click.echo(f"{directory}: {count} tenant policy file(s) valid")
 
 
 @policy.command("schema")
@@ -465,7 +472,10 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
     """Why something happened or did not: the decisions about job, node, group or tenant NAME, newest first.
 
     Every action a plan takes and every hold (a decision not to act) is in the
-    decision log with its reason; this reads it from the state file.
+    decision log with its reason; this reads it from the state file. A hold
+    repeated unchanged by consecutive plans is one entry: its first plan, the
+    last plan that made it and how many did. Exits 1 when nothing by that name
+    has a decision.
     """
 
     path = _store_path(config_path, state)
@@ -474,10 +484,13 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
     with _open_store(path) as store:
         found = store.decisions_about(name, limit=limit)
         job = store.get_job(name)
+    if not found and job is None:  # nothing by that name has a decision: not found, as kubectl says it
+        raise click.ClickException(f"no decision about {name} in {path}: no job, node, group or tenant by that "
+                                   "name has one (burst jobs lists the jobs)")
     if as_json:
         click.echo(json.dumps([
-            {"at": d.at.isoformat(), "plan_id": d.plan_id, "subject": d.subject, "kind": d.kind, "reason": d.reason,
-             "data": d.data} for d in found
+            {"at": d.at.isoformat(), "last_at": (d.last_at or d.at).isoformat(), "seen": d.seen, "plan_id": d.plan_id,
+             "subject": d.subject, "kind": d.kind, "reason": d.reason, "data": d.data} for d in found
         ], indent=2, sort_keys=True))
         return
     if job is not None:
@@ -487,10 +500,12 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
         click.echo(f"no decision about {name} in {path}")
         return
     table = Table(title=f"decisions about {name} (newest first)")
-    for col in ("at", "plan", "kind", "reason"):
+    for col in ("at (first plan)", "last plan at", "plans", "plan", "kind", "subject", "reason"):
         table.add_column(col, overflow="fold")
     for d in found:
-        table.add_row(d.at.isoformat(timespec="seconds"), d.plan_id, d.kind, d.reason)
+        last = d.last_at or d.at
+        table.add_row(d.at.isoformat(timespec="seconds"), "" if last == d.at else last.isoformat(timespec="seconds"),
+                      str(d.seen), d.plan_id, d.kind, d.subject, d.reason)
     Console(width=200).print(table)
 
 

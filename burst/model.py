@@ -663,11 +663,14 @@ class Hold:
     reason: str
     step: str
     tenant: TenantName | None = None
+    job_ids: tuple[JobId, ...] = ()  # the jobs a hold about several of them covers (`burst explain JOB` finds it)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"subject": self.subject, "step": self.step, "reason": self.reason}
         if self.tenant is not None:
             out["tenant"] = self.tenant
+        if self.job_ids:
+            out["job_ids"] = list(self.job_ids)
         return out
 
 

@@ -198,7 +198,12 @@ class LossTotals:
 
 @dataclass(frozen=True)
 class Decision:
-    """One decision log row: what the planner did (or held back) about `subject`, and why."""
+    """One decision log row: what the planner did (or held back) about `subject`, and why.
+
+    A hold repeated unchanged by consecutive plans is one row: `at` and
+    `plan_id` are its first plan's, `last_at` its latest plan's instant and
+    `seen` how many plans made it (an action is always one plan's: `seen` 1).
+    """
 
     id: int
     at: datetime
@@ -207,6 +212,8 @@ class Decision:
     kind: str
     reason: str
     data: Mapping[str, Any]
+    last_at: datetime | None = None
+    seen: int = 1
 
 
 # ------------------------------------------------------------------ schema
@@ -326,6 +333,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX job_losses_job ON job_losses(job_id, at)",
         ),
     ),
+    Migration(
+        4,
+        "decision log: a hold repeated unchanged is one row with its last instant and how many plans made it",
+        (
+            "ALTER TABLE decisions ADD COLUMN last_at TEXT",
+            "ALTER TABLE decisions ADD COLUMN seen INTEGER NOT NULL DEFAULT 1 CHECK (seen >= 1)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -386,6 +401,15 @@ def _window(column: str, since: datetime | None, until: datetime | None) -> tupl
     return where, params
 
 
+_DECISION_COLUMNS = "id, at, plan_id, subject, kind, reason, json, last_at, seen"
+
+
+def _decision(row: Sequence[Any]) -> Decision:
+    i, at, plan_id, subject, kind, reason, data, last_at, seen = row
+    return Decision(int(i), _dt(at), plan_id, subject, kind, reason, json.loads(data),
+                    _dt(last_at) if last_at is not None else None, int(seen))
+
+
 def _where(clauses: Sequence[str]) -> str:
     return (" WHERE " + " AND ".join(clauses)) if clauses else ""
 
@@ -435,6 +459,9 @@ class Store:
         self._pending_mark = 0  # pending rows before the open transaction: a rollback drops the ones after
         # Earlier ticks' rows written inside the open transaction: a rollback puts them back to wait.
         self._pending_written: list[tuple[str, str | None, str, str | None, float, float]] = []
+        # The last recorded plan's holds, (subject, reason, data JSON) -> row id: the same hold in the next plan
+        # extends that row instead of adding one. Empty after a restart, so a restart's first plan starts new rows.
+        self._open_holds: dict[tuple[str, str, str], int] = {}
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
@@ -1138,16 +1165,38 @@ class Store:
     def record_decisions(
         self, plan_id: str, at: datetime, rows: Iterable[tuple[str, str, str, Mapping[str, Any]]]
     ) -> int:
-        """Append (subject, kind, reason, data) rows for one plan; how many were written."""
+        """Record one plan's (subject, kind, reason, data) decisions; how many rows were added.
+
+        Every plan is recorded, even one with no rows: a hold the previous
+        plan made with the same subject, reason and data extends that plan's
+        row (its `last_at` and `seen`) rather than adding one; a hold that
+        stops, even for one plan, starts a new row when it comes back.
+        """
         stamp = _ts(at, "at")
         n = 0
+        still_open: dict[tuple[str, str, str], int] = {}
         with self._tx() as conn:
             for subject, kind, reason, data in rows:
-                conn.execute(
-                    "INSERT INTO decisions (at, plan_id, subject, kind, reason, json) VALUES (?, ?, ?, ?, ?, ?)",
-                    (stamp, plan_id, subject, kind, reason, _json(dict(data), f"decision {subject}")),
+                text = _json(dict(data), f"decision {subject}")
+                key = (subject, reason, text)
+                if kind == "hold" and key in self._open_holds:
+                    row_id = self._open_holds[key]
+                    extended = conn.execute(
+                        "UPDATE decisions SET last_at = ?, seen = seen + 1 "
+                        "WHERE id = ? AND kind = 'hold' AND subject = ? AND reason = ? AND json = ?",
+                        (stamp, row_id, subject, reason, text),
+                    ).rowcount
+                    if extended:
+                        still_open[key] = row_id
+                        continue
+                cursor = conn.execute(
+                    "INSERT INTO decisions (at, plan_id, subject, kind, reason, json, last_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (stamp, plan_id, subject, kind, reason, text, stamp),
                 )
+                if kind == "hold" and cursor.lastrowid is not None:
+                    still_open[key] = cursor.lastrowid
                 n += 1
+        self._open_holds = still_open
         return n
 
     def decisions(
@@ -1162,34 +1211,34 @@ class Store:
         if plan_id is not None:
             where.append("plan_id = ?")
             params.append(plan_id)
-        sql = f"SELECT id, at, plan_id, subject, kind, reason, json FROM decisions{_where(where)} ORDER BY at DESC, id DESC"
+        sql = f"SELECT {_DECISION_COLUMNS} FROM decisions{_where(where)} ORDER BY at DESC, id DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        return [
-            Decision(int(i), _dt(a), p, s, k, r, json.loads(j))
-            for i, a, p, s, k, r, j in self._query(sql, params)
-        ]
+        return [_decision(row) for row in self._query(sql, params)]
 
     def decisions_about(self, name: str, limit: int | None = 50) -> list[Decision]:
         """Decisions about a job, node, group or tenant called `name`, newest first.
 
         Matches the subject itself (an action's target), a hold's `job:`,
-        `group:`, `node:` or `tenant:` subject, and actions naming it among
-        their node ids.
+        `group:`, `node:` or `tenant:` subject, actions naming it among their
+        node ids, and holds naming it among their job ids (a tenant's jobs
+        left unplanned). Newest first by the last plan that made each.
         """
         subjects = [name, *(f"{k}:{name}" for k in ("job", "group", "node", "tenant"))]
         marks = ", ".join("?" for _ in subjects)
+        named = json.dumps(name)[1:-1]
         sql = (
-            f"SELECT id, at, plan_id, subject, kind, reason, json FROM decisions WHERE subject IN ({marks}) "
+            f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE subject IN ({marks}) "
             "OR (json LIKE ? AND EXISTS (SELECT 1 FROM json_each(decisions.json, '$.node_ids') WHERE value = ?)) "
-            "ORDER BY at DESC, id DESC"
+            "OR (json LIKE ? AND EXISTS (SELECT 1 FROM json_each(decisions.json, '$.job_ids') WHERE value = ?)) "
+            "ORDER BY COALESCE(last_at, at) DESC, id DESC"
         )
-        params: list[Any] = [*subjects, f'%"node_ids"%{json.dumps(name)[1:-1]}%', name]
+        params: list[Any] = [*subjects, f'%"node_ids"%{named}%', name, f'%"job_ids"%{named}%', name]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        return [Decision(int(i), _dt(a), p, s, k, r, json.loads(j)) for i, a, p, s, k, r, j in self._query(sql, params)]
+        return [_decision(row) for row in self._query(sql, params)]
 
     # ---------------------------------------------------------------- misc
 

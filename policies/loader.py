@@ -436,6 +436,10 @@ def validate_policy_file(path: Path) -> tuple[str, TenantPolicyDoc]:
     """Decide whether one tenant file is valid: return (tenant, document) or raise PolicyValidationError."""
     tenant = _tenant_of(path)
     doc = read_yaml(path)
+    if doc.data is None:
+        raise PolicyValidationError(
+            [PolicyError(str(path), 1, "-", "empty policy file: write `{}` for a tenant with every default")]
+        )
     return tenant, validate_document(TenantPolicyDoc, doc, what="tenant policy", context={"tenant": tenant})
 
 

@@ -52,3 +52,18 @@ def test_import_burst_loads_no_cloud_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_policy_validate_refuses_an_empty_directory_and_an_empty_file(tmp_path: Path) -> None:
+    empty = tmp_path / "none"
+    empty.mkdir()
+    out = burst("policy", "validate", str(empty))
+    assert out.returncode == 1 and "no tenant policy file" in out.stderr
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    (blank / "team.yaml").write_text("")
+    out = burst("policy", "validate", str(blank))
+    assert out.returncode == 1 and f"{blank / 'team.yaml'}:1: -: empty policy file" in out.stderr
+    (blank / "team.yaml").write_text("{}\n")
+    out = burst("policy", "validate", str(blank))
+    assert out.returncode == 0 and "1 tenant policy file(s) valid" in out.stdout

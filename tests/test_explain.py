@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from burst.cli import main
+from burst.state import Store
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,31 @@ def test_a_job_a_node_and_a_group_each_have_their_reasons(state: Path) -> None:
 
 
 def test_unknown_names_say_so_and_a_missing_state_file_is_one_clear_error(state: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["explain", "no-such-thing", "--state", str(state)])
-    assert result.exit_code == 0 and "no decision about no-such-thing" in result.output
+    for as_json in ([], ["--json"]):  # not found exits 1, as kubectl does
+        result = CliRunner().invoke(main, ["explain", "no-such-thing", "--state", str(state), *as_json])
+        assert result.exit_code == 1 and "no decision about no-such-thing" in result.stderr
     missing = CliRunner().invoke(main, ["explain", "x", "--state", str(tmp_path / "none.db")])
     assert missing.exit_code != 0 and "no state file" in missing.output
+
+
+def test_a_job_left_unplanned_shows_the_hold_about_it(state: Path) -> None:
+    with Store.open(state) as store:
+        holds = [d for d in store.decisions(limit=None) if d.kind == "hold" and d.data.get("job_ids")]
+    assert holds, "the burst leaves some jobs unplanned while the cloud groups are at max_size"
+    hold = holds[0]
+    job_id = hold.data["job_ids"][0]
+    assert hold.subject.startswith("tenant:")
+    about_job = explain(state, job_id)
+    assert any(d["kind"] == "hold" and d["reason"] == hold.reason and d["subject"] == hold.subject for d in about_job)
+    text = CliRunner().invoke(main, ["explain", job_id, "--state", str(state), "--limit", "500"], env={"COLUMNS": "250"})
+    assert text.exit_code == 0 and "not planned" in text.stdout
+
+
+def test_an_unchanged_hold_is_one_row_with_its_first_and_last_plan(state: Path) -> None:
+    with Store.open(state) as store:
+        holds = [d for d in store.decisions(limit=None) if d.kind == "hold"]
+    assert any(d.seen > 1 for d in holds), "the cooldown holds repeat unchanged over several ticks"
+    for d in holds:
+        assert d.last_at is not None and d.last_at >= d.at
+    keys = [(d.subject, d.reason, json.dumps(d.data, sort_keys=True), d.last_at) for d in holds]
+    assert len(keys) == len(set(keys))

@@ -135,7 +135,7 @@ def test_only_yaml_and_yml_files_are_tenant_files(tmp_path: Path) -> None:
     write(tmp_path, "notes.txt", "not: [yaml")
     write(tmp_path, "ops.yaml.bak", "not: [yaml")
     write(tmp_path, "_draft.yml", "not: [yaml")
-    write(tmp_path, "ops.yml", "")
+    write(tmp_path, "ops.yml", "{}")
     (tmp_path / "sub.yaml").mkdir()
     assert located(validate_policy_dir(tmp_path)) == [("sub.yaml", 1, "-")]
     (tmp_path / "sub.yaml").rmdir()
@@ -185,9 +185,12 @@ def test_batch_policy_values() -> None:
     assert batch.preemptible_by == ("prod", "research")
 
 
-def test_empty_file_is_the_default_policy(tmp_path: Path) -> None:
-    assert load_policy_file(write(tmp_path, "ops.yaml", "")) == default_policy("ops")
-    assert load_policy_file(write(tmp_path, "dev.yaml", "# only a comment\n")) == default_policy("dev")
+def test_an_empty_file_is_refused_and_braces_are_the_default_policy(tmp_path: Path) -> None:
+    for name, text in (("ops.yaml", ""), ("dev.yaml", "# only a comment\n")):
+        with pytest.raises(PolicyValidationError) as exc:
+            load_policy_file(write(tmp_path, name, text))
+        assert located(exc.value.errors) == [(name, 1, "-")] and "write `{}`" in exc.value.errors[0].message
+    assert load_policy_file(write(tmp_path, "ops.yaml", "{}\n")) == default_policy("ops")
 
 
 def test_empty_sections_mean_defaults(tmp_path: Path) -> None:
@@ -419,7 +422,7 @@ def test_reloader_starting_on_a_bad_dir_is_empty_until_fixed(tmp_path: Path) -> 
 
 
 def test_current_is_a_copy(tmp_path: Path) -> None:
-    write(tmp_path, "ops.yaml", "")
+    write(tmp_path, "ops.yaml", "{}")
     reloader = PolicyReloader(tmp_path)
     reloader.current.clear()
     assert list(reloader.current) == ["ops"]

@@ -664,7 +664,7 @@ def test_a_v2_file_without_the_job_loss_table_opens_and_gains_it(db_path: Path) 
         assert not v2._query("SELECT name FROM sqlite_master WHERE name = 'job_losses'")
         v2.record_cost(T0, "elastic_spot", 8.0, 2.0, tenant="a", group_id="spot")
     with Store.open(db_path) as s:
-        assert s.schema_version == LATEST_VERSION == 3
+        assert s.schema_version == LATEST_VERSION == 4
         assert s.costs() == [CostEntry(T0, "elastic_spot", 8.0, 2.0, "a", "spot")]  # the ledger is kept
         assert s.job_losses() == [] and s.loss_totals() == {}
         s.record_losses([JobLoss(T0, "j", "a", "interruption", 8.0, lost_gpu_s=7200.0, group_id="spot",
@@ -807,3 +807,20 @@ def test_two_stores_opening_an_old_file_migrate_it_once(db_path: Path) -> None:
         t.join(timeout=60)
     assert not errors, errors
     assert results == [LATEST_VERSION] * 4
+
+
+def test_a_hold_repeated_unchanged_is_one_row_until_it_stops(store: Store) -> None:
+    cooling = ("group:g1", "hold", "1 idle node(s) kept: inside the cooldown", {"step": "scale_down"})
+    for minute in range(3):
+        store.record_decisions(f"p{minute}", T0 + timedelta(minutes=minute), [cooling])
+    (row,) = store.decisions("group:g1")
+    assert (row.at, row.last_at, row.seen, row.plan_id) == (T0, T0 + timedelta(minutes=2), 3, "p0")
+    store.record_decisions("p3", T0 + timedelta(minutes=3), [("group:g1", "hold", "kept: a new reason", {})])
+    store.record_decisions("p4", T0 + timedelta(minutes=4), [])  # a plan without it ends it
+    store.record_decisions("p5", T0 + timedelta(minutes=5), [cooling])
+    rows = store.decisions("group:g1")
+    assert [(r.plan_id, r.seen) for r in rows] == [("p5", 1), ("p3", 1), ("p0", 3)]
+    place = ("job:j1", "place_job", "fits", {"node_ids": ["n1"]})
+    store.record_decisions("p6", T0 + timedelta(minutes=6), [place])
+    store.record_decisions("p7", T0 + timedelta(minutes=7), [place])
+    assert len(store.decisions("job:j1")) == 2, "actions are never merged: each plan's is its own"

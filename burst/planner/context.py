@@ -284,8 +284,10 @@ class PlanContext:
     def running_jobs(self) -> tuple[Job, ...]:
         return self.snapshot.running_jobs
 
-    def hold(self, subject: str, reason: str, step: str, tenant: TenantName | None = None) -> None:
-        self.holds.append(Hold(subject=subject, reason=reason, step=step, tenant=tenant))
+    def hold(
+        self, subject: str, reason: str, step: str, tenant: TenantName | None = None, job_ids: tuple[JobId, ...] = ()
+    ) -> None:
+        self.holds.append(Hold(subject=subject, reason=reason, step=step, tenant=tenant, job_ids=job_ids))
 
 
 def budget_refusal(ctx: PlanContext, tenant: TenantName, policy: Policy, extra_usd_per_hour: float, what: str) -> str | None:

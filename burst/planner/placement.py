@@ -30,7 +30,18 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from burst.model import Action, ActionKind, CapacityType, Job, NodeId, Policy, TenantName, Tier, gpu_demand_of
+from burst.model import (
+    Action,
+    ActionKind,
+    CapacityType,
+    Job,
+    JobId,
+    NodeId,
+    Policy,
+    TenantName,
+    Tier,
+    gpu_demand_of,
+)
 from burst.planner.context import GroupCapacity, PlanContext, Refusal, budget_refusal
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
@@ -171,7 +182,8 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
     """Serve `jobs` in order (see `place_and_scale_up`), by `rules` when given; then the launches and holds."""
     launches: dict[str, _LaunchSummary] = defaultdict(_LaunchSummary)
     waiting: dict[str, int] = defaultdict(int)
-    refused: dict[tuple[TenantName, Refusal, str], list[int]] = {}
+    refused: dict[tuple[TenantName, Refusal, str], list[JobId]] = {}  # (tenant, kind, reason) -> jobs left unplanned
+    refused_gpus: dict[tuple[TenantName, Refusal, str], int] = {}
     # Per (tenant, GPU model, spot allowed): the candidate groups, and whether the spot spread may reorder them.
     candidates_cache: dict[tuple[TenantName, str | None, bool], tuple[list[GroupCapacity], bool]] = {}
     # A refusal depends only on the job's shape and the plan's state, and the state changes only when
@@ -216,11 +228,11 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
             kind, reason = refusals.best()
             refused_shapes[shape or (*key, whole, gpu_demand_of(job))] = (served, kind, reason)
         ctx.unserved.append((job, kind))
-        entry = refused.get((tenant, kind, reason))
-        if entry is None:
-            entry = refused[(tenant, kind, reason)] = [0, 0]
-        entry[0] += 1
-        entry[1] += whole
+        ids = refused.get((tenant, kind, reason))
+        if ids is None:
+            ids = refused[(tenant, kind, reason)] = []
+        ids.append(job.id)
+        refused_gpus[(tenant, kind, reason)] = refused_gpus.get((tenant, kind, reason), 0) + whole
 
     for group_id in sorted(launches):
         summary = launches[group_id]
@@ -249,8 +261,10 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
             f"{waiting[group_id]} pending job(s) wait for capacity already booting in {group_id}; nothing new launched",
             STEP_SCALE_UP,
         )
-    for (tenant, _kind, reason), (count, gpus) in sorted(refused.items()):
-        ctx.hold(f"tenant:{tenant}", f"{count} pending job(s) ({gpus} GPUs) not planned: {reason}", STEP_SCALE_UP, tenant)
+    for (tenant, kind, reason), job_ids in sorted(refused.items()):
+        gpus = refused_gpus[(tenant, kind, reason)]
+        ctx.hold(f"tenant:{tenant}", f"{len(job_ids)} pending job(s) ({gpus} GPUs) not planned: {reason}", STEP_SCALE_UP,
+                 tenant, tuple(job_ids))
 
 
 def _no_group_reason(job: Job, policy: Policy) -> str:
