@@ -501,10 +501,10 @@ class Controller:
                 data["failed"] = failed[action.id]
             rows.append((action.target, action.kind.value, action.reason, data))
         for hold in result.holds:
-            data: dict[str, object] = {"step": hold.step, "tenant": hold.tenant}
+            about: dict[str, object] = {"step": hold.step, "tenant": hold.tenant}
             if hold.job_ids:
-                data["job_ids"] = list(hold.job_ids)
-            rows.append((hold.subject, "hold", hold.reason, data))
+                about["job_ids"] = list(hold.job_ids)
+            rows.append((hold.subject, "hold", hold.reason, about))
         if self.record_decisions:  # a plan without rows too: it ends the previous plan's holds
             self.store.record_decisions(result.id, now, rows)
         last = self._last_tick if self._last_tick is not None else self.store.get_meta(LAST_TICK_KEY)
