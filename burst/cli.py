@@ -22,6 +22,7 @@ from burst.projection.cli import cost_cmd, usage_cmd
 
 if TYPE_CHECKING:
     from burst.api.server import ApiServer
+    from burst.model import Job, Policy
     from burst.runtime import Runtime
     from burst.state import Store
     from forecasting.models import DemandSeries
@@ -350,7 +351,9 @@ def _submission_time(config_path: Path | None, path: Path) -> datetime:
     return config.sim_start or datetime.now(UTC)
 
 
-def _check_tenant(config_path: Path | None, tenant: str) -> None:
+def _check_tenant(config_path: Path | None, tenant: str) -> Policy:
+    """The tenant's policy (the default where the config has no policy files); a tenant the files do not name is refused."""
+    from burst.model import default_policy
     from policies import PolicyValidationError, load_policy_dir
 
     try:
@@ -359,6 +362,18 @@ def _check_tenant(config_path: Path | None, tenant: str) -> None:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
     if known and tenant not in known:
         raise click.BadParameter(f"no policy for tenant {tenant!r} (known: {', '.join(sorted(known))})", param_hint="--tenant")
+    return known.get(tenant) or default_policy(tenant)
+
+
+def _check_runnable(config_path: Path | None, job: Job, policy: Policy) -> None:
+    """Refuse a job no node group of the config could ever run (groups a provider discovers are not checked)."""
+    from burst.planner.placement import never_runs
+    from burst.runtime import declared_groups
+
+    groups = declared_groups(_load_config(config_path))
+    reason = never_runs(job, policy, groups) if groups is not None else None
+    if reason is not None:
+        raise click.ClickException(f"job {job.id} refused: {reason}")
 
 
 @main.command("submit")
@@ -389,7 +404,12 @@ def submit_cmd(
     state: Path | None,
     as_json: bool,
 ) -> None:
-    """Submit a job to the embedded queue in the state store; the running controller places it."""
+    """Submit a job to the embedded queue in the state store; the running controller places it.
+
+    A job no node group could ever run (no group with its GPU model that the
+    tenant may use, or more GPUs than the largest such group holds) is refused
+    with the reason and exit status 1.
+    """
     import shlex
     import uuid
 
@@ -400,7 +420,7 @@ def submit_cmd(
 
     if checkpoint_interval is not None and not fault_tolerant:
         raise click.UsageError("--checkpoint-interval needs --fault-tolerant")
-    _check_tenant(config_path, tenant)
+    policy = _check_tenant(config_path, tenant)
     path = _store_path(config_path, state)
     path.parent.mkdir(parents=True, exist_ok=True)
     job = Job(
@@ -422,6 +442,7 @@ def submit_cmd(
         option = {"duration_s": "--duration", "checkpoint_interval_s": "--checkpoint-interval", "gpu_model": "--gpu-model",
                   "id": "--id"}.get(field, f"--{field.replace('_', '-')}")
         raise click.BadParameter(why, param_hint=option)
+    _check_runnable(config_path, job, policy)
     with _open_store(path) as store:
         try:
             store.add_job(job, at=job.submitted_at)

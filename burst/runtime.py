@@ -350,6 +350,13 @@ def located(config_file: Path, message: str) -> PolicyError:
     return PolicyError(str(config_file), line, field, why or message)
 
 
+def declared_groups(config: BurstConfig) -> tuple[NodeGroup, ...] | None:
+    """The node groups `config` fixes by itself, or None when a provider discovers more (tags, Terraform outputs)."""
+    if any(_discovers(config)) or config.aws_terraform_outputs() is not None:
+        return None
+    return config.node_groups_model()
+
+
 def _discovers(config: BurstConfig) -> tuple[bool, bool]:
     """Whether the AWS and GCP providers discover their groups (the config lists none of theirs)."""
     groups = config.node_groups_model()
@@ -718,6 +725,7 @@ __all__ = [
     "Runtime",
     "build_runtime",
     "catalog_from_config",
+    "declared_groups",
     "load_run_config",
     "quickstart_config_path",
     "validate_config",

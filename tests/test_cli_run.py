@@ -185,3 +185,16 @@ def test_run_with_a_bad_synthetic_section_names_the_key(tmp_path: Path) -> None:
     (tmp_path / "policies").symlink_to(ROOT / "burst" / "data" / "quickstart" / "policies")
     out = burst("run", "--config", str(config), "--duration", "1h")
     assert out.returncode == 1 and "workload.synthetic.base_jobs_per_houre: unknown setting" in out.stderr, out.stderr
+
+
+def test_submit_refuses_a_job_no_group_could_ever_run(tmp_path: Path) -> None:
+    state = tmp_path / "burst.db"
+    h100 = burst("submit", "--state", str(state), "--tenant", "prod", "--gpus", "2", "--gpu-model", "H100", "--id", "h")
+    assert h100.returncode == 1
+    assert "job h refused: no node group allowed for tenant prod has GPU model H100" in h100.stderr
+    huge = burst("submit", "--state", str(state), "--tenant", "prod", "--gpus", "65", "--id", "huge")
+    assert huge.returncode == 1 and "65 GPUs exceed the largest group tenant prod may use" in huge.stderr
+    fits = burst("submit", "--state", str(state), "--tenant", "prod", "--gpus", "64", "--gpu-model", "A100", "--id", "ok")
+    assert fits.returncode == 0, fits.stderr
+    listed = json.loads(burst("jobs", "--state", str(state), "--json").stdout)
+    assert [j["id"] for j in listed] == ["ok"], "a refused job is not queued"

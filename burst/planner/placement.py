@@ -36,6 +36,7 @@ from burst.model import (
     CapacityType,
     Job,
     JobId,
+    NodeGroup,
     NodeId,
     Policy,
     TenantName,
@@ -93,6 +94,30 @@ def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCa
         out.append(cap)
     out.sort(key=lambda c: (c.group.tier is not Tier.STEADY, c.gpu_price, c.group.id))
     return out
+
+
+def never_runs(job: Job, policy: Policy, groups: Iterable[NodeGroup]) -> str | None:
+    """Why no node group could ever run `job`, or None if one could (`burst submit` refuses such a job).
+
+    A group could if it has the job's GPU model, the tenant's policy allows
+    it, it is not spot for a job that may not use spot, and its max_size
+    nodes hold the job's whole GPUs. Budgets, quotas and availability change;
+    these do not while the config stands.
+    """
+    eligible_spot = spot_eligible(job, policy)
+    allowed = [
+        g for g in groups
+        if (job.gpu_model is None or g.shape.gpu_model == job.gpu_model)
+        and policy.allows_group(g)
+        and (g.capacity_type is not CapacityType.SPOT or eligible_spot)
+    ]
+    if not allowed:
+        return _no_group_reason(job, policy)
+    largest = max(allowed, key=lambda g: (g.max_gpus, g.id))
+    if job.whole_gpus > largest.max_gpus:
+        return (f"{job.whole_gpus} GPUs exceed the largest group tenant {job.tenant} may use "
+                f"({largest.id}: {largest.max_size} x {largest.gpus_per_node} GPUs)")
+    return None
 
 
 class _Refusals:
