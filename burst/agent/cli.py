@@ -51,6 +51,10 @@ def agent_cmd(controller: str, node_id: str | None, token_file: Path, config_pat
     UUIDs; a checkpoint request sends the job's signal (default SIGUSR1) and
     waits for its ack file, then SIGTERM at the deadline; an eviction kills the
     whole process group. SIGTERM or Ctrl-C stops the agent and its jobs.
+
+    Exits 1 at once when the controller refuses the token or the node (HTTP
+    401/403); with --ticks N, also when none of the N heartbeats got through.
+    An unreachable controller is otherwise retried every --interval.
     """
     import socket
 
@@ -92,17 +96,34 @@ def agent_cmd(controller: str, node_id: str | None, token_file: Path, config_pat
     click.echo(f"burst agent {name}: {status}")
     agent = NodeAgent(controller, name, token, JobRunner(workdir), inventory)
     if ticks is not None:
-        for _ in range(ticks):
-            result = agent.tick()
-            click.echo(f"tick: {'reported' if result.delivered else result.error}; "
-                       f"{len(result.work.assignments)} start(s), {len(result.work.checkpoints)} checkpoint(s), "
-                       f"{len(result.work.evictions)} eviction(s)")
-        agent.runner.stop_all()
+        delivered = 0
+        try:
+            for _ in range(ticks):
+                result = agent.tick()
+                click.echo(f"tick: {'reported' if result.delivered else result.error}; "
+                           f"{len(result.work.assignments)} start(s), {len(result.work.checkpoints)} checkpoint(s), "
+                           f"{len(result.work.evictions)} eviction(s)")
+                if result.refused is not None:
+                    _refused(result.refused, controller)
+                delivered += result.delivered
+        finally:
+            agent.runner.stop_all()
+        if not delivered:
+            raise click.ClickException(f"no heartbeat reached {controller} in {ticks} tick(s)")
         return
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    agent.run(every, stop)
+    refused = agent.run(every, stop)
+    if refused is not None and refused.refused is not None:
+        _refused(refused.refused, controller)
+
+
+def _refused(status: int, controller: str) -> None:
+    """Stop with exit 1: the controller refuses this node's token (401) or this node (403); no retry mends that."""
+    what = "this node's token" if status == 401 else "this node"
+    raise click.ClickException(f"{controller} refused {what} (HTTP {status}): check --token-file and --node-id "
+                               "against the controller's agent tokens")
 
 
 @click.group("agents")

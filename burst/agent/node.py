@@ -24,6 +24,9 @@ from burst.agent.runner import JobRunner
 
 log = logging.getLogger(__name__)
 
+CREDENTIALS_REFUSED = (401, 403)
+"""HTTP statuses that mean the controller will never take this node's token: the agent stops with exit 1."""
+
 Inventory = Callable[[], tuple[str, list[GpuSummary]]]
 """Returns the one-line discovery status and the node's GPUs (NVML, or the static inventory)."""
 
@@ -35,6 +38,7 @@ class TickResult:
     work: Work = field(default_factory=Work)
     delivered: bool = False
     error: str = ""
+    refused: int | None = None  # 401 or 403: the controller refuses this node's token, which no retry mends
 
 
 class NodeAgent:
@@ -78,15 +82,25 @@ class NodeAgent:
             result.delivered = True
         except (httpx.HTTPError, ValueError) as exc:
             result.error = f"controller unreachable or refused: {exc}"
+            if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in CREDENTIALS_REFUSED:
+                result.refused = exc.response.status_code
             log.warning("agent %s: %s", self.node_id, result.error)
         return result
 
-    def run(self, interval_s: float, stop: threading.Event) -> None:
-        """Tick every `interval_s` until `stop` is set; then kill the jobs still running."""
+    def run(self, interval_s: float, stop: threading.Event) -> TickResult | None:
+        """Tick every `interval_s` until `stop` is set; then kill the jobs still running.
+
+        A tick the controller refuses for credentials (401/403) ends the run
+        at once and is returned: retrying cannot mend it. An unreachable
+        controller is retried; None when `stop` ended the run.
+        """
         try:
             while not stop.is_set():
-                self.tick()
+                result = self.tick()
+                if result.refused is not None:
+                    return result
                 stop.wait(interval_s)
+            return None
         finally:
             self.runner.stop_all()
             self._collect()

@@ -272,8 +272,17 @@ def test_burst_agent_command_reports_its_static_inventory_without_nvml(controlle
     assert "NVML" in view.discovery and "static" in view.discovery
 
     token.write_text("wrong\n")
-    refused = CliRunner().invoke(main, args)
-    assert refused.exit_code == 0 and "401" in refused.output  # the agent keeps running; the tick says why
+    refused = CliRunner().invoke(main, [*args[:-1], "3"])
+    assert refused.exit_code == 1 and "refused this node's token (HTTP 401)" in refused.output
+    assert refused.output.count("tick:") == 1, "a refused token stops the agent at once"
+    unknown = CliRunner().invoke(main, [*args[:4], "node-z", *args[5:]])  # a node the controller has no token for
+    assert unknown.exit_code == 1 and "refused this node (HTTP 403)" in unknown.output
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{free.getsockname()[1]}"
+    unreachable = CliRunner().invoke(main, [*args[:2], nowhere, *args[3:-1], "2"])
+    assert unreachable.exit_code == 1 and unreachable.output.count("tick:") == 2, "unreachable is retried, not permanent"
+    assert f"no heartbeat reached {nowhere} in 2 tick(s)" in unreachable.output
     missing = CliRunner().invoke(main, [*args[:5], "--token-file", str(tmp_path / "none"), *args[7:]])
     assert missing.exit_code != 0 and "--token-file" in missing.output
 
