@@ -78,16 +78,20 @@ def gpus_cmd(config_path: Path | None, group_id: str | None, node_id: str | None
     table = Table(title=f"GPUs on {found.node_id} ({found.source})")
     for col in ("#", "uuid", "model", "memory MiB", "temp C", "power W", "SM MHz", "util %", "ECC vol/agg", "health"):
         table.add_column(col)
+    measured = found.source != "static"  # the static inventory measures nothing: health and readings are `-`
     for g in found.node.gpus:
         r = readings.get(g.uuid)
         power = f"{r.power_w:.0f}/{r.power_limit_w:.0f}" if r and r.power_w is not None and r.power_limit_w else "-"
         clock = f"{r.sm_clock_mhz}/{r.sm_clock_max_mhz}" if r and r.sm_clock_mhz is not None else "-"
         ecc = f"{_value(r.ecc_volatile_uncorrected)}/{_value(r.ecc_aggregate_uncorrected)}" if r else "-"
-        health = g.health.value + (f": {g.health_reason}" if g.health_reason else "")
-        table.add_row(str(g.index), g.uuid[:20], g.model, str(g.memory_mib), _value(r.temperature_c if r else None),
+        health = g.health.value + (f": {g.health_reason}" if g.health_reason else "") if measured else "-"
+        memory = str(g.memory_mib) if g.memory_mib else "-"
+        table.add_row(str(g.index), g.uuid[:20], g.model, memory, _value(r.temperature_c if r else None),
                       power, clock, _value(r.gpu_util_pct if r else None), ecc, health)
     console = Console(width=200)
     console.print(table)
+    if not measured:
+        click.echo("static inventory: `-` is not measured (memory is the config's gpu_memory_gib where it gives one)")
     if found.pairs:
         from providers.onprem.readings import TOPOLOGY_LEGEND
 

@@ -120,6 +120,23 @@ def test_burst_gpus_prints_the_line_and_json_without_nvml(tmp_path) -> None:
     assert doc["nvml_available"] is False and len(doc["gpus"]) == 8 and doc["gpus"][0]["health"] == "healthy"
 
 
+def test_burst_gpus_shows_a_dash_for_what_the_static_inventory_does_not_measure(tmp_path) -> None:
+    config = tmp_path / "burst.yaml"
+    config.write_text(
+        "policies_dir: p\nnode_groups:\n"
+        "  - {id: rack1, provider: onprem, region: dc1, tier: steady, capacity_type: onprem, instance_type: dgx-a100,\n"
+        "     gpu_model: A100, gpus_per_node: 8, min_size: 1, max_size: 1}\n"
+    )
+    text = CliRunner().invoke(main, ["gpus", "--config", str(config), "--node-id", "n1"])
+    assert text.exit_code == 0, text.output
+    rows = [line for line in text.output.splitlines() if "STATIC-" in line]
+    assert len(rows) == 8
+    for row in rows:
+        cells = [c.strip() for c in row.strip("│ ").split("│")]
+        assert cells[2] == "A100" and cells[3:] == ["-"] * 7, cells  # memory, readings and health: not measured
+    assert "not measured" in text.output and "healthy" not in text.output
+
+
 def test_burst_gpus_table_and_topology_on_a_scripted_node(monkeypatch: pytest.MonkeyPatch) -> None:
     dgx1(monkeypatch)
     out = CliRunner().invoke(main, ["gpus", "--node-id", "dgx1"])
