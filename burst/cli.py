@@ -261,8 +261,11 @@ def plan_cmd(
 
     From a --snapshot file, or from live observed state of --config (default: the
     embedded quickstart's saved state, or its start when it has none; with --at,
-    a fresh quickstart run up to that instant). The JSON form is an object with `id`, `at`, `actions`
-    (each with `kind`, `target`, `count` where it applies, and `reason`) and `holds`.
+    a fresh quickstart run up to that instant). The table shows each action's
+    count under `nodes` (actions on groups) or `GPUs` (actions on jobs). The
+    JSON form is an object with `id`, `at`, `actions` (each with `id`, `kind`,
+    `target`, `count` and `count_unit` (`nodes` or `gpus`) where it applies,
+    `size`, `step` and `reason`), `holds` and `steady_tier`.
     """
     when = _parse_at(at) if at else None
     if snapshot_path is not None:
@@ -782,12 +785,14 @@ def print_plan(result: Plan) -> None:
     """Print a plan as a diff-style table: + adds capacity or work, - removes it, = holds."""
     console = Console()
     table = Table(title=f"plan {result.id} at {result.at.isoformat()}")
-    for col in ("", "kind", "target", "count", "reason"):
+    for col in ("", "kind", "target", "nodes", "GPUs", "reason"):
         table.add_column(col)
     for a in result.actions:
-        table.add_row(SIGNS.get(a.kind.value, "~"), a.kind.value, a.target, "" if a.count is None else str(a.count), a.reason)
+        count = "" if a.count is None else str(a.count)
+        nodes, gpus = (count, "") if a.count_unit == "nodes" else ("", count)
+        table.add_row(SIGNS.get(a.kind.value, "~"), a.kind.value, a.target, nodes, gpus, a.reason)
     for h in result.holds:
-        table.add_row("=", "hold", h.subject, "", h.reason)
+        table.add_row("=", "hold", h.subject, "", "", h.reason)
     console.print(table)
     console.print(f"{len(result.actions)} action(s), {len(result.holds)} hold(s)")
     print_steady_advice(result.advice)

@@ -602,6 +602,13 @@ class ActionKind(StrEnum):
     REQUEUE_JOB = "requeue_job"
 
 
+JOB_ACTION_KINDS = frozenset({
+    ActionKind.PLACE_JOB, ActionKind.REQUEST_CHECKPOINT, ActionKind.EVICT_JOB, ActionKind.RECLAIM_JOB,
+    ActionKind.REQUEUE_JOB,
+})
+"""Actions on a job: their `count` is GPUs. Every other action's is nodes."""
+
+
 @dataclass(frozen=True)
 class Action:
     """One typed step of a plan, with the reason a reader of `burst plan` sees.
@@ -625,6 +632,11 @@ class Action:
     id: str = ""
 
     @property
+    def count_unit(self) -> str:
+        """What `count` counts: `gpus` for an action on a job, `nodes` for one on a group or its nodes."""
+        return "gpus" if self.kind in JOB_ACTION_KINDS else "nodes"
+
+    @property
     def key(self) -> str:
         """Idempotency key derived from what the action does (stable across restarts)."""
         parts = [self.kind.value, self.target]
@@ -640,6 +652,7 @@ class Action:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind.value, "target": self.target}
         if self.count is not None:
             out["count"] = self.count
+            out["count_unit"] = self.count_unit
         if self.size is not None:
             out["size"] = self.size
         if self.node_ids:

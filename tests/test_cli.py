@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,17 @@ def test_policy_validate_refuses_an_empty_directory_and_an_empty_file(tmp_path: 
     (blank / "team.yaml").write_text("{}\n")
     out = burst("policy", "validate", str(blank))
     assert out.returncode == 0 and "1 tenant policy file(s) valid" in out.stdout
+
+
+def test_plan_says_whether_a_count_is_nodes_or_gpus() -> None:
+    out = burst("plan", "--snapshot", "examples/snapshot.json", "--at", "2026-03-02T12:00:00+00:00", "--json")
+    units = [(a["kind"], a["count"], a["count_unit"]) for a in json.loads(out.stdout)["actions"]]
+    assert units == [("place_job", 8, "gpus"), ("place_job", 8, "gpus"), ("scale_up", 2, "nodes")]
+    text = subprocess.run([sys.executable, "-m", "burst.cli", "plan", "--snapshot", "examples/snapshot.json", "--at",
+                           "2026-03-02T12:00:00+00:00"], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "COLUMNS": "200"}).stdout
+    header = next(line for line in text.splitlines() if "kind" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]][:5] == ["", "kind", "target", "nodes", "GPUs"]
+    rows = {cells[2]: cells[3:5] for line in text.splitlines() if "│" in line
+            for cells in [[c.strip() for c in line.split("│")[1:-1]]]}
+    assert rows["j0"] == ["", "8"] and rows["aws-p4d-od"] == ["2", ""]
