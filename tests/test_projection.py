@@ -14,6 +14,7 @@ from burst.model import (
     CapacityType,
     Forecast,
     GpuShape,
+    Job,
     NodeGroup,
     Policy,
     SpotPolicy,
@@ -67,6 +68,25 @@ def test_arrivals_pay_each_steps_gpu_seconds_with_the_mix_and_carry_the_overshoo
     assert per_step == [2, 2, 1, 0]
     assert all(j.gpus == 4 and j.duration_s == 3600.0 and j.tenant == "a" for j in jobs)
     assert synthetic_jobs(T0, 3600.0, [8.0, 8.0, 2.0, 2.0], mix, seed=1) == jobs  # seeded
+
+
+def test_every_path_draws_the_same_jobs_so_a_higher_path_owes_each_tenant_more() -> None:
+    setup = tiny_setup(batch=Policy(tenant="batch", spot=SpotPolicy(allowed=True, fault_tolerant_fraction=0.5)))
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(12))
+    forecast = Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                        quantiles={0.5: (8.0,) * 12, 0.9: (20.0,) * 12, 0.99: (30.0,) * 12})
+    mix = [JobTemplate("batch", 8, 3600.0), JobTemplate("prod", 2, 1800.0), JobTemplate("research", 4, 7200.0)]
+    p50 = path_jobs(forecast, 0.5, T0, 12 * 3600.0, mix, setup, seed=3)
+    p90 = path_jobs(forecast, 0.9, T0, 12 * 3600.0, mix, setup, seed=3)
+
+    def shape(j: Job) -> tuple[object, ...]:
+        return (j.id, j.tenant, j.gpus, j.duration_s, j.fault_tolerant)
+
+    by_id = {j.id: j for j in p90}
+    assert all(j.id in by_id and shape(by_id[j.id]) == shape(j) for j in p50), "P50's jobs are P90's first ones"
+    for tenant in ("batch", "prod", "research"):
+        owed = [sum(j.gpus * j.duration_s for j in jobs if j.tenant == tenant) for jobs in (p50, p90)]
+        assert owed[1] >= owed[0] > 0, tenant
 
 
 def test_arrivals_refuse_an_empty_mix() -> None:
@@ -236,6 +256,18 @@ def test_what_if_the_set_up_cannot_take_fails_whole_and_leaves_the_set_up_alone(
     moved = apply_what_if(setup, WhatIf("west", region="us-west-2"))
     assert [g.region for g in moved.groups] == ["us-west-2", "us-west-2"]
     assert CATALOG.group_price(moved.groups[1]) == 7.9992  # p4d spot in us-west-2
+
+
+def test_spot_true_opens_spot_to_every_tenant_and_says_when_it_changes_nothing() -> None:
+    closed = tiny_setup(batch=Policy(tenant="batch"), prod=Policy(tenant="prod"))
+    opened = apply_what_if(closed, WhatIf("spot", spot=True))
+    assert all(opened.policy(t).spot.allowed for t in ("batch", "prod", "anyone-else"))
+    assert not closed.policy("batch").spot.allowed, "the baseline is left alone"
+    with pytest.raises(WhatIfError, match="spot: true changes nothing"):
+        apply_what_if(opened, WhatIf("again", spot=True))
+    no_spot_group = dataclasses.replace(closed, groups=closed.groups[:1], initial={"od": 0})
+    with pytest.raises(WhatIfError, match="spot: true needs a spot group"):
+        apply_what_if(no_spot_group, WhatIf("spot", spot=True))
 
 
 def test_steady_delta_adds_whole_nodes() -> None:

@@ -186,3 +186,17 @@ def test_cost_refuses_a_bad_spot_history_naming_file_and_line(config: Path, tmp_
                                     "--spot-history", str(history)])
     assert out.exit_code != 0
     assert f"{history}:2: timestamp must carry a UTC offset" in out.output
+
+
+def test_cost_says_when_the_history_tenants_have_no_policy(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    rows = ["submit_time,duration_s,gpus,tenant"]
+    for h in range(30):
+        rows.append(f"{(T0 + timedelta(hours=h)).isoformat()},3600,8,{'ab'[h % 2]}")
+    trace.write_text("\n".join(rows) + "\n")
+    out = CliRunner().invoke(main, ["cost", "--history", str(trace), "--horizon", "1h", "--strategy",
+                                    "burst-no-forecast", "--workers", "1", "--json"])  # the quickstart's policies
+    assert out.exit_code == 0, out.output
+    assert ("warning: tenant(s) a, b of the history have no policy in the quickstart: they are projected on the "
+            "default policy") in out.stderr
+    assert "warning: tenant(s) batch, prod, research of the quickstart have no job in the history" in out.stderr

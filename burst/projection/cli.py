@@ -158,6 +158,8 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
             series = series_of_points(points, start)
     except (ValueError, SeriesError) as exc:
         raise click.ClickException(f"history: {exc}") from None
+    for warning in _policy_coverage({j.tenant for j in history}, set(setup.policies), config_path):
+        say(f"warning: {warning}")
     mix = job_mix(j for j in history if j.submitted_at >= start - timedelta(seconds=HISTORY_S))
     if not mix:
         raise click.ClickException("history: no job with a duration to take the size and duration mix from")
@@ -183,6 +185,22 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
         click.echo(json.dumps(projection.to_json(), indent=2))
         return
     _print_projection(projection)
+
+
+def _policy_coverage(history_tenants: set[str], policy_tenants: set[str], config_path: Path | None) -> list[str]:
+    """What to say when the history's tenants and the config's policies do not line up (nothing when they do)."""
+    if not policy_tenants:
+        return []
+    where = str(config_path) if config_path is not None else "the quickstart"
+    out = []
+    unknown = sorted(history_tenants - policy_tenants)
+    if unknown:
+        out.append(f"tenant(s) {', '.join(unknown)} of the history have no policy in {where}: "
+                   "they are projected on the default policy")
+    idle = sorted(policy_tenants - history_tenants)
+    if idle:
+        out.append(f"tenant(s) {', '.join(idle)} of {where} have no job in the history: they are projected at $0")
+    return out
 
 
 def _hour_after(at: datetime) -> datetime:
@@ -228,12 +246,19 @@ def _print_projection(projection: Any) -> None:
     table = Table(title="per tenant (baseline; idle capacity and hot pools are on no tenant)")
     for col in ("tenant", "P50 $", "P90 $", "budget $/month", "exceeds budget at"):
         table.add_column(col, justify="left" if col == "tenant" else "right")
+    below = []
     for t in base.tenants():
         budget = base.budgets.get(t)
         breach = base.exceeds_at.get(t)
-        table.add_row(t, _money(base.p50.cost_by_tenant.get(t, 0.0)), _money(base.p90.cost_by_tenant.get(t, 0.0)),
+        p50, p90 = base.p50.cost_by_tenant.get(t, 0.0), base.p90.cost_by_tenant.get(t, 0.0)
+        if p90 < p50 - 0.5:
+            below.append(t)
+        table.add_row(t, _money(p50), _money(p90) + (" *" if t in below else ""),
                       "" if budget is None else _money(budget), breach.isoformat() if breach else "")
     console.print(table)
+    if below:
+        click.echo(f"* the P90 demand run cost {', '.join(below)} less than the P50 one: the others' extra demand "
+                   "pushed some of its work past the horizon or onto cheaper capacity")
     cap = projection.capacity
     if cap is not None:
         if cap.add_gpus:

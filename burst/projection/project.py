@@ -139,11 +139,17 @@ def spot_rule(used: Mapping[tuple[str, str, str], float]) -> str:
 
 def path_jobs(forecast: Forecast, q: float, start: datetime, horizon_s: float, mix: Sequence[JobTemplate],
               setup: SimSetup, seed: int) -> list[Job]:
-    """The synthetic jobs of the forecast's `q` path over the horizon, fault tolerance marked by `setup`."""
+    """The synthetic jobs of the forecast's `q` path over the horizon, fault tolerance marked by `setup`.
+
+    Every path draws from the same seeded stream under the same job ids, so
+    the n-th job of the P90 path is the n-th of the P50 path (same tenant,
+    size, duration and fault tolerance): a path above another at every step
+    owes at least its jobs, tenant by tenant, and differs only by more.
+    """
     step_s = _step_s(forecast)
     steps = max(1, math.ceil(horizon_s / step_s - 1e-9))
     path = list(forecast.quantiles[q][:steps])
-    jobs = synthetic_jobs(start, step_s, path, mix, seed=seed, prefix=f"p{round(q * 100)}")
+    jobs = synthetic_jobs(start, step_s, path, mix, seed=seed, prefix="proj")
     return with_fault_tolerance(jobs, setup, seed)
 
 

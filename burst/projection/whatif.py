@@ -4,7 +4,8 @@ A what-if file is one mapping; every key is optional, an unknown key is an error
 
 ```yaml
 name: no-spot            # shown in tables and JSON (default: the file's stem)
-spot: false              # false: no spot groups at all (their work goes on demand)
+spot: false              # false: no spot groups at all (their work goes on demand);
+                         # true: every tenant allows spot (needs a spot group; refused if all already do)
 hot_pool_nodes: 4        # a fixed pool of N stopped nodes in the cheapest on-demand group (0: no pool)
 steady_gpus_delta: +16   # GPUs added to (or, negative, removed from) the first steady group, in whole nodes
 region: us-west-2        # every elastic group moved to this region (priced there)
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.catalog import UnknownInstanceType
-from burst.model import CapacityType, Tier
+from burst.model import CapacityType, Policy, Tier
 from burst.sim.setup import SimSetup
 from burst.sim.strategies import StrategyRun, strategy_run
 from burst.sim.traces import TraceStats
@@ -108,6 +109,19 @@ def apply_what_if(setup: SimSetup, what_if: WhatIf) -> SimSetup:
             default_policy = dataclasses.replace(default_policy, spot=dataclasses.replace(default_policy.spot, allowed=False))
         policies = {t: dataclasses.replace(p, spot=dataclasses.replace(p.spot, allowed=False)) for t, p in policies.items()}
         notes.append("no spot groups")
+    if what_if.spot is True:
+        if not any(g.capacity_type is CapacityType.SPOT for g in groups):
+            raise WhatIfError(f"{where}: spot: true needs a spot group in the set-up; there is none")
+        closed = sorted(t for t, p in policies.items() if not p.spot.allowed)
+        fallback = default_policy or Policy(tenant="_default")
+        if not fallback.spot.allowed:
+            closed.append("tenants without a policy")
+        if not closed:
+            raise WhatIfError(f"{where}: spot: true changes nothing: every tenant's policy already allows spot "
+                              "(spot: false is the what-if that takes it away)")
+        default_policy = dataclasses.replace(fallback, spot=dataclasses.replace(fallback.spot, allowed=True))
+        policies = {t: dataclasses.replace(p, spot=dataclasses.replace(p.spot, allowed=True)) for t, p in policies.items()}
+        notes.append(f"spot allowed for {', '.join(closed)}")
     if what_if.steady_gpus_delta:
         steady = [i for i, g in enumerate(groups) if g.tier is Tier.STEADY]
         if not steady:
