@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -749,21 +749,41 @@ def simulate_cmd(
                f"peak {t['peak_gpus']:g} GPUs, P50 {t['p50_gpus']:g} GPUs; {t['start']} .. {t['end']}")
     for line in data["assumptions"]:
         click.echo(f"  assumption: {line}")
+    from burst.sim.oracle import DRAIN
+
+    window = f"the {days:g} day(s) of --days" if days is not None else "the trace's submissions"
+    click.echo(f"  every strategy is billed over {t['start']} .. {t['end']}: {window} plus one drain day "
+               f"({DRAIN.total_seconds() / 86400:g} d) for the work still running to finish")
     table = Table()
     for col in ("strategy", "cost $", "vs oracle", "wait p50", "wait p95", "wait p99", "delay mean", "delay p95",
-                "SLO miss", "done", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):
+                "SLO miss", "jobs done", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
     oracle_cost = data["strategies"].get("oracle", {}).get("cost_usd")
+    short = unfinished_strategies(data["strategies"])
     for name, r in data["strategies"].items():
         vs = f"{r['cost_usd'] / oracle_cost:.2f}x" if oracle_cost else "n/a"
-        table.add_row(name, f"{r['cost_usd']:,.0f}", vs, f"{r['wait_p50_s']:,.0f}s", f"{r['wait_p95_s']:,.0f}s",
-                      f"{r['wait_p99_s']:,.0f}s", f"{r['delay_mean_s']:,.0f}s", f"{r['delay_p95_s']:,.0f}s",
-                      str(r["slo_violations"]), str(r["jobs_completed"]), f"{r['onprem_utilization']:.1%}",
-                      str(r["interruptions"]), f"{r['lost_gpu_hours']:,.1f}", f"{r['time_to_capacity_p95_s']:,.0f}s")
+        mark = " !" if name in short else ""
+        table.add_row(name + mark, f"{r['cost_usd']:,.0f}", vs + mark, f"{r['wait_p50_s']:,.0f}s",
+                      f"{r['wait_p95_s']:,.0f}s", f"{r['wait_p99_s']:,.0f}s", f"{r['delay_mean_s']:,.0f}s",
+                      f"{r['delay_p95_s']:,.0f}s", str(r["slo_violations"]), f"{r['jobs_completed']}/{r['jobs']}",
+                      f"{r['onprem_utilization']:.1%}", str(r["interruptions"]), f"{r['lost_gpu_hours']:,.1f}",
+                      f"{r['time_to_capacity_p95_s']:,.0f}s")
     width = None if sys.stdout.isatty() else 200  # piped output keeps whole columns
     Console(width=width).print(table)
+    if short:
+        oracle = data["strategies"].get("oracle")
+        than = f"the {oracle['jobs_completed']} jobs the oracle did" if oracle else "every job"
+        click.echo(f"! {', '.join(short)}: completed fewer jobs than {than} by the end of the drain day; "
+                   "a cost for less work, not comparable with the others")
     Console(width=width).print(gap_table(data["strategies"]))
     click.echo(f"wall {data['wall_s']:.1f}s")
+
+
+def unfinished_strategies(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The strategies that completed fewer jobs than the oracle (where it ran, else than all jobs); bounds aside."""
+    reference = results["oracle"]["jobs_completed"] if "oracle" in results else None
+    return [name for name, r in results.items()
+            if name not in ("oracle", "floor") and r["jobs_completed"] < (reference if reference is not None else r["jobs"])]
 
 
 def gap_table(strategies: dict[str, Any]) -> Table:

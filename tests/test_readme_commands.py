@@ -82,3 +82,10 @@ def test_the_lock_resolves_kubernetes_against_botocore() -> None:
     pins = locked_pins()
     assert int(pins["python-dateutil"].split(".")[0]) < 3
     assert tuple(int(part) for part in pins["kubernetes"].split(".")[:3]) <= (37, 0, 1)
+
+
+def test_the_forecasters_burst_serves_install_with_the_first_command() -> None:
+    """`burst forecast --backtest` scores AutoETS after `pip install -e .` alone: statsforecast is a main dependency."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    main = {canonicalize_name(Requirement(spec).name) for spec in project["dependencies"]}
+    assert {"statsforecast", "prophet", "platformdirs"} <= main

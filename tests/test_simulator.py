@@ -388,3 +388,25 @@ def test_simulate_with_a_config_uses_its_groups(tmp_path: Path) -> None:
     assert r["cost_by_tier"] == pytest.approx(
         {"steady": 24 * 3 * node_hour, "elastic_on_demand": 0.0, "elastic_spot": 0.0, "hot_pool": 0.0}, abs=1e-4
     )
+
+
+def test_simulate_marks_a_strategy_that_did_not_finish_its_work_and_says_the_drain_day(tmp_path: Path) -> None:
+    """static-p50's two on-prem nodes cannot run six 10-hour 8-GPU jobs by a day after the last submission."""
+    rows = ["job_id,submit_time,duration_s,gpus,tenant", "bg,2026-03-02T00:00:00Z,82800,8,t"]
+    rows += [f"b{i},2026-03-02T00:00:00Z,36000,8,t" for i in range(6)]
+    rows += [f"s{h},2026-03-02T{h:02d}:00:00Z,600,1,t" for h in range(1, 20)]
+    path = tmp_path / "short.csv"
+    path.write_text("\n".join(rows) + "\n")
+    out = CliRunner().invoke(main, ["simulate", "--trace", str(path), "--strategy", "static-p50", "--strategy", "oracle"])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("┃ strategy"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("└"))  # the first table: the results
+    columns = [c.strip() for c in lines[header].split("┃")[1:-1]]
+    table = {cells[0]: dict(zip(columns, cells, strict=True)) for line in lines[header:end] if line.startswith("│")
+             for cells in [[c.strip() for c in line.split("│")[1:-1]]]}
+    assert table["oracle"]["jobs done"] == "26/26"
+    done, total = map(int, table["static-p50 !"]["jobs done"].split("/"))
+    assert done < total == 26 and table["static-p50 !"]["vs oracle"].endswith("x !")
+    assert "! static-p50: completed fewer jobs than the 26 jobs the oracle did" in out.stdout
+    assert "the trace's submissions plus one drain day" in out.stdout
