@@ -19,9 +19,11 @@ missed event converges on the next tick). One tick:
 6. record: the decision log, demand history, cost ledger and job-loss ledger
    (`burst.losses`), in one transaction.
 
-`run_loop()` drives ticks at a fixed interval with jitter; a tick that raises
-is logged and the next tick runs; `stop` (set by SIGTERM) ends the loop after
-the current tick.
+`run_loop()` drives ticks: events (a job submitted or finished, a node ready
+or lost, an interruption notice) wake it after a short batch window
+(`burst.wakeup`), and the interval with jitter is the heartbeat that catches
+whatever no event reported; a tick that raises is logged and the next tick
+runs; `stop` (set by SIGTERM) ends the loop after the current tick.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from burst.planner.notice import STEP as NOTICE_STEP
 from burst.planner.runtime_estimate import RuntimeHistory
 from burst.planner.spot_rates import InterruptionObservations
 from burst.state import Store
+from burst.wakeup import WakeReason, Wakeup
 from burst.workloads.base import JobEvents, JobSource
 from burst.workloads.queue import JOB_ACTIONS
 from policies.config import DEFAULT_INTERRUPTION_COOLDOWN_S
@@ -108,6 +111,7 @@ class TickReport:
     provider_events: list[ProviderEvent] = field(default_factory=list)
     snapshot: Snapshot | None = None
     standby: bool = False  # another daemon holds the leader lease: nothing was observed or done
+    woken_by: tuple[WakeReason, ...] = ()  # the events that woke this tick before its heartbeat; () for the heartbeat
 
 
 LAUNCH_FAILURE_COOLDOWN_S = 600.0
@@ -191,6 +195,7 @@ class Controller:
         self._rebalances: dict[NodeId, datetime] = {}
         self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
         self.down: dict[str, str] = {}  # providers whose reads failed this tick, and why
+        self._drained: dict[str, list[ProviderEvent]] = {}  # events read between ticks, for the next tick
         self._last_targets: dict[GroupId, int] = {}
         self._last_pools: dict[GroupId, tuple[int, WarmState]] = {}
         self.interruptions = InterruptionObservations.from_json(store.get_meta(INTERRUPTIONS_KEY))
@@ -406,6 +411,22 @@ class Controller:
             snapshot, forecasts, self.policies(), self.prices, now=now, ids=PlanIds(plan_id), pipeline=self.pipeline
         )
 
+    def drain_events(self) -> list[ProviderEvent]:
+        """Read every provider's new events between ticks (the daemon wakes on notices); the next tick gets
+        them as if it had polled them itself. Nothing is read by a daemon that does not lead."""
+        if not self.started:
+            return []
+        out: list[ProviderEvent] = []
+        for name, provider in self.providers.items():
+            try:
+                found = list(provider.poll_events())
+            except Exception as exc:  # the next tick polls again and marks the provider down if it still fails
+                log.debug("event poll between ticks failed", extra={"provider": name, "detail": str(exc)})
+                continue
+            self._drained.setdefault(name, []).extend(found)
+            out.extend(found)
+        return out
+
     def _observe(self, *, drain_events: bool) -> tuple[dict[NodeId, Node], list[ProviderEvent]]:
         """Every provider's nodes and events; a provider whose reads fail is down for this tick (see `down`)."""
         observed: dict[NodeId, Node] = {}
@@ -414,7 +435,7 @@ class Controller:
         for name, provider in self.providers.items():
             try:
                 provider.refresh()
-                found = list(provider.poll_events()) if drain_events else []
+                found = [*self._drained.pop(name, ()), *provider.poll_events()] if drain_events else []
                 nodes = provider.nodes()
                 targets = {gid: provider.target(gid) for gid, p in self.group_provider.items() if p is provider}
             except Exception as exc:  # an outage of one backend must not stop the others
@@ -617,6 +638,7 @@ def run_loop(
     on_tick: Callable[[TickReport], None] | None = None,
     seed: int | None = None,
     on_timing: Callable[[TickReport | None, float], None] | None = None,
+    wakeup: Wakeup | None = None,
 ) -> LoopStats:
     """Tick until `stop` is set or the clock passes `until`; `wait(seconds)` paces the ticks.
 
@@ -626,9 +648,12 @@ def run_loop(
     controller raised, seconds)` sees every tick (metrics), then `on_tick(report)`.
     `interval_s` and `jitter_s` may be callables, read before each wait (a reload re-paces the loop);
     each wait is the interval plus a uniform draw in [0, jitter] from a `seed`ed random source.
+    With a `wakeup`, the interval is the heartbeat: events (a job submitted or finished, a node ready or
+    lost, an interruption notice) end the wait after their batch window (`burst.wakeup`).
     """
     rng = random.Random(seed)
     stats = LoopStats()
+    woken_by: tuple[WakeReason, ...] = ()
     while not stop.is_set():
         if until is not None and controller.clock() >= until:
             break
@@ -636,6 +661,7 @@ def run_loop(
         report: TickReport | None = None
         try:
             report = controller.tick()
+            report.woken_by = woken_by
             if on_timing is not None:
                 on_timing(report, time.perf_counter() - started)
             if on_tick is not None:
@@ -653,5 +679,18 @@ def run_loop(
             break
         interval = interval_s() if callable(interval_s) else interval_s
         jitter = jitter_s() if callable(jitter_s) else jitter_s
-        wait(interval + (rng.uniform(0.0, jitter) if jitter > 0 else 0.0))
+        heartbeat = interval + (rng.uniform(0.0, jitter) if jitter > 0 else 0.0)
+        if wakeup is None:
+            wait(heartbeat)
+            continue
+        if until is not None:  # ticks woken by events are off the heartbeat's grid: wake at `until`, not past it
+            heartbeat = min(heartbeat, max(0.0, (until - controller.clock()).total_seconds()))
+        try:
+            wakeup.reset(controller.clock())
+        except Exception:  # a watch that cannot read: this wait is the heartbeat alone
+            log.exception("wake-up watches failed; waiting for the heartbeat", extra={"tick": stats.ticks})
+            wait(heartbeat)
+            woken_by = ()
+            continue
+        woken_by = wakeup.wait(heartbeat, wait, stop)
     return stats

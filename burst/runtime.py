@@ -32,6 +32,7 @@ from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
 from burst.state import Store
+from burst.wakeup import JobWatch, NodeWatch, NoticeWatch, Wakeup, Watch
 from burst.workloads.base import JobSource
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import StoreQueue
@@ -127,6 +128,7 @@ class Runtime:
     _policy_stamp: tuple[tuple[str, int, int], ...] | None = None
     _config_stamp: tuple[int, int] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
+    kube_pods: Watch | None = None  # the Kubernetes pod watch, when jobs are pods
 
     def now(self) -> datetime:
         return self.controller.clock()
@@ -138,10 +140,11 @@ class Runtime:
         on_tick: Callable[[TickReport], None] | None = None,
         realtime: bool = True,
     ) -> LoopStats:
-        """Tick at the config's interval until `until` or `stop`; on the sim clock, ticks step simulated time.
+        """Tick until `until` or `stop`: when events wake the loop (`wakeup`), else at the heartbeat, the
+        config's interval; on the sim clock, ticks step simulated time.
 
-        With a sim clock each pause advances simulated time by the interval and
-        sleeps interval / clock_speed wall seconds (none when `realtime` is False).
+        With a sim clock each pause advances simulated time by its length and
+        sleeps that / clock_speed wall seconds (none when `realtime` is False).
         A loop ended by `stop` (SIGTERM) is a clean stop: the leader lease is released.
         """
         cfg = self.config
@@ -167,10 +170,28 @@ class Runtime:
             until=until,
             on_tick=on_tick,
             on_timing=self._timed,
+            wakeup=self.wakeup(),
         )
         if self.stop.is_set():
             self.release_lease()
         return stats
+
+    def wakeup(self) -> Wakeup | None:
+        """What wakes this daemon's loop before its heartbeat (None when `loop_events` is off): jobs submitted
+        to or finished in the embedded queue (`burst submit` on the same store, the API) or Kubernetes pods,
+        nodes ready or lost in sim groups, and interruption notices and lost nodes any provider reports."""
+        cfg = self.config
+        if not cfg.loop_events:
+            return None
+        watches: list[Watch] = [NoticeWatch(self.controller)]
+        source = self.controller.source
+        queue = source.queue if isinstance(source, ArrivalFeed) else source
+        if isinstance(queue, StoreQueue):
+            watches.append(JobWatch(queue.store))
+        elif self.kube_pods is not None:
+            watches.append(self.kube_pods)
+        watches += [NodeWatch(p) for p in self.providers.values() if isinstance(p, SimProvider)]
+        return Wakeup(watches, self.controller.clock, idle_s=cfg.loop_batch_idle, max_s=cfg.loop_batch_max)
 
     def release_lease(self) -> None:
         """Give up the leader lease if this daemon holds it (a clean stop), so a standby leads at its next tick."""
@@ -473,6 +494,7 @@ def build_runtime(
         metrics=metrics,
         hub=hub,
         config_file=config_file,
+        kube_pods=kube.pods if kube is not None and config.workload.kubernetes is not None else None,
     )
 
 

@@ -692,6 +692,17 @@ class Store:
         with self._tx() as conn:
             conn.execute("UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?", (JobState.FAILED.value, stamp, job_id))
 
+    def active_job_states(self) -> dict[str, JobState]:
+        """Each pending or running job's state, by id (a cheap read: the daemon polls it between ticks)."""
+        wanted = (JobState.PENDING.value, JobState.RUNNING.value, JobState.CHECKPOINTING.value)
+        rows = self._query(f"SELECT id, state FROM jobs WHERE state IN ({_placeholders(len(wanted))})", wanted)
+        return {str(jid): JobState(state) for jid, state in rows}
+
+    def finish_times(self) -> list[datetime]:
+        """When each running job with a known duration is due to finish (the daemon wakes then)."""
+        running = self.jobs(states=[JobState.RUNNING, JobState.CHECKPOINTING])
+        return [at for at in (job.finishes_at for job in running) if at is not None]
+
     def job_counts(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zero included)."""
         counts = dict.fromkeys(JobState, 0)

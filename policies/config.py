@@ -749,9 +749,22 @@ class BurstConfig(StrictModel):
         "temporary one)."
     )
     loop_interval: Annotated[PositiveDuration, Field(le=MAX_LOOP_INTERVAL_S)] = Field(
-        default=10.0, description="Duration between reconcile ticks (default 10 s, at most 1 h)."
+        default=10.0, description="The heartbeat: longest duration between reconcile ticks (default 10 s, at most "
+        "1 h); events (a job submitted or finished, a node ready or lost, an interruption notice) wake the loop sooner.",
     )
-    loop_jitter: Duration = Field(default=0.0, description="Random duration added to each tick (default 0).")
+    loop_jitter: Duration = Field(default=0.0, description="Random duration added to each heartbeat (default 0).")
+    loop_events: bool = Field(
+        default=True, description="Whether events wake the loop before its heartbeat (default true; false: tick "
+        "every loop_interval only).",
+    )
+    loop_batch_idle: Duration = Field(
+        default=1.0, description="Quiet duration after the last event before the loop ticks (default 1 s, "
+        "Karpenter's batchIdleDuration).",
+    )
+    loop_batch_max: Duration = Field(
+        default=10.0, description="Longest duration a tick waits after the first event of a batch (default 10 s, "
+        "Karpenter's batchMaxDuration; at least loop_batch_idle).",
+    )
     clock: Literal["real", "sim"] = Field(default="real", description="real or sim.")
     clock_speed: Annotated[float, Field(strict=True, ge=MIN_CLOCK_SPEED, le=MAX_CLOCK_SPEED)] = Field(
         default=60.0,
@@ -809,6 +822,14 @@ class BurstConfig(StrictModel):
         interval = info.data.get("loop_interval")
         if interval is not None and value >= interval:
             raise ValueError(f"loop_jitter ({value:g} s) must be shorter than loop_interval ({interval:g} s)")
+        return value
+
+    @field_validator("loop_batch_max")
+    @classmethod
+    def _batch_max_above_idle(cls, value: float, info: ValidationInfo) -> float:
+        idle = info.data.get("loop_batch_idle")
+        if idle is not None and value < idle:
+            raise ValueError(f"loop_batch_max ({value:g} s) must be at least loop_batch_idle ({idle:g} s)")
         return value
 
     @field_validator("node_groups")

@@ -62,7 +62,8 @@ def test_run_json_prints_one_object_per_event() -> None:
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in out.stdout.splitlines()]
     assert events[0]["event"] == "start" and events[-1]["event"] == "stop"
-    assert events[-1]["ticks"] == 180 and events[-1]["errors"] == 0 and events[-1]["placed"] > 0
+    # a tick at least every minute (the heartbeat), and more when finishes wake the loop between them
+    assert events[-1]["ticks"] > 180 and events[-1]["errors"] == 0 and events[-1]["placed"] > 0
     actions = [e for e in events if e["event"] == "action"]
     assert actions and all(e["plan_id"] and e["id"].startswith(e["plan_id"]) and e["reason"] for e in actions)
     assert {e["kind"] for e in actions} <= {"scale_up", "scale_down", "terminate_node"}

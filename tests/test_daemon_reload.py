@@ -140,7 +140,7 @@ def test_json_log_records_every_plan_and_each_applied_action_with_the_plans_ids(
         if line["message"] == "action applied":
             assert line["level"] == "info" and line["logger"] == "burst.actuator"
             applied.setdefault(line["plan_id"], {})[line["action_id"]] = line
-    assert len(reports) == 240 and len(plans) == 240
+    assert len(reports) > 240 and len(plans) == len(reports)  # a heartbeat a minute, and ticks events woke
     acted = [r for r in reports if r.plan.actions]
     kinds = {a.kind for r in acted for a in r.plan.actions}
     assert ActionKind.SCALE_UP in kinds and ActionKind.PLACE_JOB in kinds  # cloud capacity and job placements

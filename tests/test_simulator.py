@@ -49,16 +49,18 @@ def test_tiny_trace_costs_waits_and_oracle_are_exact(tmp_path: Path) -> None:
     result = compare(trace, ["burst", "oracle"], setup=setup)
     day_h = 24.0  # the run drains one day past the last submission
     burst, oracle = result.results["burst"], result.results["oracle"]
-    # A starts at once on-prem; B waits for a cloud node: launched at t=0, ready after the 5 min boot.
-    assert sorted(burst.waits_s) == [0.0, 300.0]
-    assert burst.wait_p50_s == 150.0 and burst.wait_p95_s == pytest.approx(285.0)
-    assert burst.time_to_capacity_p95_s == 300.0 and burst.scale_ups == 1
-    # B runs 300..2100 s; the node idles the 10 min cooldown, is released at 2700 s and gone 30 s later.
-    assert burst.cost_by_tier["elastic_on_demand"] == pytest.approx(2730 / 3600 * p_od)
+    # A starts at once on-prem; B waits for a cloud node: launched at t=0, ready after the 5 min boot, and
+    # placed by the tick its ready event wakes once the 1 s batch window is quiet.
+    assert sorted(burst.waits_s) == [0.0, 301.0]
+    assert burst.wait_p50_s == 150.5 and burst.wait_p95_s == pytest.approx(285.95)
+    assert burst.time_to_capacity_p95_s == 301.0 and burst.scale_ups == 1
+    # B runs 301..2101 s; its finish wakes a tick at 2102 s, the node idles the 10 min cooldown, is released
+    # at the heartbeat that ends it (2702 s) and gone 30 s later.
+    assert burst.cost_by_tier["elastic_on_demand"] == pytest.approx(2732 / 3600 * p_od)
     assert burst.cost_by_tier["steady"] == pytest.approx(day_h * p_on)
     assert burst.cost_by_tier["elastic_spot"] == 0.0 and burst.cost_by_tier["hot_pool"] == 0.0
     assert burst.jobs_completed == 2 and burst.interruptions == 0 and burst.slo_violations == 0
-    assert burst.gpu_hours_used == pytest.approx(12.0)
+    assert burst.gpu_hours_used == pytest.approx(12.0 + 2 * 8 / 3600)  # metered tick to tick: each finish seen 1 s on
     # the oracle: on-prem all day, B's 8 GPUs x 30 min at the on-demand GPU-hour price, no waits
     assert oracle.cost_by_tier["steady"] == pytest.approx(day_h * p_on)
     assert oracle.cost_by_tier["elastic_on_demand"] == pytest.approx(0.5 * p_od)
@@ -380,9 +382,11 @@ def test_simulate_with_a_config_uses_its_groups(tmp_path: Path) -> None:
     assert data["assumptions"] == ["set-up from the config of cluster 'lab'"]
     r = data["strategies"]["burst"]
     # 3 on-prem nodes (the trace alone would size 1) hold both 8-GPU jobs at once: no cloud, no wait,
-    # 3 x 8 GPUs paid for the whole day the run lasts
-    assert r["gpu_hours_paid"] == 576.0 and r["gpu_hours_used"] == 12.0
-    assert r["onprem_utilization"] == round(12 / 576, 6)
+    # 3 x 8 GPUs paid for the whole day the run lasts; GPU-hours held are metered tick to tick, and the tick a
+    # finish wakes runs 1 s after it (the batch window)
+    used = 12.0 + 2 * 8 / 3600
+    assert r["gpu_hours_paid"] == 576.0 and r["gpu_hours_used"] == round(used, 4)
+    assert r["onprem_utilization"] == round(used / 576, 6)
     assert r["wait_p95_s"] == 0.0 and r["scale_ups"] == 0 and r["time_to_capacity_p95_s"] == 0.0
     node_hour = 8 * Catalog.load().onprem.usd_per_gpu_hour
     assert r["cost_by_tier"] == pytest.approx(

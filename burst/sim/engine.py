@@ -3,13 +3,15 @@
 One `simulate()` call replays a trace's jobs through a `Controller` (the same
 class `burst run` uses) wired to a `SimProvider`, an in-memory job queue fed
 by the trace, and an in-memory store. The clock never ticks through idle
-time: after each tick it jumps to the next instant anything can change (a
-job arrives or finishes, a node boots, wakes, is interrupted or terminates, an
-idle node's cooldown ends in a group whose idle nodes the scale-down step may
-let go, or a strategy timer expires), rounded up to the
-strategy's loop interval, as a daemon ticking every interval would first see
-it; a plan that evicted or requeued jobs is followed by a tick one interval
-later, where they and the GPUs they freed are placed. Jobs that lose their nodes (spot interruption, a drained node) are
+time: after each tick it jumps to when the next tick runs (`_next_tick`).
+Events (a job arrives or finishes, a checkpoint is acknowledged, a node
+boots, wakes, is interrupted or terminates) are seen by an event-driven
+strategy (burst, as the daemon: `burst.wakeup`) once their batch window
+closes, and by a polling one at its next loop interval; timers (an idle
+node's cooldown ends in a group whose idle nodes the scale-down step may let
+go, a launch cooldown or strategy timer expires) at the next loop interval,
+the heartbeat; a plan that evicted or requeued jobs is followed by a tick one
+interval later, where they and the GPUs they freed are placed. Jobs that lose their nodes (spot interruption, a drained node) are
 requeued from their last checkpoint by the queue's rules. A plan's checkpoint
 request travels over the checkpoint channel real jobs use, answered by the
 simulated job (`burst.workloads.sim_channel`): it acknowledges after its
@@ -86,6 +88,7 @@ from burst.sim.forecasts import SimForecaster
 from burst.sim.setup import SimSetup
 from burst.sim.strategies import StrategyRun
 from burst.state import CostEntry, Store
+from burst.wakeup import BATCH_MAX_S, batch_end
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import MemoryQueue
 from burst.workloads.sim_channel import SimCheckpointChannel
@@ -315,6 +318,10 @@ class _Arrivals:
 
     def __call__(self, start: datetime, end: datetime) -> list[Job]:
         return self.jobs[bisect.bisect_left(self.times, start) : bisect.bisect_left(self.times, end)]
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        """Submission instants in [start, end]."""
+        return self.times[bisect.bisect_left(self.times, start) : bisect.bisect_right(self.times, end)]
 
     def next_after(self, at: datetime) -> datetime | None:
         """The first submission strictly after `at` (a tick at `at` has taken the jobs submitted then)."""
@@ -575,7 +582,6 @@ def simulate(
         agents=channel,
     )
     meter = _Meter(run, keep_timeline, policies)
-    interval = setup.loop_interval_s
     ticks = 0
     try:
         while True:
@@ -587,11 +593,9 @@ def simulate(
                 on_progress(now)
             if now >= end:
                 break
-            due = _next_event(run, report, queue, provider, arrivals, now, forecaster, controller.cooldown_ends(now),
-                              channel)
-            step = max(interval, (due - now).total_seconds()) if due is not None else (end - now).total_seconds()
-            step = math.ceil(step / interval - 1e-9) * interval
-            clock.advance_to(min(end, now + timedelta(seconds=step)))
+            due = _next_tick(run, report, queue, provider, arrivals, now, forecaster, controller.cooldown_ends(now),
+                             channel)
+            clock.advance_to(end if due is None else min(end, due))
         result = _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
         result.checkpoint_acks, result.checkpoint_timeouts = len(channel.acks), len(channel.timeouts)
         if keep_ledger:
@@ -601,7 +605,7 @@ def simulate(
         store.close()
 
 
-def _next_event(
+def _next_tick(
     run: StrategyRun,
     report: TickReport,
     queue: MemoryQueue,
@@ -612,25 +616,76 @@ def _next_event(
     cooldown_ends: Sequence[datetime] = (),
     channel: SimCheckpointChannel | None = None,
 ) -> datetime | None:
-    """The next instant after `now` at which a tick could decide something new."""
+    """When the next tick runs after `now`: None when nothing can change any more.
+
+    Events (a job submitted or finished, a checkpoint acknowledged, the sim
+    provider's next change: a node ready or lost, an interruption notice) and
+    timers (cooldowns, strategy timers, forecast refits) are found apart. A
+    polling strategy sees either at its next loop interval; an event-driven
+    one (burst) serves events after their batch window (`burst.wakeup`) and
+    timers at its next heartbeat, as the daemon does.
+    """
+    interval = run.setup.loop_interval_s
+    events, timers = _upcoming(run, report, queue, provider, arrivals, now, forecaster, cooldown_ends, channel)
+    timer = min(timers, default=None)
+    if timer is not None:  # a timer is seen at the first heartbeat (loop interval after this tick) at or after it
+        timer = now + timedelta(seconds=interval * max(1, math.ceil((timer - now).total_seconds() / interval - 1e-9)))
+    first = min(events, default=None)
+    if first is None:
+        return timer
+    if not run.event_driven:
+        due = now + timedelta(seconds=interval * max(1, math.ceil((first - now).total_seconds() / interval - 1e-9)))
+        return due if timer is None else min(due, timer)
+    window = first + timedelta(seconds=BATCH_MAX_S)
+    in_window = sorted(
+        [e for e in events if e <= window] + arrivals.between(first, window) + queue_finishes(queue, first, window)
+    )
+    batched = batch_end(in_window)
+    assert batched is not None
+    return batched if timer is None else min(batched, timer)
+
+
+def queue_finishes(queue: MemoryQueue, start: datetime, end: datetime) -> list[datetime]:
+    """When running jobs finish within [start, end]."""
+    out = []
+    for job in queue.running.values():
+        finish = job.finishes_at
+        if finish is not None and start <= finish <= end:
+            out.append(finish)
+    return out
+
+
+def _upcoming(
+    run: StrategyRun,
+    report: TickReport,
+    queue: MemoryQueue,
+    provider: SimProvider,
+    arrivals: _Arrivals,
+    now: datetime,
+    forecaster: SimForecaster | None,
+    cooldown_ends: Sequence[datetime],
+    channel: SimCheckpointChannel | None,
+) -> tuple[list[datetime], list[datetime]]:
+    """The first instant after `now` of each kind of event, and every timer due after `now`."""
+    events: list[datetime] = []
+    timers: list[datetime] = []
     if any(not o.ok for o in report.outcomes):
-        return now  # a failed call is retried on the next interval
+        timers.append(now + _EPS)  # a failed call is retried at the next heartbeat
     if any(a.kind in _REQUEUING for a in report.plan.actions):
-        return now  # evicted jobs and the GPUs they free are placed on the next interval
-    candidates: list[datetime] = []
+        timers.append(now + _EPS)  # evicted jobs and the GPUs they free are placed at the next heartbeat
     arrival = arrivals.next_after(now)
     if arrival is not None:
-        candidates.append(arrival)
-    for job in queue.running.values():
-        finish = job.finishes_at  # progress.finishes_at, read directly: this runs for every running job each tick
-        if finish is not None:
-            candidates.append(finish)
+        events.append(arrival)
+    finishes = [job.finishes_at for job in queue.running.values()]  # read directly: every running job each tick
+    finish = min((f for f in finishes if f is not None and f > now), default=None)
+    if finish is not None:
+        events.append(finish)
     ack_due = channel.next_event_at() if channel is not None else None
     if ack_due is not None:
-        candidates.append(ack_due)
+        events.append(ack_due)
     sim_due = provider.next_event_at()
     if sim_due is not None:
-        candidates.append(sim_due)
+        events.append(sim_due)
     snap = report.snapshot
     if snap is not None and any(step is scale_down_idle for _, step in run.pipeline):
         # Only the cooldowns of groups whose idle nodes the scale-down step may let go: another group's end decides nothing.
@@ -645,13 +700,12 @@ def _next_event(
                 end = node.idle_since + cooldown
                 if end > now and (node.group_id not in ends or end < ends[node.group_id]):
                     ends[node.group_id] = end
-        candidates.extend(ends.values())
-    candidates.extend(cooldown_ends)
+        timers.extend(ends.values())
+    timers.extend(cooldown_ends)
     for due in (run.next_due(now), forecaster.next_due(now) if forecaster else None):
         if due is not None:
-            candidates.append(due)
-    later = [c for c in candidates if c > now]
-    return min(later) if later else None
+            timers.append(due)
+    return [e for e in events if e > now], [t for t in timers if t > now]
 
 
 def _result(

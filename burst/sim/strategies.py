@@ -5,8 +5,10 @@ queue; they differ only in their node groups, loop interval, warm pools and the
 planner pipeline. `oracle` and `floor` are not simulated: they are bounds
 computed from the trace (`burst.sim.oracle`, `burst.sim.floor`).
 
-- `burst`: the full planner (`burst.planner.PIPELINE`) on the set-up's groups at
-  the set-up's loop interval, with demand forecasts (`burst.sim.forecasts`):
+- `burst`: the full planner (`burst.planner.PIPELINE`) on the set-up's groups,
+  event-driven as the daemon is (a job submitted or finished, a node ready or
+  lost, an interruption notice wakes the loop after a 1 s quiet / 10 s batch
+  window, `burst.wakeup`; the set-up's loop interval is the heartbeat), with demand forecasts (`burst.sim.forecasts`):
   it places steady-first, bursts to the cheapest feasible group, pre-scales
   on-demand capacity ahead of forecast P90 demand and releases nodes idle past
   their cooldown that the forecast does not need. It gains hot pools and spot
@@ -159,10 +161,20 @@ class StrategyRun:
     forecasting: SimForecasting | None = None
     launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S
     interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S
+    event_driven: bool = False  # events wake the loop after their batch window; the loop interval is the heartbeat
 
 
 def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_nodes: int = 0) -> StrategyRun:
-    """Build the simulated form of strategy `name` on `setup` for a trace with `stats`."""
+    """Build the simulated form of strategy `name` on `setup` for a trace with `stats`.
+
+    burst and its variants are event-driven, as the daemon is: events wake the loop after their batch
+    window and the set-up's loop interval is the heartbeat. Every baseline polls at its own interval.
+    """
+    run = _strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes)
+    return dataclasses.replace(run, event_driven=True) if name.startswith("burst") else run
+
+
+def _strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_nodes: int) -> StrategyRun:
     if name == "burst":
         return StrategyRun(name, setup, PIPELINE, forecasting=SimForecasting())
     if name == "burst-no-forecast":

@@ -37,6 +37,7 @@ from typing import Any
 from burst import progress
 from burst.bounds import job_problem
 from burst.model import Action, ActionKind, Job, JobState, Node, NodeGpus, NodeId
+from burst.wakeup import WakeEvent, WakeReason
 from burst.workloads.base import JobEvents
 from policies.durations import parse_duration
 from providers.base import Provider
@@ -44,7 +45,7 @@ from providers.kubernetes import names
 from providers.kubernetes.cluster import KubeCluster, Obj, connect
 from providers.kubernetes.drain import Drainer, Escalation, PodKey, fault_tolerant
 from providers.kubernetes.lease import KubernetesLease
-from providers.kubernetes.nodes import KubernetesNodes, instance_id
+from providers.kubernetes.nodes import KubernetesNodes, instance_id, is_ready
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +260,35 @@ class KubernetesLink:
 
 
 
+class PodWatch:
+    """The daemon's wake-up on Kubernetes (`burst.wakeup`): a GPU pod created (JOB_SUBMITTED) or gone
+    (JOB_FINISHED), and a Node turned Ready (NODE_READY) or NotReady or gone (NODE_LOST), seen by syncing the
+    cluster cache between ticks (a watch from the last resourceVersion)."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self.cluster = cluster
+        self._pods: set[tuple[str, str]] = set()
+        self._ready: set[str] = set()
+
+    def _view(self) -> tuple[set[tuple[str, str]], set[str]]:
+        pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.cluster.pods()
+                if requested_gpus(p) > 0 and not p["metadata"].get("deletionTimestamp")}
+        return pods, {n["metadata"]["name"] for n in self.cluster.nodes() if is_ready(n)}
+
+    def reset(self, now: datetime) -> None:
+        self._pods, self._ready = self._view()
+
+    def poll(self, now: datetime) -> list[WakeEvent]:
+        self.cluster.sync()
+        pods, ready = self._view()
+        out = [WakeEvent(WakeReason.JOB_SUBMITTED, now) for _ in pods - self._pods]
+        out += [WakeEvent(WakeReason.JOB_FINISHED, now) for _ in self._pods - pods]
+        out += [WakeEvent(WakeReason.NODE_READY, now) for _ in ready - self._ready]
+        out += [WakeEvent(WakeReason.NODE_LOST, now) for _ in self._ready - ready]
+        self._pods, self._ready = pods, ready
+        return out
+
+
 @dataclass(frozen=True)
 class KubernetesSettings:
     """How to reach the cluster and how patiently to drain it (`workload.kubernetes` in burst.yaml)."""
@@ -285,6 +315,7 @@ class KubernetesParts:
     drainer: Drainer
     source: KubernetesJobSource
     link: KubernetesLink
+    pods: PodWatch
     _wrapped: int = 0
 
     def wrap(self, provider: Provider, clock: Callable[[], datetime]) -> Provider:
@@ -306,8 +337,8 @@ def kubernetes_parts(settings: KubernetesSettings, *, will_wrap: bool) -> Kubern
     drainer = Drainer(cluster, checkpoint_grace_s=settings.checkpoint_grace_s, pdb_retry_s=settings.pdb_retry_s,
                       on_pdb_timeout=settings.on_pdb_timeout)
     source = KubernetesJobSource(cluster, drainer, sync=not will_wrap)
-    return KubernetesParts(settings, api, cluster, drainer, source, KubernetesLink(source, drainer))
+    return KubernetesParts(settings, api, cluster, drainer, source, KubernetesLink(source, drainer), PodWatch(cluster))
 
 
-__all__ = ["KubernetesJobSource", "KubernetesLink", "KubernetesParts", "KubernetesSettings", "job_id",
+__all__ = ["KubernetesJobSource", "KubernetesLink", "KubernetesParts", "KubernetesSettings", "PodWatch", "job_id",
            "kubernetes_parts", "requested_gpus"]

@@ -9,7 +9,8 @@ from apiserver import ApiServer
 from conftest import gpu_pod, k8s_node, namespace
 
 from burst.model import JobState
-from burst.workloads.kubernetes import KubernetesJobSource
+from burst.wakeup import WakeReason
+from burst.workloads.kubernetes import KubernetesJobSource, PodWatch
 from providers.kubernetes.cluster import KubeCluster
 from providers.kubernetes.drain import Drainer
 
@@ -94,3 +95,21 @@ def test_a_pod_outside_the_bounds_is_left_out_of_the_plans_and_reported_once(ser
     assert [(jid, why.split(":")[0]) for jid, _, why in events.failed] == [("ml/huge", "gpus"), ("ml/odd", "gpu_model")]
     jobs, again = source.observe(NOW, {})
     assert [j.id for j in jobs] == ["ml/fine"] and again.failed == []
+
+
+def test_the_pod_watch_wakes_the_loop_on_new_and_gone_gpu_pods_and_ready_nodes(server: ApiServer,
+                                                                                  cluster: KubeCluster) -> None:
+    server.put("pods", gpu_pod("old", node="n1"))
+    server.put("nodes", k8s_node("n1", "aws:///us-east-1a/i-0001", gpus=8))
+    cluster.sync()
+    watch = PodWatch(cluster)
+    watch.reset(NOW)
+    assert watch.poll(NOW) == [], "nothing changed since the tick"
+    server.put("pods", gpu_pod("new"))
+    server.put("pods", dict(gpu_pod("web", gpus=0)))  # no GPUs: not a job
+    assert [e.reason for e in watch.poll(NOW)] == [WakeReason.JOB_SUBMITTED]
+    server.remove("pods", "old", "ml")
+    server.put("nodes", k8s_node("n2", "aws:///us-east-1a/i-0002", gpus=8))
+    assert sorted(e.reason for e in watch.poll(NOW)) == [WakeReason.JOB_FINISHED, WakeReason.NODE_READY]
+    server.put("nodes", k8s_node("n1", "aws:///us-east-1a/i-0001", gpus=8, ready=False))
+    assert [e.reason for e in watch.poll(NOW)] == [WakeReason.NODE_LOST]
