@@ -53,6 +53,8 @@ FEED_CURSOR_KEY = "feed.synthetic.cursor"
 # {group id: GPU model} of every group a run on this state has had, so `burst usage --state` alone can name them.
 GROUP_GPU_MODELS_KEY = "node_groups.gpu_models"
 SIM_CLOCK_KEY = "reconcile.last_tick"
+NOTICE_READ_S = 1.0
+"""Between ticks, a cloud's event source (an SQS receive, a zone operations list) is read at most once a wall second."""
 
 
 class ConfigError(ValueError):
@@ -183,7 +185,8 @@ class Runtime:
         cfg = self.config
         if not cfg.loop_events:
             return None
-        watches: list[Watch] = [NoticeWatch(self.controller)]
+        remote = any(not isinstance(p, SimProvider) for p in self.providers.values())
+        watches: list[Watch] = [NoticeWatch(self.controller, min_wall_s=NOTICE_READ_S if remote else 0.0)]
         source = self.controller.source
         queue = source.queue if isinstance(source, ArrivalFeed) else source
         if isinstance(queue, StoreQueue):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -226,15 +227,27 @@ class ProviderEvents(Protocol):
 
 class NoticeWatch:
     """Interruption notices and lost nodes a provider reports (SQS, zone operations, the sim), read between ticks;
-    the controller hands them to the next tick as if it had polled them itself."""
+    the controller hands them to the next tick as if it had polled them itself.
 
-    def __init__(self, events: ProviderEvents) -> None:
+    Each read is an API call where the source is remote, so it is made at most once per `min_wall_s` of wall
+    time (a simulated clock polls every simulated second, far more often than that).
+    """
+
+    def __init__(self, events: ProviderEvents, *, min_wall_s: float = 0.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.events = events
+        self.min_wall_s = min_wall_s
+        self.monotonic = monotonic
+        self._read_at: float | None = None
 
     def reset(self, now: datetime) -> None:
         return None
 
     def poll(self, now: datetime) -> list[WakeEvent]:
+        wall = self.monotonic()
+        if self._read_at is not None and wall - self._read_at < self.min_wall_s:
+            return []
+        self._read_at = wall
         out = []
         for event in self.events.drain_events():
             if event.kind is EventKind.INTERRUPTION:
