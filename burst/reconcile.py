@@ -692,5 +692,7 @@ def run_loop(
             wait(heartbeat)
             woken_by = ()
             continue
+        if report is not None and any(a.kind in (ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB) for a in report.plan.actions):
+            wakeup.notify(WakeReason.JOB_REQUEUED, report.at)
         woken_by = wakeup.wait(heartbeat, wait, stop)
     return stats

@@ -1,7 +1,8 @@
 """What wakes the reconcile loop before its heartbeat: events, batched as Karpenter batches pending pods.
 
 These events wake the loop: a job submitted or finished, a node ready or
-lost, an interruption notice. Not at once: a tick runs once events have been
+lost, an interruption notice (and jobs the loop's own tick evicted or
+requeued, so they are placed next). Not at once: a tick runs once events have been
 quiet for `idle_s` (1 s, Karpenter's `batchIdleDuration`) or `max_s` after
 the first of them (10 s, its `batchMaxDuration`), so a burst of submissions
 is planned in one tick. `loop_interval` is the heartbeat: a tick runs at least
@@ -42,6 +43,7 @@ class WakeReason(StrEnum):
 
     JOB_SUBMITTED = "job_submitted"
     JOB_FINISHED = "job_finished"
+    JOB_REQUEUED = "job_requeued"  # the loop's own tick evicted or requeued jobs: place them and the GPUs they free
     NODE_READY = "node_ready"
     NODE_LOST = "node_lost"
     INTERRUPTION = "interruption"

@@ -671,8 +671,9 @@ def _upcoming(
     timers: list[datetime] = []
     if any(not o.ok for o in report.outcomes):
         timers.append(now + _EPS)  # a failed call is retried at the next heartbeat
-    if any(a.kind in _REQUEUING for a in report.plan.actions):
-        timers.append(now + _EPS)  # evicted jobs and the GPUs they free are placed at the next heartbeat
+    requeued = any(a.kind in _REQUEUING for a in report.plan.actions)
+    if requeued and not run.event_driven:
+        timers.append(now + _EPS)  # evicted jobs and the GPUs they free are placed at the next loop interval
     arrival = arrivals.next_after(now)
     if arrival is not None:
         events.append(arrival)
@@ -705,7 +706,8 @@ def _upcoming(
     for due in (run.next_due(now), forecaster.next_due(now) if forecaster else None):
         if due is not None:
             timers.append(due)
-    return [e for e in events if e > now], [t for t in timers if t > now]
+    # an event-driven loop's own evictions wake it, as `run_loop` notifies them: the requeued work is placed next
+    return [e for e in events if e > now] + ([now] if requeued and run.event_driven else []), [t for t in timers if t > now]
 
 
 def _result(
