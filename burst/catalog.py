@@ -275,6 +275,19 @@ class NoSpotPrice(UnknownInstanceType):
         )
 
 
+MIN_BILLED_S: Mapping[str, float] = {"aws": 60.0, "gcp": 60.0, "libcloud": 60.0, "sim": 60.0}
+"""The shortest time a cloud bills a launched instance, by provider: per-second billing with a 60 s minimum on
+AWS EC2 (Linux, on-demand and spot) and GCP Compute Engine; the clouds libcloud reaches are assumed the same;
+the sim stands in for AWS."""
+
+
+def min_billed_s(group: NodeGroup) -> float:
+    """Seconds a launched node of `group` is billed at least (0 on-prem: owned), so scale-in waits that long."""
+    if is_onprem(group):
+        return 0.0
+    return MIN_BILLED_S.get(group.provider, 60.0)
+
+
 def is_onprem(group: NodeGroup) -> bool:
     """Whether `group` is owned capacity (on-prem capacity type or the steady tier)."""
     return group.capacity_type is CapacityType.ONPREM or group.tier is Tier.STEADY

@@ -163,7 +163,7 @@ class NodeGroup:
     boot_latency_s: float = 300.0
     warm_wake_latency_s: Mapping[WarmState, float] = field(default_factory=dict)
     warm_pool: WarmPoolSettings = field(default_factory=WarmPoolSettings)
-    scale_down_cooldown_s: float = 600.0
+    scale_down_cooldown_s: float | None = None  # idle time before scale-in; None: the break-even rule (scale_down)
     power_saving: PowerSaving | None = None  # on-prem only: idle nodes powered off, woken on demand
     interruption_band: str | None = None  # spot only: the cloud's published monthly interruption band, e.g. "<5%"
 

@@ -198,8 +198,9 @@ class NodeGroupDoc(StrictModel):
     warm_pool: WarmPoolDoc = Field(
         default=WarmPoolDoc(), description="Hot-pool settings; not for spot groups (AWS forbids warm pools on Spot)."
     )
-    scale_down_cooldown: Duration = Field(
-        default=600.0, description="Duration a node stays idle before scale-in (default 600 s)."
+    scale_down_cooldown: Duration | None = Field(
+        default=None, description="Duration a node stays idle before scale-in. Default: the break-even rule, one "
+        "boot_latency of idle time (kept longer only while forecast demand needs it).",
     )
     power_saving: PowerSavingDoc | None = Field(
         default=None,

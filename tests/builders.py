@@ -22,7 +22,7 @@ def group(
     provider: str = "sim",
     region: str = "us-east-1",
     gpu_model: str = "A100",
-    cooldown_s: float = 600.0,
+    cooldown_s: float | None = 600.0,
 ) -> NodeGroup:
     if tier is Tier.STEADY:
         capacity_type = CapacityType.ONPREM

@@ -79,10 +79,10 @@ def test_the_waterfall_of_a_scripted_run_names_where_the_money_went() -> None:
     """A (8 GPUs, 1 h) fits on-prem; B (8 GPUs, 30 min, cannot go to spot) needs a cloud node.
 
     burst launches at 0 s; the node is ready at 300 s and its ready event wakes the tick that places B at 301 s
-    (the 1 s batch window); B runs to 2101 s, its finish wakes a tick at 2102 s, the node idles its 10 min
-    cooldown and is released at 2702 s, gone at 2732 s: 2732 s paid. The oracle pays B's 1800 s; the floor adds
-    the one boot (300 s: structural). What burst pays beyond the floor is 632 s: 631 s of an idle node (the
-    cooldown, the 30 s termination, the second before B was placed), and the 2 s the ticks came after the
+    (the 1 s batch window); B runs to 2101 s, its finish wakes a tick at 2102 s, the node idles to break-even
+    (one 5 min boot latency) and is released at 2402 s, gone at 2432 s: 2432 s paid. The oracle pays B's 1800 s;
+    the floor adds the one boot (300 s: structural). What burst pays beyond the floor is 332 s: 331 s of an idle
+    node (the break-even, the 30 s termination, the second before B was placed), and the 2 s the ticks came after the
     events (tick lag: the node held by B 1 s past its finish, less the second B started late, which the
     on-prem shortfall takes back). B waited 301 s, so its delay is 301 s; A's is 0."""
     jobs = [_job("a", 8, 0, 1), _job("b", 8, 0, 0.5)]
@@ -91,11 +91,11 @@ def test_the_waterfall_of_a_scripted_run_names_where_the_money_went() -> None:
     trace = Trace(path=Path("scripted.csv"), format="csv", jobs=tuple(jobs))
     result = compare(trace, ["burst-no-forecast", "floor", "oracle"], setup=setup)
     burst, base, bound = (result.results[n] for n in ("burst-no-forecast", "floor", "oracle"))
-    assert burst.cost_usd - bound.cost_usd == pytest.approx(932 / 3600 * p_od)
+    assert burst.cost_usd - bound.cost_usd == pytest.approx(632 / 3600 * p_od)
     gap = burst.cost_gap
     assert list(gap) == list(GAP_PARTS)
     assert gap["structural"] == pytest.approx(300 / 3600 * p_od)
-    assert gap["idle"] == pytest.approx(631 / 3600 * p_od)
+    assert gap["idle"] == pytest.approx(331 / 3600 * p_od)
     assert gap["tick_lag"] == pytest.approx(2 / 3600 * p_od) and gap["onprem_shortfall"] == pytest.approx(-1 / 3600 * p_od)
     assert all(gap[p] == pytest.approx(0.0, abs=1e-9) for p in GAP_PARTS
                if p not in ("structural", "idle", "tick_lag", "onprem_shortfall"))

@@ -40,7 +40,7 @@ from burst.planner.placement import place_and_scale_up, place_by_marginal_cost
 from burst.planner.preempt import preempt_for_priority
 from burst.planner.prescale import prescale_elastic
 from burst.planner.reclaim import reclaim_overdue
-from burst.planner.scale_down import scale_down_idle
+from burst.planner.scale_down import release_idle, scale_down_idle
 from burst.planner.steady import advise_steady_tier
 
 Step = Callable[[PlanContext], None]
@@ -69,14 +69,15 @@ PIPELINE: tuple[tuple[str, Step], ...] = (
     ("consolidate", consolidate),
     ("prescale", prescale_elastic),
     ("hot_pool", size_hot_pools),
-    ("scale_down", scale_down_idle),
+    ("scale_down", release_idle),
     ("steady_advice", advise_steady_tier),
 )
 """burst's planner: every entry point (daemon, `burst plan`, simulator, `burst cost`) runs it. It is the
 baseline with placement by marginal cost, aware of what can move (`place_by_marginal_cost`, which moves
 fault-tolerant jobs off on-prem for jobs that cannot move when that pays), consolidation of elastic
-nodes by checkpoint-then-evict moves (`consolidate`), and deadlines judged on declared durations only
-(`keep_declared_deadlines`): no step of it reads a job's true duration."""
+nodes by checkpoint-then-evict moves (`consolidate`), deadlines judged on declared durations only
+(`keep_declared_deadlines`): no step of it reads a job's true duration, and scale-in at break-even
+(`release_idle`) where the baseline keeps a fixed cooldown."""
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,41 @@
-"""Step: release elastic nodes idle past their group's cooldown, and power off idle on-prem nodes that save power."""
+"""Steps: release idle elastic nodes at break-even (burst's), or after a fixed cooldown (the frozen baseline's),
+and power off idle on-prem nodes that save power.
+
+Clouds bill per second after a minimum (`burst.catalog.min_billed_s`). An idle
+node is worth keeping only until keeping it has cost what booting a new one
+would: its group's boot latency of paid time (the ski-rental break-even, which
+never pays more than twice what hindsight would have). So:
+
+- with no forecast, an idle cloud node is released once idle for its group's
+  boot latency (`idle_release_s`);
+- with a forecast (the prescale step leaves `ctx.forecast_spare_gpus`: supply
+  above the forecast's need within the lead time, per GPU model), a node past
+  break-even is kept only while that demand would use it (however long idle);
+- a group's `scale_down_cooldown_s` is an explicit override of the idle time
+  (on-prem power saving sets it to the suspend time);
+- never before the node has been billed its minimum, never below the group's
+  min size, never in a group this plan scales up; the oldest-idle go first.
+Idle nodes kept are reported as a hold with the reason.
+
+`release_idle` is burst's step (`burst.planner.PIPELINE`). `scale_down_idle`
+is the frozen baseline's (`BASELINE_PIPELINE`): an idle node goes after the
+group's cooldown, `LEGACY_COOLDOWN_S` when none is set, and the forecast only
+bounds how many go.
+"""
 
 from __future__ import annotations
 
 import math
 
+from burst.catalog import min_billed_s
 from burst.model import Action, ActionKind, NodeGroup, Tier
 from burst.planner.context import PlanContext
 from burst.planner.power import saves_power, suspend_room
 from burst.planner.prescale import serves
 
 STEP = "scale_down"
+LEGACY_COOLDOWN_S = 600.0
+"""The fixed idle time burst kept nodes for before break-even scale-in; the frozen baseline step still does."""
 
 
 def releases_idle(group: NodeGroup) -> bool:
@@ -17,14 +43,33 @@ def releases_idle(group: NodeGroup) -> bool:
     return group.tier is Tier.ELASTIC or saves_power(group)
 
 
-def scale_down_idle(ctx: PlanContext) -> None:
-    """Terminate idle elastic nodes (no jobs, none placed this plan) idle for at least the cooldown.
+def idle_release_s(group: NodeGroup, *, break_even: bool = True) -> float:
+    """How long an idle node of `group` is kept with no forecast: the explicit `scale_down_cooldown_s`, else the
+    break-even point, the group's boot latency (`LEGACY_COOLDOWN_S` for the frozen baseline step)."""
+    if group.scale_down_cooldown_s is not None:
+        return group.scale_down_cooldown_s
+    return group.boot_latency_s if break_even else LEGACY_COOLDOWN_S
 
-    Never below the group's min size, never in a group this plan scales up,
-    never into capacity the forecast needs within its lead time (the spare the
-    prescale step left, `ctx.forecast_spare_gpus`), and the oldest-idle nodes
-    go first. Idle nodes kept are reported as a hold with the reason.
-    """
+
+def _rule(group: NodeGroup, break_even: bool) -> str:
+    """How the idle time was chosen, for reasons and holds."""
+    minutes = f"{idle_release_s(group, break_even=break_even) / 60:g} min"
+    if group.scale_down_cooldown_s is not None or not break_even:
+        return f"the {minutes} cooldown"
+    return f"the {minutes} break-even (one boot latency of paid idle time)"
+
+
+def release_idle(ctx: PlanContext) -> None:
+    """burst's scale-in: release idle nodes (no jobs, none placed this plan) by the rules of the module docstring."""
+    _scale_down(ctx, break_even=True)
+
+
+def scale_down_idle(ctx: PlanContext) -> None:
+    """The frozen baseline's scale-in: idle nodes go after the group's cooldown (10 min when none is set)."""
+    _scale_down(ctx, break_even=False)
+
+
+def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
     scaled_up = {a.target for a in ctx.actions if a.kind is ActionKind.SCALE_UP}
     for group_id in sorted(ctx.groups):
         cap = ctx.groups[group_id]
@@ -38,14 +83,16 @@ def scale_down_idle(ctx: PlanContext) -> None:
                 continue
             node = ctx.nodes[node_id]
             since = node.idle_since or node.entered_state_at
-            idle.append(((ctx.now - since).total_seconds(), node_id))
+            idle.append(((ctx.now - since).total_seconds(), (ctx.now - node.created_at).total_seconds(), node_id))
         if not idle:
             continue
-        idle.sort(key=lambda item: (-item[0], item[1]))
+        idle.sort(key=lambda item: (-item[0], item[2]))
         removable = max(0, cap.target - group.min_size)
         spares = {m: spare for m, spare in ctx.forecast_spare_gpus.items() if serves(group, m)}
         forecast_bound = min((max(0, math.floor(spare / cap.gpn + 1e-9)) for spare in spares.values()), default=removable)
-        due = [node_id for seconds, node_id in idle if seconds >= group.scale_down_cooldown_s]
+        keep_s = idle_release_s(group, break_even=break_even)
+        billed_s = min_billed_s(group) if break_even else 0.0
+        due = [node_id for seconds, age, node_id in idle if seconds >= keep_s and age >= billed_s]
         held_for_forecast = len(due) > forecast_bound and forecast_bound < removable
         limit = min(removable, forecast_bound)
         rate = suspend_room(ctx, group) if power else None
@@ -54,6 +101,13 @@ def scale_down_idle(ctx: PlanContext) -> None:
         for m in spares:
             ctx.forecast_spare_gpus[m] -= len(due) * cap.gpn
         if due:
+            if power:
+                reason = (f"power off {len(due)} on-prem node(s) idle for at least the "
+                          f"{keep_s / 60:g} min suspend time ({cap.target} -> "
+                          f"{cap.target - len(due)} nodes on)")
+            else:
+                reason = (f"{len(due)} node(s) idle for at least {_rule(group, break_even)} "
+                          f"({cap.target} -> {cap.target - len(due)} nodes)")
             ctx.actions.append(
                 Action(
                     kind=ActionKind.SCALE_DOWN,
@@ -62,22 +116,21 @@ def scale_down_idle(ctx: PlanContext) -> None:
                     size=cap.target - len(due),
                     node_ids=tuple(sorted(due)),
                     step=STEP,
-                    reason=(f"power off {len(due)} on-prem node(s) idle for at least the "
-                            f"{group.scale_down_cooldown_s / 60:g} min suspend time ({cap.target} -> "
-                            f"{cap.target - len(due)} nodes on)") if power else
-                    f"{len(due)} node(s) idle for at least the {group.scale_down_cooldown_s / 60:g} min cooldown "
-                    f"({cap.target} -> {cap.target - len(due)} nodes)",
+                    reason=reason,
                 )
             )
-        kept = [(s, n) for s, n in idle if n not in due]
+        kept = [(s, a) for s, a, n in idle if n not in due]
         if kept:
             if held_for_forecast:
                 why = "forecast demand within the pre-scaling lead time needs them"
             elif rated:
                 why = f"power-off rate limit ({group.power_saving.suspend_rate if group.power_saving else 0}/min)"
-            elif all(s >= group.scale_down_cooldown_s for s, _ in kept):
+            elif all(s >= keep_s and a >= billed_s for s, a in kept):
                 why = f"group is at its min_size {group.min_size}"
+            elif all(s >= keep_s for s, a in kept):
+                left = min(billed_s - a for s, a in kept if a < billed_s)
+                why = f"inside the provider's {billed_s:g} s minimum billed time (next due in {left:.0f} s)"
             else:
-                left = min(group.scale_down_cooldown_s - s for s, _ in kept if s < group.scale_down_cooldown_s)
-                why = f"inside the {group.scale_down_cooldown_s / 60:g} min cooldown (next due in {left / 60:.1f} min)"
+                left = min(keep_s - s for s, a in kept if s < keep_s)
+                why = f"inside {_rule(group, break_even)} (next due in {left / 60:.1f} min)"
             ctx.hold(f"group:{group_id}", f"{len(kept)} idle node(s) kept: {why}", STEP)

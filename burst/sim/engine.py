@@ -82,7 +82,7 @@ from burst import progress
 from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Tier
 from burst.planner.placement import spot_eligible
-from burst.planner.scale_down import releases_idle, scale_down_idle
+from burst.planner.scale_down import idle_release_s, release_idle, releases_idle, scale_down_idle
 from burst.reconcile import Controller, TickReport
 from burst.sim.forecasts import SimForecaster
 from burst.sim.setup import SimSetup
@@ -688,9 +688,12 @@ def _upcoming(
     if sim_due is not None:
         events.append(sim_due)
     snap = report.snapshot
-    if snap is not None and any(step is scale_down_idle for _, step in run.pipeline):
+    steps = [step for _, step in run.pipeline]
+    if snap is not None and (release_idle in steps or scale_down_idle in steps):
         # Only the cooldowns of groups whose idle nodes the scale-down step may let go: another group's end decides nothing.
-        cooldowns = {g.id: timedelta(seconds=g.scale_down_cooldown_s) for g in snap.groups if releases_idle(g)}
+        break_even = release_idle in steps
+        cooldowns = {g.id: timedelta(seconds=idle_release_s(g, break_even=break_even))
+                     for g in snap.groups if releases_idle(g)}
         ends: dict[GroupId, datetime] = {}  # per group, the first idle cooldown still to end
         ready_state = NodeState.READY
         for node in snap.nodes:

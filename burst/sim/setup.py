@@ -9,7 +9,7 @@ itself, so any trace replays with one command:
 - one on-demand and one spot cloud group (`cloud-od`, `cloud-spot`:
   p4d.24xlarge in us-east-1 at the shipped catalog's prices), each allowed up
   to ceil(peak demand / 8) nodes, 5 min cold boot, 1 min wake from a stopped
-  warm pool, 10 min idle cooldown; spot nodes are interrupted at
+  warm pool, idle nodes released at break-even (`burst.planner.scale_down`); spot nodes are interrupted at
   `DEFAULT_SPOT_HAZARD_PER_HOUR` per node-hour (seeded);
 - every tenant of the trace gets the default policy with spot allowed, a queue
   wait SLO of 10 min, and `DEFAULT_FAULT_TOLERANT_FRACTION` of its jobs (a seeded
@@ -111,7 +111,6 @@ def default_setup(stats: TraceStats, catalog: Catalog | None = None, *, cluster:
     cloud = {
         "boot_latency_s": 300.0,
         "warm_wake_latency_s": {WarmState.STOPPED: 60.0, WarmState.RUNNING: 5.0},
-        "scale_down_cooldown_s": 600.0,
         "max_size": cloud_max,
         "provider": "sim",
         "region": "us-east-1",
