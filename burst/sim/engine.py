@@ -628,13 +628,13 @@ def _next_tick(
     interval = run.setup.loop_interval_s
     events, timers = _upcoming(run, report, queue, provider, arrivals, now, forecaster, cooldown_ends, channel)
     timer = min(timers, default=None)
-    if timer is not None:  # a timer is seen at the first heartbeat (loop interval after this tick) at or after it
-        timer = now + timedelta(seconds=interval * max(1, math.ceil((timer - now).total_seconds() / interval - 1e-9)))
+    if timer is not None:  # a timer is seen at the first heartbeat at or after it
+        timer = _first_loop_at_or_after(now, timer, interval)
     first = min(events, default=None)
     if first is None:
         return timer
     if not run.event_driven:
-        due = now + timedelta(seconds=interval * max(1, math.ceil((first - now).total_seconds() / interval - 1e-9)))
+        due = _first_loop_at_or_after(now, first, interval)
         return due if timer is None else min(due, timer)
     window = first + timedelta(seconds=BATCH_MAX_S)
     in_window = sorted(
@@ -643,6 +643,11 @@ def _next_tick(
     batched = batch_end(in_window)
     assert batched is not None
     return batched if timer is None else min(batched, timer)
+
+
+def _first_loop_at_or_after(now: datetime, instant: datetime, interval: float) -> datetime:
+    """The first loop tick at or after `instant` of a loop ticking every `interval` seconds from `now` (never `now`)."""
+    return now + timedelta(seconds=interval * max(1, math.ceil((instant - now).total_seconds() / interval - 1e-9)))
 
 
 def queue_finishes(queue: MemoryQueue, start: datetime, end: datetime) -> list[datetime]:
