@@ -33,6 +33,7 @@ from datetime import datetime
 from burst.model import CapacityType, Job, NodeGroup, Policy, Tier
 from burst.planner.placement import spot_eligible
 from burst.sim.engine import Spend, StrategyResult, reference_prices
+from burst.sim.oracle import bound_result
 from burst.sim.setup import SimSetup
 
 DEFAULT_GPUS_PER_NODE = 8
@@ -172,29 +173,18 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
     )
     used_gpu_s = work[True] + work[False]
     onprem_used_s = acc["onprem_n"] + acc["onprem_e"]
-    return StrategyResult(
-        name="floor",
-        cost_usd=sum(by_tier.values()),
-        cost_by_tier=by_tier,
-        cost_by_tenant={},
-        gpu_hours_used=used_gpu_s / 3600.0,
-        gpu_hours_paid=(steady_gpus * span_s + od_gpu_s + boot_gpu_s + acc["spot_e"]) / 3600.0,
-        onprem_utilization=onprem_used_s / (steady_gpus * span_s) if steady_gpus and span_s else 0.0,
-        wait_p50_s=0.0,
-        wait_p95_s=0.0,
-        wait_p99_s=0.0,
-        slo_violations=0,
-        interruptions=0,
-        lost_gpu_hours=0.0,
-        time_to_capacity_p95_s=0.0,  # capacity is there at submission: the boot is paid before it
-        scale_ups=boots,
+    return bound_result(
+        "floor",
+        by_tier,
+        used_gpu_s=used_gpu_s,
+        paid_gpu_s=steady_gpus * span_s + od_gpu_s + boot_gpu_s + acc["spot_e"],
+        steady_used_s=onprem_used_s,
+        steady_gpus=steady_gpus,
+        span_s=span_s,
         jobs=len(kept),
-        jobs_started=len(kept),
-        jobs_completed=completed,
-        simulated_hours=span_s / 3600.0,
-        spot_gpu_hours=acc["spot_e"] / 3600.0,
-        goodput=1.0 if acc["spot_e"] else 0.0,
-        work_gpu_hours=used_gpu_s / 3600.0,
+        completed=completed,
+        spot_gpu_s=acc["spot_e"],
+        scale_ups=boots,  # capacity is there at submission: each boot is paid before its first job
         spend=spend,
     )
 

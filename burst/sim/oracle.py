@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from burst.model import Job, Policy, Tier
 from burst.planner.placement import spot_eligible
@@ -82,13 +83,43 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
     steady_usd = steady_rate * span_s / 3600.0
     by_tier = {"steady": steady_usd, **cloud_usd, "hot_pool": 0.0}
     steady_used_s = used_gpu_s - cloud_gpu_s
+    return bound_result(
+        "oracle",
+        by_tier,
+        used_gpu_s=used_gpu_s,
+        paid_gpu_s=steady_gpus * span_s + cloud_gpu_s,
+        steady_used_s=steady_used_s,
+        steady_gpus=steady_gpus,
+        span_s=span_s,
+        jobs=len(kept),
+        completed=completed,
+        spot_gpu_s=spot_gpu_s,
+    )
+
+
+def bound_result(
+    name: str,
+    by_tier: dict[str, float],
+    *,
+    used_gpu_s: float,
+    paid_gpu_s: float,
+    steady_used_s: float,
+    steady_gpus: float,
+    span_s: float,
+    jobs: int,
+    completed: int,
+    spot_gpu_s: float,
+    **extra: Any,
+) -> StrategyResult:
+    """A bound's figures as a strategy's: every job served at submission, nothing waits, is interrupted or lost,
+    and every spot GPU-hour paid is useful."""
     return StrategyResult(
-        name="oracle",
+        name=name,
         cost_usd=sum(by_tier.values()),
         cost_by_tier=by_tier,
         cost_by_tenant={},
         gpu_hours_used=used_gpu_s / 3600.0,
-        gpu_hours_paid=(steady_gpus * span_s + cloud_gpu_s) / 3600.0,
+        gpu_hours_paid=paid_gpu_s / 3600.0,
         onprem_utilization=steady_used_s / (steady_gpus * span_s) if steady_gpus and span_s else 0.0,
         wait_p50_s=0.0,
         wait_p95_s=0.0,
@@ -97,15 +128,15 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
         interruptions=0,
         lost_gpu_hours=0.0,
         time_to_capacity_p95_s=0.0,
-        jobs=len(kept),
-        jobs_started=len(kept),
+        jobs=jobs,
+        jobs_started=jobs,
         jobs_completed=completed,
         simulated_hours=span_s / 3600.0,
         spot_gpu_hours=spot_gpu_s / 3600.0,
-        goodput=1.0 if spot_gpu_s else 0.0,  # nothing is interrupted: every spot GPU-hour paid is useful
+        goodput=1.0 if spot_gpu_s else 0.0,
         work_gpu_hours=used_gpu_s / 3600.0,
+        **extra,
     )
-
 
 DRAIN = timedelta(days=1)
 """How long a replay runs past its window, so work submitted late can finish."""
@@ -119,4 +150,4 @@ def run_end(jobs: Sequence[Job], start: datetime, days: float | None) -> datetim
     return window_end + DRAIN
 
 
-__all__ = ["DRAIN", "oracle", "run_end"]
+__all__ = ["DRAIN", "bound_result", "oracle", "run_end"]
