@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from burst.model import Action, ActionKind, Node, NodeId, NodeState, Plan, WarmState
-from burst.state import IntentStatus, Store
+from burst.state import IntentStatus, MetaKey, Store
 from providers.base import NotFound, Provider, ProviderError
 
 log = logging.getLogger("burst.actuator")
@@ -264,12 +264,12 @@ class Actuator:
     def _first_seen(self) -> dict[str, str]:
         """When each unexplained node was first seen: read from the store once (again after `recover`), then kept."""
         if self._first_seen_cache is None:
-            raw = self.store.get_meta("gc.first_seen")
+            raw = self.store.get_meta(MetaKey.GC_FIRST_SEEN)
             self._first_seen_cache = dict(json.loads(raw)) if raw else {}
         return dict(self._first_seen_cache)
 
     def _save_first_seen(self, first_seen: dict[str, str]) -> None:
-        self.store.set_meta("gc.first_seen", json.dumps(first_seen, sort_keys=True))
+        self.store.set_meta(MetaKey.GC_FIRST_SEEN, json.dumps(first_seen, sort_keys=True))
         self._first_seen_cache = dict(first_seen)
 
 

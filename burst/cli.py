@@ -340,7 +340,7 @@ def _store_path(config_path: Path | None, state: Path | None) -> Path:
 
 def _submission_time(config_path: Path | None, path: Path) -> datetime:
     """The controller's "now" for a new job: the sim clock's last tick on a sim config, else wall time."""
-    from burst.runtime import SIM_CLOCK_KEY
+    from burst.state import MetaKey
 
     config = _load_config(config_path)
     if config.clock != "sim":
@@ -348,7 +348,7 @@ def _submission_time(config_path: Path | None, path: Path) -> datetime:
     last = None
     if path.exists():
         with _open_store(path) as store:
-            last = store.get_meta(SIM_CLOCK_KEY)
+            last = store.get_meta(MetaKey.LAST_TICK)
     if last is not None:
         return datetime.fromisoformat(last)
     return config.sim_start or datetime.now(UTC)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from burst.runtime import SIM_CLOCK_KEY, load_run_config
-from burst.state import Store
+from burst.runtime import load_run_config
+from burst.state import MetaKey, Store
 from policies import BurstConfig
 
 
@@ -41,7 +41,7 @@ def recorded_now(config: BurstConfig | None, store: Store) -> datetime:
     first tick.
     """
     if config is None or config.clock == "sim":
-        last = store.get_meta(SIM_CLOCK_KEY)
+        last = store.get_meta(MetaKey.LAST_TICK)
         if last is not None:
             return datetime.fromisoformat(last)
     return datetime.now(UTC)

@@ -2,9 +2,12 @@
 
 `Controller.tick()` is the whole loop body and holds no state that matters
 between ticks except what is in the store (level triggered: a restart or a
-missed event converges on the next tick). One tick:
+missed event converges on the next tick; what cannot be observed again, such
+as a cooldown or a notice already taken off a queue, is `burst.memory`'s,
+recorded with each tick). One tick:
 
-1. observe: refresh every provider, drain its events, list its nodes and read
+1. observe: refresh every provider, drain its events (kept in the store at once:
+   reading took them off the cloud's queue), list its nodes and read
    each group's target (capacity still booting, or not yet listed, counts
    toward the target, so a stale listing never causes a second launch);
 2. garbage-collect: adopt tagged nodes a target explains, terminate orphans
@@ -16,8 +19,9 @@ missed event converges on the next tick). One tick:
 4. plan: the pure planner over a `Snapshot` of known nodes (with how long each
    has been idle), active jobs, targets and month-to-date spend;
 5. actuate: job actions go to the job source, provider actions to the actuator;
-6. record: the decision log, demand history, cost ledger and job-loss ledger
-   (`burst.losses`), in one transaction.
+6. record: the decision log, demand history, cost ledger, job-loss ledger
+   (`burst.losses`) and the loop's cross-tick memory (`burst.memory`:
+   cooldowns, notices, run times, ...), in one transaction.
 
 `run_loop()` drives ticks: events (a job submitted or finished, a node ready
 or lost, an interruption notice) wake it after a short batch window
@@ -43,6 +47,7 @@ from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
 from burst.lease import LeaderLease
 from burst.losses import job_losses
+from burst.memory import ControllerMemory
 from burst.model import (
     ANY_MODEL,
     LIVE_NODE_STATES,
@@ -72,7 +77,7 @@ from burst.planner import PIPELINE, PlanIds, Step, plan
 from burst.planner.notice import STEP as NOTICE_STEP
 from burst.planner.runtime_estimate import RuntimeHistory
 from burst.planner.spot_rates import InterruptionObservations
-from burst.state import Store
+from burst.state import MetaKey, Store
 from burst.wakeup import WakeReason, Wakeup
 from burst.workloads.base import JobEvents, JobSource
 from burst.workloads.queue import JOB_ACTIONS
@@ -81,14 +86,11 @@ from providers.base import Provider
 
 log = logging.getLogger("burst.reconcile")
 
-PLAN_SEQ_KEY = "plan.seq"
-LAST_TICK_KEY = "reconcile.last_tick"
 DEMAND_INTERVAL_S = 300.0
-INTERRUPTIONS_KEY = "spot.interruptions"
-"""Store meta key of the interruptions and spot node-hours observed per group (the learnt rates' evidence)."""
-INTERRUPTIONS_SAVE_S = 300.0
-"""The observations are written to the store at most this often, and at once after an interruption."""
 """Demand history is recorded at most once per this many seconds (forecasts use 5-minute steps or coarser)."""
+INTERRUPTIONS_SAVE_S = 300.0
+"""The learnt interruption observations are written to the store at most this often, and at once after an
+interruption (a restart resumes from the last written; the exposure in between is counted again)."""
 
 
 class Prices(Protocol):
@@ -189,19 +191,10 @@ class Controller:
                 self.groups[group.id] = group
                 self.group_provider[group.id] = provider
         self.started = False
-        self._last_demand_at: datetime | None = None
-        self._cooldowns: dict[GroupId, tuple[datetime, str]] = {}
-        self._notices: dict[NodeId, datetime] = {}
-        self._rebalances: dict[NodeId, datetime] = {}
+        self.memory = ControllerMemory.load(store)  # what one tick hands the next, kept in the store
+        # Caches and per-tick facts, none of which a restart needs:
         self._month_spend: tuple[datetime, dict[TenantName, float]] | None = None
         self.down: dict[str, str] = {}  # providers whose reads failed this tick, and why
-        self._drained: dict[str, list[ProviderEvent]] = {}  # events read between ticks, for the next tick
-        self._last_targets: dict[GroupId, int] = {}
-        self._last_pools: dict[GroupId, tuple[int, WarmState]] = {}
-        self.interruptions = InterruptionObservations.from_json(store.get_meta(INTERRUPTIONS_KEY))
-        self._interruptions_at: datetime | None = None  # when exposure was last counted
-        self.runtimes = RuntimeHistory()  # completed jobs' run times, what the planner expects runs from
-        self._ready_spot: dict[GroupId, int] = {}  # ready spot nodes per group then
         self._interruptions_saved_at: datetime | None = None
         # The plan sequence and the last tick's time, as this leader last wrote them (None: read the store).
         self._plan_seq: int | None = None
@@ -211,8 +204,19 @@ class Controller:
         """Settle the intent journal against the providers; run once before the first plan."""
         outcomes = self.actuator.recover()
         self._plan_seq = self._last_tick = None  # another leader may have ticked meanwhile
+        self.memory = ControllerMemory.load(self.store)
         self.started = True
         return outcomes
+
+    @property
+    def interruptions(self) -> InterruptionObservations:
+        """The interruptions and spot node-hours observed per group (the learnt rates' evidence)."""
+        return self.memory.interruptions
+
+    @property
+    def runtimes(self) -> RuntimeHistory:
+        """Completed jobs' run times, what the planner expects runs from."""
+        return self.memory.runtimes
 
     # ------------------------------------------------------------ the tick
 
@@ -235,7 +239,7 @@ class Controller:
         targets = self._targets()
         gc = self.actuator.collect_garbage(observed, targets)
         known = self._known_nodes(observed, now, record=True)
-        self._note_interruptions(events, observed, now)
+        self.memory.note_events(events, observed, now)
         self._learn_interruptions(events, known, now)
         self._cool_down_on_events(events)
         if self.agents is not None:
@@ -244,7 +248,7 @@ class Controller:
             self.agents.sync(now)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         for done in job_events.completed:
-            self.runtimes.record(done)
+            self.memory.record_runtime(done)
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
         snapshot = self._snapshot(nodes, jobs, targets, now)
@@ -300,12 +304,13 @@ class Controller:
         known = self._known_nodes(observed, now, record=False, also=adoptable)
         jobs = self.source.peek(now, {n.id: n for n in known})
         nodes = with_idle_since(known, jobs, now)
-        seq = int(self.store.get_meta(PLAN_SEQ_KEY, "0") or "0") + 1
+        seq = int(self.store.get_meta(MetaKey.PLAN_SEQ, "0") or "0") + 1
         return self._plan(self._snapshot(nodes, jobs, targets, now), jobs, now, f"{self.cluster}-dry-{seq:07d}")
 
     def _targets(self) -> dict[GroupId, int]:
         """Each group's target as its provider last reported it (this tick's, unless the provider is down)."""
-        return {gid: self._last_targets[gid] for gid in self.groups if gid in self._last_targets}
+        last = self.memory.targets
+        return {gid: last[gid] for gid in self.groups if gid in last}
 
     def _snapshot(
         self, nodes: Sequence[Node], jobs: Sequence[Job], targets: Mapping[GroupId, int], now: datetime
@@ -318,8 +323,8 @@ class Controller:
             spend_month_usd=dict(self._spend_this_month(now)),
             warm_pools=self._warm_pools(),
             unavailable={**self.unavailable(now), **self._down_groups()},
-            notices=dict(self._notices),
-            rebalances=dict(self._rebalances),
+            notices=dict(self.memory.notices),
+            rebalances=dict(self.memory.rebalances),
             node_gpus=self.agents.node_gpus() if self.agents is not None else {},
             interruption_rates=self.interruptions.rates(self.groups.values()),
             runtimes=self.runtimes.runtimes(),
@@ -328,8 +333,9 @@ class Controller:
     def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:
         down = self._down_groups()
         pools = {gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups if gid not in down}
-        self._last_pools.update(pools)
-        return {gid: self._last_pools[gid] for gid in self.groups if gid in self._last_pools}
+        last = self.memory.pools
+        last.update(pools)
+        return {gid: last[gid] for gid in self.groups if gid in last}
 
     def _cool_down_on_failures(self, outcomes: Sequence[Outcome], now: datetime) -> None:
         """Start a group's cooldown after this tick's launch there failed for capacity or quota (not a
@@ -350,53 +356,40 @@ class Controller:
                                      f"a spot interruption at {e.at:%H:%M}")
 
     def _start_cooldown(self, group_id: GroupId, until: datetime, why: str) -> None:
-        current = self._cooldowns.get(group_id)
-        if current is None or until > current[0]:
-            self._cooldowns[group_id] = (until, why)
-
-    def _note_interruptions(self, events: Sequence[ProviderEvent], observed: Mapping[NodeId, Node], now: datetime) -> None:
-        """Keep each interruption notice's deadline while its node is listed and the deadline is recent, and each
-        rebalance recommendation's time while its node is listed."""
-        for e in events:
-            if e.kind is EventKind.INTERRUPTION and e.node_id is not None and e.deadline is not None:
-                self._notices[e.node_id] = e.deadline
-            elif e.kind is EventKind.REBALANCE and e.node_id is not None:
-                self._rebalances[e.node_id] = e.at
-        stale = now - timedelta(seconds=NOTICE_GRACE_S)
-        for node_id in [n for n, at in self._notices.items() if n not in observed or at < stale]:
-            del self._notices[node_id]
-        for node_id in [n for n in self._rebalances if n not in observed]:
-            del self._rebalances[node_id]
+        self.memory.start_cooldown(group_id, until, why)
 
     def _learn_interruptions(self, events: Sequence[ProviderEvent], known: Sequence[Node], now: datetime) -> None:
         """Count spot node-hours since the last tick (the spot nodes ready then) and this tick's interruption
         notices per group (`burst.planner.spot_rates`), and store them now and then."""
-        hours = 0.0 if self._interruptions_at is None else max(0.0, (now - self._interruptions_at).total_seconds() / 3600)
-        self._interruptions_at = now
-        before = self._ready_spot
+        exposure = self.memory.exposure
+        hours = 0.0 if exposure.at is None else max(0.0, (now - exposure.at).total_seconds() / 3600)
+        exposure.at = now
+        before = exposure.ready_spot
         ready: dict[GroupId, int] = defaultdict(int)
         spot_groups = {gid for gid, group in self.groups.items() if group.capacity_type is CapacityType.SPOT}
         ready_state = NodeState.READY
         for node in known:
             if node.state is ready_state and node.group_id in spot_groups:
                 ready[node.group_id] += 1
-        self._ready_spot = dict(ready)
+        exposure.ready_spot = dict(ready)
         interrupted = [e.group_id for e in events if e.kind is EventKind.INTERRUPTION and e.group_id in self.groups]
-        if not before and not interrupted and not self.interruptions.node_hours:
+        if not before and not interrupted and not self.memory.interruptions.node_hours:
             return
-        self.interruptions = self.interruptions.observe(hours, before, interrupted)
+        observed = self.memory.interruptions.observe(hours, before, interrupted)
         last = self._interruptions_saved_at
         if interrupted or last is None or (now - last).total_seconds() >= INTERRUPTIONS_SAVE_S:
-            self.store.set_meta(INTERRUPTIONS_KEY, self.interruptions.to_json())
+            self.memory.learnt(observed)  # written with this tick's record
             self._interruptions_saved_at = now
+        else:
+            self.memory.interruptions = observed
 
     def unavailable(self, now: datetime) -> dict[GroupId, str]:
         """Groups cooling down at `now`, with why and until when."""
-        return {gid: f"{why}; until {until:%H:%M}" for gid, (until, why) in sorted(self._cooldowns.items()) if until > now}
+        return self.memory.unavailable(now)
 
     def cooldown_ends(self, now: datetime) -> list[datetime]:
         """When the cooldowns still running at `now` end (the simulator ticks then)."""
-        return [until for until, _ in self._cooldowns.values() if until > now]
+        return self.memory.cooldown_ends(now)
 
     def _spend_this_month(self, now: datetime) -> dict[TenantName, float]:
         """Month-to-date spend per tenant: read from the ledger once a month, then kept up as costs are recorded."""
@@ -423,7 +416,7 @@ class Controller:
             except Exception as exc:  # the next tick polls again and marks the provider down if it still fails
                 log.debug("event poll between ticks failed", extra={"provider": name, "detail": str(exc)})
                 continue
-            self._drained.setdefault(name, []).extend(found)
+            self.memory.keep_events(self.store, name, found)
             out.extend(found)
         return out
 
@@ -435,16 +428,18 @@ class Controller:
         for name, provider in self.providers.items():
             try:
                 provider.refresh()
-                found = [*self._drained.pop(name, ()), *provider.poll_events()] if drain_events else []
+                found = self.memory.keep_events(self.store, name, provider.poll_events()) if drain_events else []
                 nodes = provider.nodes()
                 targets = {gid: provider.target(gid) for gid, p in self.group_provider.items() if p is provider}
             except Exception as exc:  # an outage of one backend must not stop the others
                 self.down[name] = f"{type(exc).__name__}: {exc}"
                 log.warning("provider down for this tick", extra={"provider": name, "detail": self.down[name]})
                 continue
+            if drain_events:
+                self.memory.applied(name)
             events.extend(found)
             observed.update(nodes)
-            self._last_targets.update(targets)
+            self.memory.targets.update(targets)
         return observed, events
 
     def _down_groups(self) -> dict[GroupId, str]:
@@ -490,9 +485,9 @@ class Controller:
 
     def _next_plan_id(self) -> str:
         if self._plan_seq is None:
-            self._plan_seq = int(self.store.get_meta(PLAN_SEQ_KEY, "0") or "0")
+            self._plan_seq = int(self.store.get_meta(MetaKey.PLAN_SEQ, "0") or "0")
         seq = self._plan_seq + 1
-        self.store.set_meta(PLAN_SEQ_KEY, str(seq))
+        self.store.set_meta(MetaKey.PLAN_SEQ, str(seq))
         self._plan_seq = seq
         return f"{self.cluster}-{seq:07d}"
 
@@ -505,8 +500,10 @@ class Controller:
             with self.store.transaction():
                 self._record_tick(result, outcomes, snapshot, now)
                 self.store.record_losses(job_losses(job_events, result, snapshot.jobs, self._group_of, now))
+                self.memory.save(self.store)
         except BaseException:
             self._last_tick = None  # rolled back: the stored last tick is the one to count from
+            self.memory.unsaved()
             raise
 
     def _group_of(self, node_id: NodeId) -> GroupId | None:
@@ -528,9 +525,9 @@ class Controller:
             rows.append((hold.subject, "hold", hold.reason, about))
         if self.record_decisions:  # a plan without rows too: it ends the previous plan's holds
             self.store.record_decisions(result.id, now, rows)
-        last = self._last_tick if self._last_tick is not None else self.store.get_meta(LAST_TICK_KEY)
+        last = self._last_tick if self._last_tick is not None else self.store.get_meta(MetaKey.LAST_TICK)
         self._last_tick = now.isoformat()
-        self.store.set_meta(LAST_TICK_KEY, self._last_tick)
+        self.store.set_meta(MetaKey.LAST_TICK, self._last_tick)
         if self.record_costs and last is not None:
             seconds = (now - datetime.fromisoformat(last)).total_seconds()
             if seconds > 0:
@@ -542,11 +539,10 @@ class Controller:
                 for entry in entries:
                     if entry.tenant is not None:
                         spend[entry.tenant] = spend.get(entry.tenant, 0.0) + entry.usd
-        if self.record_demand and (
-            self._last_demand_at is None or (now - self._last_demand_at).total_seconds() >= DEMAND_INTERVAL_S
-        ):
+        last_demand = self.memory.demand_at
+        if self.record_demand and (last_demand is None or (now - last_demand).total_seconds() >= DEMAND_INTERVAL_S):
             self.store.record_demand(demand_points(snapshot.jobs, now))
-            self._last_demand_at = now
+            self.memory.demand_at = now
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -590,8 +586,6 @@ def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -
 
 COOLING_ERRORS = ("InsufficientCapacity", "QuotaExceeded")
 """Launch failures that start a cooldown (an outcome's detail begins with the error's type)."""
-NOTICE_GRACE_S = 600.0
-"""An interruption notice is forgotten this long after its deadline even if the node is still listed."""
 
 
 def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:

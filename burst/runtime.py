@@ -31,7 +31,7 @@ from burst.lease import LeaderLease, SqliteLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
-from burst.state import Store
+from burst.state import MetaKey, Store
 from burst.wakeup import JobWatch, NodeWatch, NoticeWatch, Wakeup, Watch
 from burst.workloads.base import JobSource
 from burst.workloads.feed import ArrivalFeed
@@ -49,10 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FEED_CURSOR_KEY = "feed.synthetic.cursor"
-# {group id: GPU model} of every group a run on this state has had, so `burst usage --state` alone can name them.
-GROUP_GPU_MODELS_KEY = "node_groups.gpu_models"
-SIM_CLOCK_KEY = "reconcile.last_tick"
 NOTICE_READ_S = 1.0
 """Between ticks, a cloud's event source (an SQS receive, a zone operations list) is read at most once a wall second."""
 
@@ -558,15 +554,15 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
 
 def _record_gpu_models(store: Store, groups: tuple[NodeGroup, ...]) -> None:
     """Add the configured groups' GPU models to those the state has recorded (a group dropped keeps its entry)."""
-    known = json.loads(store.get_meta(GROUP_GPU_MODELS_KEY) or "{}")
+    known = json.loads(store.get_meta(MetaKey.GROUP_GPU_MODELS) or "{}")
     models = {**known, **{g.id: g.shape.gpu_model for g in groups}}
     if models != known:
-        store.set_meta(GROUP_GPU_MODELS_KEY, json.dumps(models, sort_keys=True))
+        store.set_meta(MetaKey.GROUP_GPU_MODELS, json.dumps(models, sort_keys=True))
 
 
 def _sim_clock(config: BurstConfig, store: Store, override: datetime | None) -> ManualClock:
     start = override or config.sim_start or datetime.now(UTC).replace(microsecond=0)
-    last = store.get_meta(SIM_CLOCK_KEY)
+    last = store.get_meta(MetaKey.LAST_TICK)
     if override is None and last is not None:
         start = max(start, datetime.fromisoformat(last))
     return ManualClock(start)
@@ -735,17 +731,16 @@ def _job_source(
     workload = SyntheticWorkload(settings)
 
     def load_cursor() -> datetime | None:
-        raw = store.get_meta(FEED_CURSOR_KEY)
+        raw = store.get_meta(MetaKey.FEED_CURSOR)
         return datetime.fromisoformat(raw) if raw else None
 
     def save_cursor(at: datetime) -> None:
-        store.set_meta(FEED_CURSOR_KEY, at.isoformat())
+        store.set_meta(MetaKey.FEED_CURSOR, at.isoformat())
 
     return ArrivalFeed(queue, workload.jobs_between, start=clock(), load_cursor=load_cursor, save_cursor=save_cursor)
 
 
 __all__ = [
-    "GROUP_GPU_MODELS_KEY",
     "ConfigError",
     "Runtime",
     "build_runtime",

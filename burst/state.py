@@ -3,8 +3,10 @@
 What lives here: jobs (the embedded queue's truth), nodes as last observed,
 the actuator's intent journal, group targets, demand history (forecasting
 input), the cost ledger, the job-loss ledger (work lost to interruptions and
-evictions, GPU time spent checkpointing), the decision log (``burst explain``)
-and a small key/value table.
+evictions, GPU time spent checkpointing), the decision log (``burst explain``),
+the controller's cross-tick memory (`burst.memory`: cooldowns, interruption
+notices, events read but not yet applied, completed jobs' run times, ...) and a
+small key/value table whose entries are the `MetaKey` names.
 
 Conventions
 -----------
@@ -43,7 +45,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
+from enum import StrEnum, unique
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -69,6 +71,7 @@ __all__ = [
     "JobExists",
     "JobLoss",
     "LossTotals",
+    "MetaKey",
     "Migration",
     "SchemaTooNew",
     "Store",
@@ -95,6 +98,28 @@ class SchemaTooNew(RuntimeError):
 
 
 # ------------------------------------------------------------------ records
+
+
+@unique
+class MetaKey(StrEnum):
+    """The key/value table's entries: one name each, declared here and nowhere else.
+
+    `Store.get_meta` and `Store.set_meta` refuse any other name, so two
+    modules can never share an entry by spelling it alike. The controller's
+    cross-tick memory has its own table (`Store.memory`), not entries here.
+    """
+
+    PLAN_SEQ = "plan.seq"
+    """The number of the last plan made (plan ids count up from it across restarts)."""
+    LAST_TICK = "reconcile.last_tick"
+    """The instant of the controller's last recorded tick: costs are counted from it, and a simulated
+    clock resumes from it (one fact, one entry: the quickstart's clock is the loop's last tick)."""
+    GC_FIRST_SEEN = "gc.first_seen"
+    """When each unknown tagged node was first seen (its grace period before garbage collection)."""
+    FEED_CURSOR = "feed.synthetic.cursor"
+    """The instant up to which a synthetic workload has submitted its jobs."""
+    GROUP_GPU_MODELS = "node_groups.gpu_models"
+    """{group id: GPU model} of every group a run on this state has had (`burst usage --state`)."""
 
 
 class IntentStatus(StrEnum):
@@ -339,6 +364,26 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             "ALTER TABLE decisions ADD COLUMN last_at TEXT",
             "ALTER TABLE decisions ADD COLUMN seen INTEGER NOT NULL DEFAULT 1 CHECK (seen >= 1)",
+        ),
+    ),
+    Migration(
+        5,
+        "the controller's cross-tick memory (cooldowns, notices, events read but not yet applied, ...) and "
+        "completed jobs' run times; the learnt interruption rates move there from the key/value table",
+        (
+            """CREATE TABLE controller_memory (
+                section TEXT PRIMARY KEY,
+                json TEXT NOT NULL
+            )""",
+            """CREATE TABLE job_runtimes (
+                tenant TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                seconds REAL NOT NULL,
+                PRIMARY KEY (tenant, seq)
+            ) WITHOUT ROWID""",
+            "INSERT INTO controller_memory (section, json) SELECT 'interruptions', value FROM meta "
+            "WHERE key = 'spot.interruptions'",
+            "DELETE FROM meta WHERE key = 'spot.interruptions'",
         ),
     ),
 )
@@ -1160,16 +1205,63 @@ class Store:
 
     # ---------------------------------------------------------------- meta
 
-    def get_meta(self, key: str, default: str | None = None) -> str | None:
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+    def get_meta(self, key: MetaKey, default: str | None = None) -> str | None:
+        """The value of a `MetaKey` entry (`default` when unset); any other name is a ValueError."""
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (MetaKey(key).value,))
         return str(rows[0][0]) if rows else default
 
-    def set_meta(self, key: str, value: str) -> None:
+    def set_meta(self, key: MetaKey, value: str) -> None:
+        """Set a `MetaKey` entry; any other name is a ValueError."""
+        name = MetaKey(key).value
         with self._tx() as conn:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, str(value)),
+                (name, str(value)),
             )
+
+    # ---------------------------------------------------------------- controller memory
+
+    def memory(self) -> dict[str, str]:
+        """The controller's cross-tick memory as last written: {section: JSON text} (`burst.memory` owns both)."""
+        return {str(k): str(v) for k, v in self._query("SELECT section, json FROM controller_memory")}
+
+    def put_memory(self, sections: Mapping[str, str]) -> None:
+        """Replace these sections of the controller's memory (JSON text each), all in one transaction."""
+        if not sections:
+            return
+        for name, text in sections.items():
+            if not isinstance(text, str):
+                raise TypeError(f"memory section {name}: expected JSON text, got {type(text).__name__}")
+        with self._tx() as conn:
+            conn.executemany(
+                "INSERT INTO controller_memory (section, json) VALUES (?, ?) "
+                "ON CONFLICT(section) DO UPDATE SET json = excluded.json",
+                sorted(sections.items()),
+            )
+
+    def record_runtimes(self, rows: Iterable[tuple[str, int, float]], *, keep: int) -> int:
+        """Append completed jobs' run times as (tenant, seq, seconds), seq counting up per tenant; each tenant
+        named keeps only its newest `keep`. How many rows were added (none if any is invalid)."""
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        values = [(str(t), int(seq), _finite(sec, f"run time of tenant {t}")) for t, seq, sec in rows]
+        if not values:
+            return 0
+        newest: dict[str, int] = {}
+        for tenant, seq, _ in values:
+            newest[tenant] = max(seq, newest.get(tenant, seq))
+        with self._tx() as conn:
+            conn.executemany("INSERT OR REPLACE INTO job_runtimes (tenant, seq, seconds) VALUES (?, ?, ?)", values)
+            conn.executemany("DELETE FROM job_runtimes WHERE tenant = ? AND seq <= ?",
+                             [(t, seq - keep) for t, seq in newest.items() if seq > keep])
+        return len(values)
+
+    def runtimes(self) -> dict[str, list[tuple[int, float]]]:
+        """Each tenant's recorded run times as (seq, seconds), oldest first."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for tenant, seq, seconds in self._query("SELECT tenant, seq, seconds FROM job_runtimes ORDER BY tenant, seq"):
+            out.setdefault(str(tenant), []).append((int(seq), float(seconds)))
+        return out
 
     # ---------------------------------------------------------------- decision log
 

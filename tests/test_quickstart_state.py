@@ -10,8 +10,7 @@ from click.testing import CliRunner
 
 from burst.cli import main
 from burst.quickstart import quickstart_state_path
-from burst.runtime import SIM_CLOCK_KEY
-from burst.state import Store
+from burst.state import MetaKey, Store
 
 
 def burst(*args: str) -> tuple[int, str, str]:
@@ -22,7 +21,7 @@ def burst(*args: str) -> tuple[int, str, str]:
 def last_tick() -> str:
     """The quickstart state's recorded last tick (events wake the loop between heartbeats, so not on a minute)."""
     with Store(quickstart_state_path()) as store:
-        last = store.get_meta(SIM_CLOCK_KEY)
+        last = store.get_meta(MetaKey.LAST_TICK)
     assert last is not None
     return last
 

@@ -44,6 +44,7 @@ from burst.state import (
     JobExists,
     JobLoss,
     LossTotals,
+    MetaKey,
     SchemaTooNew,
     Store,
 )
@@ -290,7 +291,7 @@ def test_store_file_is_wal_and_survives_close_and_reopen(db_path: Path) -> None:
         s.set_target(g.id, 3, "scale_up:aws-spot-a100:size=3", T0)
         s.record_demand([DemandPoint(T0, "research", "A100", 8.0, 4.0)])
         s.record_cost(T0, "elastic_spot", 12.5, 8.0, tenant="research", group_id=g.id)
-        s.set_meta("cluster", "prod")
+        s.set_meta(MetaKey.FEED_CURSOR, "prod")
         s.record_decisions("p1", T0, [("aws-spot-a100", "scale_up", "queue too long", {"size": 3})])
         assert Path(f"{db_path}-wal").exists()  # WAL mode, for real, on disk
     assert s.closed
@@ -313,7 +314,7 @@ def test_store_file_is_wal_and_survives_close_and_reopen(db_path: Path) -> None:
         assert s.targets() == {g.id: 3}
         assert s.demand_history() == [DemandPoint(T0, "research", "A100", 8.0, 4.0)]
         assert s.spend_by_tenant(T0) == {"research": 12.5}
-        assert s.get_meta("cluster") == "prod"
+        assert s.get_meta(MetaKey.FEED_CURSOR) == "prod"
         assert s.decisions("aws-spot-a100")[0].data == {"size": 3}
 
 
@@ -526,10 +527,12 @@ def test_targets_meta_and_decisions(store: Store) -> None:
         store.set_target("g1", -1, "k", T0)
     assert store.forget_target("g2") and store.targets() == {"g1": 5}
 
-    assert store.get_meta("missing") is None and store.get_meta("missing", "d") == "d"
-    store.set_meta("cluster", "a")
-    store.set_meta("cluster", "b")
-    assert store.get_meta("cluster") == "b"
+    assert store.get_meta(MetaKey.FEED_CURSOR) is None and store.get_meta(MetaKey.FEED_CURSOR, "d") == "d"
+    store.set_meta(MetaKey.FEED_CURSOR, "a")
+    store.set_meta(MetaKey.FEED_CURSOR, "b")
+    assert store.get_meta(MetaKey.FEED_CURSOR) == "b"
+    with pytest.raises(ValueError, match="cluster"):
+        store.set_meta("cluster", "a")  # type: ignore[arg-type]  # only the declared entries exist
 
     store.record_decisions("p1", T0, [("job:j1", "place_job", "fits on onprem-0", {"nodes": ["onprem-0"]})])
     store.record_decisions(
@@ -664,7 +667,7 @@ def test_a_v2_file_without_the_job_loss_table_opens_and_gains_it(db_path: Path) 
         assert not v2._query("SELECT name FROM sqlite_master WHERE name = 'job_losses'")
         v2.record_cost(T0, "elastic_spot", 8.0, 2.0, tenant="a", group_id="spot")
     with Store.open(db_path) as s:
-        assert s.schema_version == LATEST_VERSION == 4
+        assert s.schema_version == LATEST_VERSION
         assert s.costs() == [CostEntry(T0, "elastic_spot", 8.0, 2.0, "a", "spot")]  # the ledger is kept
         assert s.job_losses() == [] and s.loss_totals() == {}
         s.record_losses([JobLoss(T0, "j", "a", "interruption", 8.0, lost_gpu_s=7200.0, group_id="spot",
@@ -824,3 +827,16 @@ def test_a_hold_repeated_unchanged_is_one_row_until_it_stops(store: Store) -> No
     store.record_decisions("p6", T0 + timedelta(minutes=6), [place])
     store.record_decisions("p7", T0 + timedelta(minutes=7), [place])
     assert len(store.decisions("job:j1")) == 2, "actions are never merged: each plan's is its own"
+
+
+def test_a_v4_file_moves_its_learnt_interruption_rates_into_the_controller_memory(db_path: Path) -> None:
+    observations = '{"interruptions":{"spot":1.0},"node_hours":{"spot":2.5}}'
+    with Store.open(db_path, target_version=4) as v4, v4._tx() as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('spot.interruptions', ?)", (observations,))
+    with Store.open(db_path) as s:
+        assert s.schema_version == LATEST_VERSION
+        assert s.memory() == {"interruptions": observations}
+        assert not s._query("SELECT 1 FROM meta WHERE key = 'spot.interruptions'"), "one place for one fact"
+        assert s.runtimes() == {}
+        s.record_runtimes([("a", seq, float(seq)) for seq in range(1, 6)], keep=3)
+        assert s.runtimes() == {"a": [(3, 3.0), (4, 4.0), (5, 5.0)]}, "a tenant keeps its newest run times"

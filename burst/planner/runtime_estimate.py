@@ -45,11 +45,15 @@ class RuntimeHistory:
 
     def record(self, job: Job) -> None:
         """Add a completed job's run time (the work it did, over every run)."""
-        times = self._times.get(job.tenant)
+        self.add(job.tenant, job.work_done_s)
+
+    def add(self, tenant: TenantName, seconds: float) -> None:
+        """Add one of `tenant`'s run times (a completed job's, or one read back from the store)."""
+        times = self._times.get(tenant)
         if times is None:
-            times = self._times[job.tenant] = deque(maxlen=self.per_tenant)
-        times.append(job.work_done_s)
-        self._frozen.pop(job.tenant, None)
+            times = self._times[tenant] = deque(maxlen=self.per_tenant)
+        times.append(seconds)
+        self._frozen.pop(tenant, None)
 
     def runtimes(self) -> dict[TenantName, tuple[float, ...]]:
         """Each tenant's run times, for `Snapshot.runtimes` (tuples rebuilt only for tenants that changed)."""

@@ -304,8 +304,8 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
     from burst.projection.budget import month_start
     from burst.projection.usage import USAGE_JSON_SCHEMA, meter
     from burst.quickstart import recorded_now, state_path_for
-    from burst.runtime import GROUP_GPU_MODELS_KEY, catalog_from_config
-    from burst.state import Store
+    from burst.runtime import catalog_from_config
+    from burst.state import MetaKey, Store
 
     if schema:
         click.echo(json.dumps(USAGE_JSON_SCHEMA, indent=2))
@@ -324,7 +324,7 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
         t0 = _instant(since, "--since") if since else month_start(now)
         rows = store.costs(since=t0, until=t1)
         losses = store.loss_totals(since=t0, until=t1, tenant=tenant)
-        gpu_models = json.loads(store.get_meta(GROUP_GPU_MODELS_KEY) or "{}")
+        gpu_models = json.loads(store.get_meta(MetaKey.GROUP_GPU_MODELS) or "{}")
     usage = meter(rows, groups, catalog.standby_price if catalog is not None else (lambda g: 0.0), tenant=tenant,
                   group_price=catalog.group_price if catalog is not None else None,
                   root_volume_gb=lambda g: root_volume_gb, losses=losses, gpu_models=gpu_models)

@@ -34,7 +34,7 @@ from aws_env import FaultProxy, client, launch_untracked
 
 from burst.model import Action, JobState
 from burst.runtime import build_runtime, load_run_config
-from burst.state import Store
+from burst.state import MetaKey, Store
 from burst.workloads.synthetic import SyntheticSettings, SyntheticWorkload
 
 from .conftest import CLUSTER, Aws
@@ -169,7 +169,7 @@ def planned_max(store: Store) -> dict[str, int]:
 
 def sim_now(config_path: Path) -> datetime:
     with Store.open(config_path.parent / "burst.db") as store:
-        last = store.get_meta("reconcile.last_tick")
+        last = store.get_meta(MetaKey.LAST_TICK)
     return datetime.fromisoformat(last) if last else START
 
 
@@ -209,7 +209,7 @@ def test_sigkilled_100_times_during_actuation_nothing_is_lost_or_doubled(
         counts = store.job_counts()
         jobs = store.jobs()
         unsettled = store.unconfirmed_intents()
-        last = datetime.fromisoformat(store.get_meta("reconcile.last_tick") or "")
+        last = datetime.fromisoformat(store.get_meta(MetaKey.LAST_TICK) or "")
     final = observe(aws)
     in_groups = set().union(*(live for _, live in final.values()))
     untracked = tagged_running(aws) - in_groups
