@@ -492,7 +492,11 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
 @STATE_OPTION
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Most recent decisions shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of decisions, newest first.")
-def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: int, as_json: bool) -> None:
+@click.option("--timeline", "as_timeline", is_flag=True,
+              help="Print a compact time-ordered view instead, oldest first: the job's submission, decisions and "
+                   "lost runs, one line each (with --json, a list of {at, until, seen, kind, subject, detail, plan_id}).")
+def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: int, as_json: bool,
+                as_timeline: bool) -> None:
     """Why something happened or did not: the decisions about job, node, group or tenant NAME, newest first.
 
     Every action a plan takes and every hold (a decision not to act) is in the
@@ -508,9 +512,24 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
     with _open_store(path) as store:
         found = store.decisions_about(name, limit=limit)
         job = store.get_job(name)
+        losses = store.job_losses(job_id=name) if job is not None and as_timeline else []
     if not found and job is None:  # nothing by that name has a decision: not found, as kubectl says it
         raise click.ClickException(f"no decision about {name} in {path}: no job, node, group or tenant by that "
                                    "name has one (burst jobs lists the jobs)")
+    if as_timeline:
+        from burst.timeline import render_text, timeline
+
+        entries = timeline(found, job, losses)
+        if as_json:
+            click.echo(json.dumps([e.to_json() for e in entries], indent=2))
+        else:
+            if job is not None:
+                click.echo(f"job {job.id}: {job.state.value}, tenant {job.tenant}, {job.gpu_demand:g} GPU(s)"
+                           + (f" on {', '.join(job.node_ids)}" if job.node_ids else ""))
+            click.echo(f"timeline of {name} (UTC, oldest first; from the {limit} latest decisions)")
+            for line in render_text(entries):
+                click.echo(line)
+        return
     if as_json:
         click.echo(json.dumps([
             {"at": d.at.isoformat(), "last_at": (d.last_at or d.at).isoformat(), "seen": d.seen, "plan_id": d.plan_id,

@@ -184,6 +184,14 @@ def test_reactive_end_to_end_scans_every_10_s_cold_boots_and_removes_the_node_10
     assert r.gpu_hours_paid == pytest.approx(2730 / 3600 * 8)
     assert r.cost_by_tier["elastic_on_demand"] == pytest.approx(2730 / 3600 * setup.catalog.group_price(od))
     assert r.cost_by_tier["steady"] == 0.0 and r.cost_by_tier["elastic_spot"] == 0.0
+    # what the report draws: GPUs still pending after each plan, what each plan did, the bill so far by line
+    assert [p.pending_gpus for p in r.timeline] == [0, 8, 0, 0, 0, 0, 0, 0]
+    assert [((p.at - T0).total_seconds(), p.marks) for p in r.timeline if p.marks] == [
+        (20.0, {"scale_up": 1}), (2720.0, {"scale_down": 1}),
+    ]
+    od_usd_per_s = setup.catalog.group_price(od) / 3600
+    assert [p.spent_usd["elastic_on_demand"] for p in r.timeline[:3]] == pytest.approx([0.0, 0.0, 300 * od_usd_per_s])
+    assert r.timeline[-1].spent_usd == pytest.approx(r.cost_by_tier)
 
 
 def test_baselines_run_the_frozen_planner_not_bursts() -> None:

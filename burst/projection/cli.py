@@ -179,8 +179,9 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
         raise click.ClickException(str(exc)) from None
     if report_dir is not None:
         from burst.projection.report import write_report
+        from burst.projection.whatif import describe
 
-        say(f"wrote {write_report(projection, report_dir)}")
+        say(f"wrote {write_report(projection, report_dir, history=series, changes={w.name: describe(w) for w in what_ifs})}")
     if as_json:
         click.echo(json.dumps(projection.to_json(), indent=2))
         return

@@ -1,131 +1,266 @@
-"""The HTML page of a cost projection, with the PNG plots it links.
+"""The HTML report of `burst cost --report`: what the forecast says is coming and what it will cost.
 
-Plots: cumulative projected cost over the horizon (P50 run, with the band up
-to the P90 run), cost per tenant (P50 bars, P90 whiskers) and cost per line
-stacked for the baseline and each what-if. The page also holds the candidate
-table, the budget status and the capacity advice.
+One self-contained page (`burst.plots`): the candidates table (the baseline,
+then each what-if beside it with a line saying what it changed), the demand
+history with the forecast band that drives the projection, cost per day by
+cost line with the band of the projection's paths, cost per tenant and per
+cost line with values on the bars, the budget status, the capacity advice and
+the assumptions.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
-from datetime import datetime
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from burst import plots
 from burst.catalog import COST_LINES
-from burst.projection.project import Projection
-from burst.sim.report import TIER_COLOURS
+from burst.plots import Theme
+from burst.projection.project import Projection, Scenario
+from burst.sim.engine import StrategyResult
 from burst.state import CostEntry
+from forecasting.models import DemandSeries
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+HISTORY_SHOWN_S = 14 * 86400.0
+"""How much demand history the demand plot shows before the projection starts."""
 
 
-def cumulative(ledger: Sequence[CostEntry], start: datetime, horizon_s: float, step_s: float = 3600.0) -> list[float]:
-    """Cumulative ledger spend (every tenant and the overhead) at each step end over the horizon."""
-    n = max(1, int(round(horizon_s / step_s)))
-    per = [0.0] * n
-    for row in ledger:
-        k = min(n - 1, max(0, int((row.at - start).total_seconds() // step_s)))
-        per[k] += row.usd
-    out, total = [], 0.0
-    for v in per:
-        total += v
-        out.append(total)
+def write_report(projection: Projection, directory: Path, *, history: DemandSeries | None = None,
+                 changes: Mapping[str, str] | None = None) -> Path:
+    """Write the report as `index.html` into `directory` (created); returns its path.
+
+    `history` is the demand series the forecast was fitted on (drawn before
+    the forecast when given); `changes` maps each what-if to the line that
+    says what it changed.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / "index.html"
+    out.write_text(render(projection, history=history, changes=changes), encoding="utf-8")
     return out
 
 
-def write_report(projection: Projection, directory: Path) -> Path:
-    """Write `index.html` and its PNG plots into `directory` (created); returns the HTML path."""
-    import matplotlib
+def paths(scenario: Scenario) -> dict[float, StrategyResult]:
+    """The scenario's runs by the demand quantile each replayed, lowest first."""
+    found: dict[float, StrategyResult] = {0.5: scenario.p50, 0.9: scenario.p90}
+    low = getattr(scenario, "p10", None)  # a projection that also runs the P10 path
+    if isinstance(low, StrategyResult):
+        found[0.1] = low
+    return dict(sorted(found.items()))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    directory.mkdir(parents=True, exist_ok=True)
+def _q(q: float) -> str:
+    return f"P{round(q * 100)}"
+
+
+def render(projection: Projection, *, history: DemandSeries | None = None, changes: Mapping[str, str] | None = None) -> str:
+    """The report's HTML (every plot embedded)."""
+    changes = dict(changes or {})
     base = projection.baseline
-    start, horizon_s = projection.start, projection.horizon_s
+    scenarios = projection.scenarios()
+    qs = list(paths(base))
+    band = f"{_q(qs[0])}–{_q(qs[-1])}"
+    end = projection.start + timedelta(seconds=projection.horizon_s)
+    lede = (f"{projection.horizon_s / 3600:,.0f} h from {_utc(projection.start)} to {_utc(end)}; demand forecast by "
+            f"{html.escape(projection.forecast.model)}. Options: {html.escape(', '.join(s.name for s in scenarios))}.")
+    sections: list[tuple[str, str]] = [("Options", candidates_table(projection, changes))]
+    sections.append(("Demand: history and forecast", plots.picture(
+        lambda th: _demand(th, projection, history), "demand history and the forecast band")
+        + '<p class="note">GPUs demanded (running and pending), summed over tenants, per hour. The projection replays '
+          "synthetic jobs drawn to follow the forecast's paths.</p>"))
+    sections.append((f"Cost per {_bin_name(projection.horizon_s)}, by cost line (baseline)", plots.picture(
+        lambda th: _cost_per_bin(th, projection), f"baseline cost per {_bin_name(projection.horizon_s)} by cost line, "
+                                                  f"with the {band} band")
+        + f'<p class="note">Bars: the {_q(0.5)} path\'s run, from the controller\'s cost ledger (held GPUs per tenant '
+          f"plus idle and hot-pool overhead). Whiskers: the totals of the {band} paths' runs.</p>"))
+    sections.append(("Per tenant (baseline)", plots.picture(lambda th: _per_tenant(th, base),
+                                                            "baseline cost per tenant, P50 bars with P90 whiskers")
+                     + tenant_table(base)))
+    sections.append(("Per cost line, each option beside the baseline", plots.picture(
+        lambda th: _per_line(th, scenarios), "P50 cost per option stacked by cost line")
+        + '<p class="note">Idle capacity and hot pools are overhead no tenant pays, so tenant figures add up to less '
+          "than these totals.</p>"))
+    sections.append(("Capacity planning", _advice(projection)))
+    sections.append(("Assumptions", "<ul>" + "".join(f"<li>{html.escape(a)}</li>" for a in projection.assumptions) + "</ul>"))
+    return plots.page("burst cost projection", lede, sections)
 
-    fig, ax = plt.subplots(figsize=(9, 3.5))
+
+def _utc(at: datetime) -> str:
+    return f"{at:%Y-%m-%d %H:%M} UTC"
+
+
+def candidates_table(projection: Projection, changes: Mapping[str, str]) -> str:
+    """The baseline and each what-if: totals (`--json`'s total_usd), the change against the baseline, waits."""
+    base = projection.baseline
+    rows = []
     for s in projection.scenarios():
-        lo = cumulative(s.p50.ledger, start, horizon_s)
-        hi = cumulative(s.p90.ledger, start, horizon_s)
-        times = [float(k + 1) for k in range(len(lo))]  # hours from the start
-        line = ax.plot(times, lo, label=f"{s.name} P50")[0]
-        ax.fill_between(times, lo, [max(a, b) for a, b in zip(lo, hi, strict=True)], color=line.get_color(), alpha=0.2,
-                        label=f"{s.name} P50-P90")
-    ax.set_ylabel("cumulative USD")
-    ax.set_xlabel(f"hours from {start:%Y-%m-%d %H:%M} UTC")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(directory / "cost_over_time.png", dpi=110)
-    plt.close(fig)
+        is_base = s is base
+        delta = s.p50.cost_usd - base.p50.cost_usd
+        share = delta / base.p50.cost_usd if base.p50.cost_usd else 0.0
+        what = "the set-up as configured" if is_base else changes.get(s.name, "(what it changed was not given)")
+        cells = [
+            plots.cell(s.name, "option", s.name),
+            plots.cell(what, css="text"),
+            plots.cell(plots.usd(s.usd_per_hour(), cents=True) + "/h", "usd_per_hour", s.usd_per_hour()),
+            plots.cell(plots.usd(s.p50.cost_usd), "total_usd.p50", round(s.p50.cost_usd, 4)),
+            plots.cell(plots.usd(s.p90.cost_usd), "total_usd.p90", round(s.p90.cost_usd, 4)),
+            plots.cell("—" if is_base else f"{plots.usd(delta, signed=True)} ({share:+.1%})"),
+            plots.cell(plots.duration(s.p50.wait_p95_s), "wait_p95_s", s.p50.wait_p95_s),
+        ]
+        rows.append(f'<tr data-option="{html.escape(s.name)}">{"".join(cells)}</tr>')
+    return plots.table(("option", "what it changes", "USD/hour (P50)", "P50 total", "P90 total", "P50 vs baseline",
+                        "P95 wait (P50)"), rows, css="summary", text_columns=(0, 1)) + (
+        '<p class="note">P50 and P90 totals: the runs of the forecast\'s P50 and P90 demand paths over the horizon, '
+        "every cost line. Every option replays the same jobs.</p>")
 
-    tenants = base.tenants()
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(tenants) + 3), 3.5))
+
+def tenant_table(base: Scenario) -> str:
+    rows = []
+    for t in base.tenants():
+        budget = base.budgets.get(t)
+        breach = base.exceeds_at.get(t)
+        rows.append("<tr>" + plots.cell(t) + plots.cell(plots.usd(base.p50.cost_by_tenant.get(t, 0.0)))
+                    + plots.cell(plots.usd(base.p90.cost_by_tenant.get(t, 0.0)))
+                    + plots.cell("none" if budget is None else plots.usd(budget) + "/month")
+                    + plots.cell("not within the horizon" if breach is None else _utc(breach)) + "</tr>")
+    return plots.table(("tenant", "P50", "P90", "budget", "exceeds budget at (P50)"), rows)
+
+
+def _advice(projection: Projection) -> str:
+    cap = projection.capacity
+    if cap is None:
+        return "<p>No steady tier: no capacity advice.</p>"
+    text = (f"Forecast P50 demand is above the steady tier ({cap.steady_gpus:,} GPUs) for {cap.above_share:.0%} of the "
+            f"horizon; recommend adding {cap.add_gpus:,} on-prem GPU(s)")
+    if cap.add_gpus:
+        payback = "never" if cap.payback_months is None else f"{cap.payback_months:,.1f} months"
+        text += (f": cloud avoided {plots.usd(cap.cloud_avoided_usd_month)}/month against "
+                 f"{plots.usd(cap.onprem_running_usd_month)}/month to run them and {plots.usd(cap.capex_usd)} capex, "
+                 f"paying back in {payback}")
+    return f"<p>{html.escape(text)}.</p>"
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _demand(theme: Theme, projection: Projection, history: DemandSeries | None) -> Figure:
+    fig, (ax,) = plots.figure(theme, height_in=3.4)
+    f = projection.forecast
+    if history is not None:
+        since = projection.start - timedelta(seconds=HISTORY_SHOWN_S)
+        shown = [(t, v) for t, v in zip(history.timestamps, history.values, strict=True) if t >= since]
+        if shown:
+            ax.step(plots.dates(t for t, _ in shown), [v for _, v in shown], where="post", color=theme.text, linewidth=0.9,
+                     label="history")
+    times = plots.dates(f.timestamps)
+    qs = sorted(f.quantiles)
+    if times:
+        low_q = qs[0] if qs[0] < 0.5 else 0.5
+        high_q = max((q for q in qs if q <= 0.9), default=qs[-1])
+        ax.fill_between(times, f.quantiles[low_q], f.quantiles[high_q], step="post", color="#1f77b4", alpha=0.25,
+                        linewidth=0, label=f"forecast {_q(low_q)}–{_q(high_q)}")
+        ax.step(times, f.quantiles[0.5], where="post", color="#1f77b4", linewidth=1.4, label="forecast P50")
+        for q in qs:
+            if q > 0.9:
+                ax.step(times, f.quantiles[q], where="post", color="#1f77b4", linewidth=0.8, linestyle=":",
+                        label=f"forecast {_q(q)}")
+    (start,) = plots.dates([projection.start])
+    ax.axvline(start, color=theme.muted, linewidth=0.9, linestyle="--")
+    ax.annotate(" projection starts", (start, 1.0), xycoords=("data", "axes fraction"), va="top",
+                fontsize=8, color=theme.muted)
+    plots.utc_time_axis(ax)
+    ax.set_ylabel("GPUs demanded")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    return fig
+
+
+def _bin_name(horizon_s: float) -> str:
+    return "day" if horizon_s >= 2 * 86400 else "hour"
+
+
+def per_bin(ledger: Sequence[CostEntry], start: datetime, horizon_s: float) -> tuple[list[datetime], dict[str, list[float]]]:
+    """The ledger's USD per cost line in each day (each hour, under 2 days) of the horizon from `start`."""
+    step = 86400.0 if _bin_name(horizon_s) == "day" else 3600.0
+    n = max(1, int(-(-horizon_s // step)))
+    out: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
+    for row in ledger:
+        k = int((row.at - start).total_seconds() // step)
+        out[row.line][min(n - 1, max(0, k))] += row.usd
+    return [start + timedelta(seconds=step * k) for k in range(n)], {line: out[line] for line in COST_LINES}
+
+
+def _cost_per_bin(theme: Theme, projection: Projection) -> Figure:
+    import numpy as np
+
+    fig, (ax,) = plots.figure(theme, height_in=3.5)
+    runs = paths(projection.baseline)
+    starts, lines = per_bin(runs[0.5].ledger, projection.start, projection.horizon_s)
+    x = np.arange(len(starts))
+    bottom = np.zeros(len(starts))
+    for line in COST_LINES:
+        values = np.asarray(lines[line])
+        if values.any():
+            ax.bar(x, values, bottom=bottom, color=plots.TIER_COLOURS[line], label=plots.TIER_LABELS[line], width=0.7)
+        bottom += values
+    totals = {q: [sum(v) for v in zip(*per_bin(r.ledger, projection.start, projection.horizon_s)[1].values(), strict=True)]
+              for q, r in runs.items()}
+    lo, hi = totals[min(totals)], totals[max(totals)]
+    ax.errorbar(x, bottom, yerr=[np.maximum(0, bottom - np.asarray(lo)), np.maximum(0, np.asarray(hi) - bottom)],
+                fmt="none", ecolor=theme.text, capsize=4, linewidth=1.0,
+                label=f"{_q(min(totals))}–{_q(max(totals))} paths' totals")
+    peak = max(max(hi, default=0.0), float(bottom.max(initial=0.0))) or 1.0
+    for i, total in enumerate(bottom):
+        ax.text(i + 0.38, total + 0.01 * peak, plots.usd(total), fontsize=7.5, color=theme.text, va="bottom",
+                ha="left")
+    fmt = "%a %d %b" if len(starts) <= 10 else "%d %b"
+    ax.set_xticks(x, [f"{s:{fmt}}" if _bin_name(projection.horizon_s) == "day" else f"{s:%H:%M}" for s in starts])
+    ax.set_xlabel(f"{_bin_name(projection.horizon_s)} (UTC, from {starts[0]:%Y-%m-%d %H:%M})")
+    ax.set_ylabel(f"USD per {_bin_name(projection.horizon_s)}")
+    ax.set_ylim(0, peak * 1.15)
+    plots.usd_axis(ax)
+    ax.grid(axis="x", visible=False)
+    plots.legend_above(fig, ax)
+    return fig
+
+
+def _per_tenant(theme: Theme, base: Scenario) -> Figure:
+    tenants = base.tenants() or ["(none)"]
+    fig, (ax,) = plots.figure(theme, height_in=0.9 + 0.32 * len(tenants))
     p50 = [base.p50.cost_by_tenant.get(t, 0.0) for t in tenants]
     p90 = [base.p90.cost_by_tenant.get(t, 0.0) for t in tenants]
-    ax.bar(tenants, p50, color="#4c72b0", label="P50")
-    ax.errorbar(tenants, p50, yerr=[[0.0] * len(p50), [max(0.0, b - a) for a, b in zip(p50, p90, strict=True)]],
-                fmt="none", ecolor="black", capsize=3, label="to P90")
-    ax.set_ylabel("USD")
-    ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(directory / "by_tenant.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    names = [s.name for s in projection.scenarios()]
-    bottom = [0.0] * len(names)
-    for line_name in COST_LINES:
-        values = [s.p50.cost_by_tier.get(line_name, 0.0) for s in projection.scenarios()]
-        ax.bar(names, values, bottom=bottom, label=line_name, color=TIER_COLOURS[line_name])
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_ylabel("USD (P50)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(directory / "by_tier.png", dpi=110)
-    plt.close(fig)
-
-    e = html.escape
-    rows = "".join(
-        f"<tr><td>{e(s.name)}</td><td>{s.usd_per_hour():,.2f}</td><td>{s.p50.cost_usd:,.0f}</td><td>{s.p90.cost_usd:,.0f}</td>"
-        f"<td>{s.p50.wait_p50_s:,.0f}</td><td>{s.p50.wait_p95_s:,.0f}</td></tr>"
-        for s in projection.scenarios()
-    )
-    budgets = "".join(
-        f"<tr><td>{e(t)}</td><td>{base.p50.cost_by_tenant.get(t, 0.0):,.0f}</td><td>{base.p90.cost_by_tenant.get(t, 0.0):,.0f}</td>"
-        f"<td>{'' if base.budgets.get(t) is None else f'{base.budgets[t]:,.0f}'}</td>"
-        f"<td>{e(str(base.exceeds_at.get(t) or ''))}</td></tr>"
-        for t in tenants
-    )
-    cap = projection.capacity
-    advice = "<p>no steady tier: no capacity advice</p>"
-    if cap is not None:
-        advice = (f"<p>forecast P50 above the steady tier ({cap.steady_gpus} GPUs) for {cap.above_share:.0%} of the horizon; "
-                  f"recommend adding {cap.add_gpus} on-prem GPU(s)"
-                  + (f": cloud avoided ${cap.cloud_avoided_usd_month:,.0f}/month against ${cap.onprem_running_usd_month:,.0f}/month "
-                     f"to run them and ${cap.capex_usd:,.0f} capex, paying back in "
-                     f"{'never' if cap.payback_months is None else f'{cap.payback_months:,.1f} months'}" if cap.add_gpus else "")
-                  + "</p>")
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>burst cost projection</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
-td:first-child{{text-align:left}}</style></head><body>
-<h1>Cost projection: {projection.horizon_s / 3600:g} h from {projection.start.isoformat()}</h1>
-<h2>Candidates</h2>
-<table><tr><th>option</th><th>USD/hour</th><th>P50 total $</th><th>P90 total $</th><th>wait P50 s</th><th>wait P95 s</th></tr>{rows}</table>
-<h2>Cost over time</h2><p><a href="cost_over_time.png"><img src="cost_over_time.png" alt="cost over time"></a></p>
-<h2>Per tenant (baseline)</h2>
-<table><tr><th>tenant</th><th>P50 $</th><th>P90 $</th><th>budget $/month</th><th>exceeds budget at</th></tr>{budgets}</table>
-<p><a href="by_tenant.png"><img src="by_tenant.png" alt="cost per tenant"></a></p>
-<h2>Per cost line</h2><p><a href="by_tier.png"><img src="by_tier.png" alt="cost per line"></a></p>
-<h2>Capacity planning</h2>{advice}
-<h2>Assumptions</h2><ul>{''.join(f'<li>{e(a)}</li>' for a in projection.assumptions)}</ul>
-</body></html>
-"""
-    out = directory / "index.html"
-    out.write_text(page, encoding="utf-8")
-    return out
+    y = list(range(len(tenants)))
+    ax.barh(y, p50, color="#4c72b0", height=0.6, label="P50")
+    ax.errorbar(p50, y, xerr=[[0.0] * len(p50), [max(0.0, b - a) for a, b in zip(p50, p90, strict=True)]], fmt="none",
+                ecolor=theme.text, capsize=3, linewidth=0.9, label="to P90")
+    peak = max([*p90, *p50, 1.0])
+    for i, (a, b) in enumerate(zip(p50, p90, strict=True)):
+        ax.text(max(a, b) + 0.01 * peak, i, f"{plots.usd(a)} (P90 {plots.usd(b)})", va="center", fontsize=7.5,
+                color=theme.text)
+    ax.set_yticks(y, tenants)
+    ax.invert_yaxis()
+    ax.set_xlim(0, peak * 1.3)
+    ax.set_xlabel("USD over the horizon")
+    plots.usd_axis(ax, "x")
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="lower right", fontsize=8)
+    return fig
 
 
-__all__ = ["cumulative", "write_report"]
+def _per_line(theme: Theme, scenarios: Sequence[Scenario]) -> Figure:
+    fig, (ax,) = plots.figure(theme, height_in=0.9 + 0.42 * len(scenarios))
+    names = [s.name for s in scenarios]
+    by_line: dict[str, list[float]] = {line: [s.p50.cost_by_tier.get(line, 0.0) for s in scenarios] for line in COST_LINES}
+    plots.stacked_cost_bars(ax, theme, names, by_line)
+    ax.set_xlabel("USD over the horizon (P50 path)")
+    plots.legend_above(fig, ax)
+    return fig
+
+
+__all__ = ["candidates_table", "paths", "per_bin", "render", "write_report"]

@@ -94,6 +94,23 @@ def load_what_if(path: Path) -> WhatIf:
                   region=region.strip() if region else None, file=file)
 
 
+def describe(what_if: WhatIf) -> str:
+    """One line saying what the what-if changes against the baseline, key by key, as its file asks."""
+    parts = []
+    if what_if.spot is False:
+        parts.append("no spot: spot groups removed, their work goes on demand")
+    elif what_if.spot is True:
+        parts.append("spot allowed for every tenant")
+    if what_if.hot_pool_nodes is not None:
+        parts.append("no hot pool" if what_if.hot_pool_nodes == 0
+                     else f"a fixed hot pool of {what_if.hot_pool_nodes} stopped node(s) in the cheapest on-demand group")
+    if what_if.steady_gpus_delta:
+        parts.append(f"{what_if.steady_gpus_delta:+d} on-prem GPUs in the steady tier (whole nodes)")
+    if what_if.region:
+        parts.append(f"elastic groups moved to {what_if.region}")
+    return "; ".join(parts) or "nothing"
+
+
 def apply_what_if(setup: SimSetup, what_if: WhatIf) -> SimSetup:
     """The set-up with the what-if's group changes (spot, steady size, region); the pool goes in `run_for`."""
     where = what_if.file or what_if.name
@@ -163,4 +180,4 @@ def run_for(strategy: str, setup: SimSetup, stats: TraceStats, what_if: WhatIf |
     return strategy_run("burst-fixed-pool", changed, stats, fixed_pool_nodes=what_if.hot_pool_nodes)
 
 
-__all__ = ["KEYS", "WhatIf", "WhatIfError", "apply_what_if", "load_what_if", "run_for"]
+__all__ = ["KEYS", "WhatIf", "WhatIfError", "apply_what_if", "describe", "load_what_if", "run_for"]

@@ -99,13 +99,28 @@ _EPS = timedelta(microseconds=1)
 _REQUEUING = frozenset({ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB})
 
 
+MARKS = ("scale_up", "scale_down", "move", "interruption")
+"""What a timeline point counts of its tick: groups scaled up, groups scaled down or nodes terminated, jobs
+evicted to move them (checkpoint, evict, resume elsewhere), and runs that lost their nodes."""
+
+
 @dataclass
 class TimelinePoint:
-    """Demand and capacity at one tick (for the report's plot)."""
+    """One tick as the report draws it: demand, ready capacity, the queue, the bill so far and what the plan did.
+
+    `demand_gpus`: GPUs of every active job (pending or running); `pending_gpus`:
+    GPUs of jobs still pending after the tick's plan; `capacity_gpus`: ready GPUs
+    per cost line; `spent_usd`: the bill per cost line from the start of the run
+    to this tick (the sim provider's, so the last point's lines are the run's
+    `cost_by_tier`); `marks`: counts of `MARKS` at this tick (absent when 0).
+    """
 
     at: datetime
     demand_gpus: float
     capacity_gpus: dict[str, float]
+    pending_gpus: float = 0.0
+    spent_usd: dict[str, float] = field(default_factory=dict)
+    marks: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -485,7 +500,30 @@ class _Meter:
                 if node.state is NodeState.READY:
                     capacity[cost_line(self.groups[node.group_id], warm=False)] += node.gpus
             demand = sum(j.gpu_demand for j in snap.jobs if j.active)
-            self.timeline.append(TimelinePoint(now, demand, dict(capacity)))
+            pending = sum(j.gpu_demand for j in snap.pending_jobs if j.id not in placed)
+            marks: dict[str, int] = defaultdict(int)
+            for action in report.plan.actions:
+                if action.kind is ActionKind.SCALE_UP:
+                    marks["scale_up"] += 1
+                elif action.kind in (ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES):
+                    marks["scale_down"] += 1
+                elif action.kind is ActionKind.EVICT_JOB:
+                    marks["move"] += 1
+            if events.requeued:
+                marks["interruption"] += len(events.requeued)
+            self.timeline.append(TimelinePoint(now, demand, dict(capacity), pending, marks=dict(marks)))
+
+    def bill(self, provider: SimProvider) -> None:
+        """Put the bill so far per cost line on the latest timeline point (a run that keeps its timeline)."""
+        if not self.timeline:
+            return
+        spent: dict[str, float] = dict.fromkeys(TIERS, 0.0)
+        catalog = self.run.setup.catalog
+        for group_id, (full_s, standby_s) in provider.usage_seconds().items():
+            group = self.groups[group_id]
+            spent[cost_line(group, warm=False)] += full_s / 3600.0 * catalog.group_price(group)
+            spent["hot_pool"] += standby_s / 3600.0 * catalog.standby_price(group)
+        self.timeline[-1].spent_usd = spent
 
 
     def _spot_eligible(self, job: Job) -> bool:
@@ -588,6 +626,8 @@ def simulate(
             report = controller.tick()
             ticks += 1
             meter.observe(report)
+            if keep_timeline:
+                meter.bill(provider)
             now = clock()
             if on_progress is not None:
                 on_progress(now)
@@ -863,4 +903,4 @@ def _spend(
     return spend
 
 
-__all__ = ["StrategyResult", "TimelinePoint", "percentile", "simulate"]
+__all__ = ["MARKS", "StrategyResult", "TimelinePoint", "percentile", "simulate"]
