@@ -204,4 +204,8 @@ def test_each_report_renders_in_chromium_in_light_and_dark_mode(
     light, light_share = _not_blank(screenshot(page, tmp_path / "light.png", height=2400))
     dark, dark_share = _not_blank(screenshot(page, tmp_path / "dark.png", height=2400, dark=True))
     assert _luminance(light) > 0.9 and _luminance(dark) < 0.1  # the page follows prefers-color-scheme
+    for png, background in ((tmp_path / "light.png", light), (tmp_path / "dark.png", dark)):
+        image = Image.open(png).convert("RGB")
+        margin = image.crop((image.width - 30, 0, image.width, image.height)).getcolors(1 << 24) or []
+        assert [c for _, c in margin] == [background], f"{png}: something runs past the page at 1280 px"
     assert not math.isclose(light_share, 0.0) and not math.isclose(dark_share, 0.0)
