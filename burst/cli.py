@@ -581,18 +581,23 @@ def forecast_cmd(
     folds: int,
     as_json: bool,
 ) -> None:
-    """Fit a demand series and print its P50/P90/P99 forecast, saying which model served it.
+    """Fit a demand series and print its P10/P50/P90/P99 forecast, saying which model served it and its backtest score.
+
+    The model is chosen by a rolling-origin backtest of the series' own
+    history (Prophet, seasonal naive, AutoETS, recent level, and their median),
+    and the quantiles are calibrated from that backtest's residuals.
 
     It also prints the steady-tier advice over the horizon: on-prem GPUs to own
     (the P50 of the forecast P50 demand), the utilisation that implies, and
     green / yellow / red for the forecast utilisation of --steady-gpus (< 60% /
     60-80% / > 80%: red means on-prem runs hot and demand above it bursts).
 
-    With --backtest, score burst's forecaster (prophet), its seasonal-naive
-    fallback and AutoETS on the series' own last FOLDS horizons instead:
-    MASE, pinball loss at P50 and P90, P90 coverage and fit time.
+    With --backtest, score burst's forecaster (burst), Prophet alone, seasonal
+    naive and AutoETS on the series' own last FOLDS horizons instead: MASE,
+    pinball loss at P50 and P90, coverage of each quantile and fit time.
     """
-    from forecasting.models import SeriesError, forecast_series
+    from forecasting.models import SeriesError
+    from forecasting.select import SelectingForecaster
     from forecasting.series import load_series
 
     step_s = _parse_duration(step, "--step")
@@ -608,10 +613,12 @@ def forecast_cmd(
         if backtest:
             _print_backtest(loaded.series, series_path, horizon_s, folds, as_json)
             return
-        result = forecast_series(loaded.series, horizon_s=horizon_s, quota=quota)
+        forecaster = SelectingForecaster()
+        result = forecaster(loaded.series, horizon_s=horizon_s, quota=quota)
     except SeriesError as exc:
         raise click.ClickException(str(exc)) from None
     series = loaded.series
+    selection = forecaster.selections.get(series.name)
     advice = _series_advice(result, steady_gpus)
     rows = [
         {"at": ts.isoformat(), **{f"p{round(q * 100)}": result.quantiles[q][i] for q in sorted(result.quantiles)}}
@@ -623,17 +630,24 @@ def forecast_cmd(
                        "step_s": step_s, "first": series.timestamps[0].isoformat(), "last": series.timestamps[-1].isoformat(),
                        "filled_buckets": loaded.filled_buckets},
             "model": result.model,
+            "backtest_p90_pinball": result.backtest_p90_pinball,
+            "selection": selection.to_json() if selection else None,
             "forecast": rows,
             "steady_tier": advice.to_json(),
         }
         click.echo(json.dumps(doc, indent=2))
         return
-    table = Table(title=f"{series.tenant}: {len(rows)} step(s) after {series.timestamps[-1]:%Y-%m-%d %H:%M} UTC, served by {result.model}")
-    for col in ("at", "P50", "P90", "P99"):
+    score = "" if result.backtest_p90_pinball is None else f" (backtest P90 pinball {result.backtest_p90_pinball:.2f})"
+    table = Table(title=f"{series.tenant}: {len(rows)} step(s) after {series.timestamps[-1]:%Y-%m-%d %H:%M} UTC, "
+                        f"served by {result.model}{score}")
+    for col in ("at", "P10", "P50", "P90", "P99"):
         table.add_column(col, justify="right" if col != "at" else "left")
     for r in rows:
-        table.add_row(str(r["at"]), f"{r['p50']:.1f}", f"{r['p90']:.1f}", f"{r['p99']:.1f}")
+        table.add_row(str(r["at"]), f"{r['p10']:.1f}", f"{r['p50']:.1f}", f"{r['p90']:.1f}", f"{r['p99']:.1f}")
     Console().print(table)
+    if selection is not None:
+        click.echo(f"model selection: {selection.model}, {selection.reason}; candidates' backtest P90 pinball: "
+                   + ", ".join(f"{m} {v:.2f}" for m, v in selection.scores.items()))
     print_steady_advice([advice])
     if loaded.filled_buckets:
         click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
@@ -672,14 +686,16 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
                                "models": models}, indent=2))
         return
     table = Table(title=f"{series.tenant}: backtest, {folds} fold(s) of {steps} step(s)")
-    for col in ("model", "MASE", "pinball P50", "pinball P90", "P90 coverage", "fit s"):
+    for col in ("model", "MASE", "pinball P50", "pinball P90", "P90 coverage", "coverage P10/P50/P99", "fit s"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, m in models.items():
         if "error" in m:
-            table.add_row(name, str(m["error"]), "", "", "", "")
+            table.add_row(name, str(m["error"]), "", "", "", "", "")
         else:
+            cov = m["coverage"]
             table.add_row(name, f"{m['mase']:.3f}", f"{m['pinball_p50']:.2f}", f"{m['pinball_p90']:.2f}",
-                          f"{m['coverage_p90']:.2f}", f"{m['fit_s']:.2f}")
+                          f"{m['coverage_p90']:.2f}", "/".join(f"{cov[k]:.2f}" if k in cov else "-"  # type: ignore[operator,index]
+                                                                 for k in ("p10", "p50", "p99")), f"{m['fit_s']:.2f}")
     Console().print(table)
 
 

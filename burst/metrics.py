@@ -24,6 +24,7 @@ Metric names (all prefixed `burst_`):
 | lost_gpu_hours_total | counter | tenant (work lost beyond the last checkpoint) |
 | forecast_p50_gpus | gauge | tenant, gpu_model (the forecast at the plan's instant) |
 | forecast_abs_error_gpus | gauge | tenant, gpu_model (abs(demand now - its forecast P50 now)) |
+| forecast_backtest_p90_pinball_gpus | gauge | tenant, gpu_model, model (the serving model's P90 pinball loss in the backtest that chose it) |
 | provider_call_seconds | histogram | provider, method |
 | provider_errors_total | counter | provider, method, error |
 | tick_seconds | histogram | — |
@@ -92,6 +93,9 @@ class ControllerMetrics:
         self.interruptions = Counter("burst_interruptions", "Spot interruption notices, by group", ["group"], registry=r)
         self.lost = Counter("burst_lost_gpu_hours", "GPU-hours of work lost beyond the last checkpoint", ["tenant"], registry=r)
         self.forecast = Gauge("burst_forecast_p50_gpus", "Forecast P50 demand now", ["tenant", "gpu_model"], registry=r)
+        self.forecast_score = Gauge("burst_forecast_backtest_p90_pinball_gpus",
+                                    "The serving model's P90 pinball loss in the backtest that chose it",
+                                    ["tenant", "gpu_model", "model"], registry=r)
         self.forecast_error = Gauge("burst_forecast_abs_error_gpus", "abs(demand now - forecast P50 now)",
                                     ["tenant", "gpu_model"], registry=r)
         self.call_seconds = Histogram("burst_provider_call_seconds", "Provider call latency", ["provider", "method"],
@@ -220,7 +224,11 @@ class ControllerMetrics:
         for job in jobs:
             if job.active:
                 demand[(job.tenant, job.gpu_model or "any")] += job.gpu_demand
+        if forecasts:
+            self.forecast_score.clear()  # a series whose model changed keeps no stale label set
         for f in forecasts:
+            if f.backtest_p90_pinball is not None:
+                self.forecast_score.labels(f.tenant, f.gpu_model, f.model.split(" (")[0]).set(f.backtest_p90_pinball)
             p50 = f.now_value(0.5, now)
             self.forecast.labels(f.tenant, f.gpu_model).set(p50)
             self.forecast_error.labels(f.tenant, f.gpu_model).set(abs(demand.get((f.tenant, f.gpu_model), 0.0) - p50))

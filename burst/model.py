@@ -525,7 +525,8 @@ def default_policy(tenant: TenantName) -> Policy:
     return Policy(tenant=tenant)
 
 
-QUANTILES = (0.5, 0.9, 0.99)
+QUANTILES = (0.1, 0.5, 0.9, 0.99)
+"""The quantiles every forecast gives, ascending."""
 
 @dataclass(frozen=True)
 class SpecialEvent:
@@ -550,9 +551,10 @@ class Forecast:
     tenant: TenantName
     gpu_model: str
     timestamps: tuple[datetime, ...]  # ascending
-    quantiles: Mapping[float, tuple[float, ...]]  # 0.5/0.9/0.99 -> one value per timestamp
+    quantiles: Mapping[float, tuple[float, ...]]  # 0.1/0.5/0.9/0.99 -> one value per timestamp
     model: str = "none"
     history_s: float = math.inf  # how much history it was fitted on (forecasting sets it)
+    backtest_p90_pinball: float | None = None  # the serving model's P90 pinball loss (GPUs) in the backtest that chose it
 
     def __post_init__(self) -> None:
         stamps = self.timestamps

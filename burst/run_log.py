@@ -98,15 +98,24 @@ class TickPrinter:
             f"{gid} {c['ready']} ready" + (f" +{c['booting']} booting" if c["booting"] else "") for gid, c in per_group.items()
         )
         served = self.runtime.forecasts.served_by() if self.runtime.forecasts else {}
+        serving = self.runtime.forecasts.serving() if self.runtime.forecasts else {}
         models = Counter(m.split(" (")[0] for m in served.values())
-        forecasts = (" | forecasts: " + ", ".join(f"{m} x{n}" for m, n in sorted(models.items()))) if served else ""
+        scores: dict[str, list[float]] = {}
+        for s in serving.values():
+            score = s["backtest_p90_pinball"]
+            if isinstance(score, float):
+                scores.setdefault(str(s["model"]).split(" (")[0], []).append(score)
+        forecasts = (" | forecasts: " + ", ".join(
+            f"{m} x{n}" + (f" (backtest P90 pinball {sum(scores[m]) / len(scores[m]):.2f})" if m in scores else "")
+            for m, n in sorted(models.items()))) if served else ""
         self._emit(
             f"{report.at:%Y-%m-%d %H:%M} = status: {states[JobState.PENDING]} pending, "
             f"{states[JobState.RUNNING] + states[JobState.CHECKPOINTING]} running ({running_gpus:g} GPUs) | {groups} | "
             f"${rate:,.2f}/h{forecasts}",
             {"event": "status", "at": report.at.isoformat(), "pending": states[JobState.PENDING],
              "running": states[JobState.RUNNING] + states[JobState.CHECKPOINTING], "running_gpus": running_gpus,
-             "groups": per_group, "usd_per_hour": rate, "forecasts": dict(sorted(served.items()))},
+             "groups": per_group, "usd_per_hour": rate, "forecasts": dict(sorted(served.items())),
+             "forecast_scores": {k: v["backtest_p90_pinball"] for k, v in sorted(serving.items())}},
         )
 
     def summary(self, stats: LoopStats) -> None:

@@ -8,7 +8,6 @@ quickstart (`burst run` with no `--config`) is the config shipped at
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -37,7 +36,7 @@ from burst.workloads.base import JobSource
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import StoreQueue
 from burst.workloads.synthetic import SyntheticSettings, SyntheticWorkload
-from forecasting.models import forecast_series
+from forecasting.select import SelectingForecaster
 from forecasting.service import ForecastService
 from policies import BurstConfig, PolicyError, PolicyReloader, PolicyValidationError, load_config
 from policies.loader import read_yaml
@@ -547,8 +546,7 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
         horizon_s=settings.horizon,
         refit_every_s=settings.refit_interval,
         background=background,
-        fit=functools.partial(forecast_series, min_history_s=settings.min_history,
-                              events=tuple(e.to_event() for e in settings.events)),
+        fit=SelectingForecaster(min_history_s=settings.min_history, events=tuple(e.to_event() for e in settings.events)),
     )
 
 

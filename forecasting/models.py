@@ -24,7 +24,8 @@ and clipped to [0, quota].
 Seasonal naive: P50 at a future step is the value one season earlier (a week
 once two weeks of history exist, else a day; with less than a day, the last
 value). P90 and P99 add the 90th and 99th percentiles of the series' own
-seasonal differences (never less than zero), and P99 is floored at the largest
+seasonal differences (never less than zero), P10 its 10th percentile (never
+more than zero), and P99 is floored at the largest
 value of the last season (the recent-max floor), so a burst seen yesterday is
 never forecast away.
 """
@@ -101,10 +102,12 @@ def seasonal_naive(series: DemandSeries, steps: int) -> QuantilePaths:
     if len(values) <= season:
         season = 1  # less than a season: hold the last value, spread by step-to-step changes
     diffs = sorted(values[i] - values[i - season] for i in range(season, len(values)))
+    down10 = min(0.0, _percentile(diffs, 0.1)) if diffs else 0.0
     up90 = max(0.0, _percentile(diffs, 0.9)) if diffs else 0.0
     up99 = max(0.0, _percentile(diffs, 0.99)) if diffs else 0.0
     p50 = [values[len(values) - season + (k % season)] for k in range(steps)]
     return {
+        0.1: [max(0.0, v + down10) for v in p50],
         0.5: p50,
         0.9: [v + up90 for v in p50],
         0.99: [max(v + up99, recent_max) for v in p50],
@@ -136,9 +139,13 @@ def fitting_points(series: DemandSeries) -> tuple[list[datetime], list[float]]:
 
 
 def prophet_fit(
-    series: DemandSeries, steps: int, *, samples: int = 300, seed: int = 0, events: Sequence[SpecialEvent] = ()
+    series: DemandSeries, steps: int, *, samples: int = 300, seed: int = 0, events: Sequence[SpecialEvent] = (),
+    point_only: bool = False,
 ) -> QuantilePaths:
     """Prophet's forecast (see the module doc; seeded, so the same series gives the same forecast).
+
+    With `point_only` it draws no samples and gives the P50 path alone (what
+    model selection, which calibrates its own quantiles, needs).
 
     `events` become Prophet holidays: one effect per event name, on each day
     from its start for its `days`, fitted from the history's past occurrences.
@@ -162,7 +169,7 @@ def prophet_fit(
         daily_seasonality=True,
         weekly_seasonality=series.history_s >= WEEK_S,
         yearly_seasonality=False,
-        uncertainty_samples=samples,
+        uncertainty_samples=0 if point_only else samples,
         holidays=holidays,
     )
     backend = model.stan_backend
@@ -178,12 +185,15 @@ def prophet_fit(
         warnings.simplefilter("ignore")
         model.fit(pd.DataFrame({"ds": ds, "y": values}))
         future = model.setup_dataframe(future)  # once, for the samples and the point forecast alike
-        np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
-        draws = model.sample_posterior_predictive(future, vectorized=True)["yhat"]
+        if not point_only:
+            np.random.seed(seed)  # Prophet draws its samples from numpy's global generator
+            draws = model.sample_posterior_predictive(future, vectorized=True)["yhat"]
         model.uncertainty_samples = 0  # the point forecast: predict()'s yhat, without its intervals
         trend = model.predict_trend(future)
         seasonal = model.predict_seasonal_components(future)
         point = (trend * (1 + seasonal["multiplicative_terms"]) + seasonal["additive_terms"]).to_numpy()
+    if point_only:
+        return {0.5: [float(v) for v in point]}
     offsets = np.quantile(draws - point[:, None], [q for q in QUANTILES if q != 0.5], axis=1)
     out = {0.5: [float(v) for v in point]}
     for q, row in zip([q for q in QUANTILES if q != 0.5], offsets, strict=True):
@@ -310,29 +320,41 @@ def forecast_series(
             paths = None
     if paths is None:
         paths = seasonal_naive(series, steps)
+    return guarded_forecast(series, paths, steps, model=model, quota=quota)
+
+
+def guarded_forecast(
+    series: DemandSeries, paths: QuantilePaths, steps: int, *, model: str, quota: float | None = None,
+    backtest_p90_pinball: float | None = None,
+) -> Forecast:
+    """`paths` as the Forecast of `series`' next `steps` steps: monotone across quantiles, clipped to [0, quota];
+    a quantile below P50 that `paths` leaves out is its P50 path (no lower spread is claimed)."""
     upper = math.inf if quota is None else float(quota)
     guarded: dict[float, tuple[float, ...]] = {}
     floor = [0.0] * steps
     for q in QUANTILES:  # ascending: each quantile is at least the one below it
-        row = [min(upper, max(lo, v)) for lo, v in zip(floor, paths[q], strict=True)]
+        source = paths[q] if q in paths or q >= 0.5 else paths[0.5]
+        row = [min(upper, max(lo, v)) for lo, v in zip(floor, source[:steps], strict=True)]
         guarded[q] = tuple(row)
         floor = row
     last = series.timestamps[-1]
     stamps = tuple(last + timedelta(seconds=series.step_s * (k + 1)) for k in range(steps))
     return Forecast(tenant=series.tenant, gpu_model=series.gpu_model, timestamps=stamps, quantiles=guarded, model=model,
-                    history_s=series.history_s)
+                    history_s=series.history_s, backtest_p90_pinball=backtest_p90_pinball)
 
 
 def _nonsense(paths: QuantilePaths, steps: int) -> str:
     """Why a fitted forecast cannot be used, or '' if it can (slightly negative values are rounding)."""
     for q in QUANTILES:
         row = paths.get(q)
+        if row is None and q < 0.5:
+            continue  # a fitter may leave out the lower quantiles (see `guarded_forecast`)
         if row is None or len(row) != steps:
             return f"no P{q * 100:g} path of {steps} steps"
         for v in row:
             if not math.isfinite(v):
                 return f"P{q * 100:g} has a non-finite value"
-            if v < -0.5:
+            if v < -0.5 and q >= 0.5:  # a lower quantile below zero is only a wide band: the guard clips it
                 return f"P{q * 100:g} goes negative ({v:.2f})"
     return ""
 

@@ -8,6 +8,10 @@ synchronously for the simulator (`background=False`), where refits happen at
 fixed simulated times and are cached by (series, cutoff) so results are
 deterministic and fit time is kept apart from simulated time (`fit_s`).
 
+Each series is fitted by `fit`, by default burst's `SelectingForecaster`
+(the model chosen per series by a rolling-origin backtest of its own
+history, reselected daily, with calibrated quantiles).
+
 History comes in as `burst.model.DemandPoint`s (running and pending GPUs per
 tenant and GPU model at an instant), read by the caller from wherever it keeps
 them (the state store's demand history); this module does not read the store.
@@ -22,7 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from burst.model import DemandPoint, Forecast
-from forecasting.models import DemandSeries, SeriesError, forecast_series
+from forecasting.models import DemandSeries, SeriesError
+from forecasting.select import SelectingForecaster
 from forecasting.series import resample
 
 REFIT_EVERY_S = 6 * 3600.0
@@ -49,7 +54,7 @@ class ForecastService:
         refit_every_s: float = REFIT_EVERY_S,
         quotas: Mapping[str, float] | None = None,
         background: bool = True,
-        fit: Callable[..., Forecast] = forecast_series,
+        fit: Callable[..., Forecast] | None = None,
     ) -> None:
         self.history = history
         self.step_s = step_s
@@ -57,7 +62,7 @@ class ForecastService:
         self.refit_every_s = refit_every_s
         self.quotas = dict(quotas or {})
         self.background = background
-        self.fit = fit
+        self.fit: Callable[..., Forecast] = fit if fit is not None else SelectingForecaster()
         self.fit_s = 0.0
         self.fits = 0
         self.models_fitted: dict[str, int] = {}  # fits served by each model (fallback reasons folded in)
@@ -105,6 +110,13 @@ class ForecastService:
         """Which model served each series in the latest forecasts ('tenant/model' -> model name)."""
         with self._lock:
             return {f"{f.tenant}/{f.gpu_model}": f.model for f in self._latest}
+
+    def serving(self) -> dict[str, dict[str, object]]:
+        """Per series in the latest forecasts: the serving model and its backtest P90 pinball loss (None when no
+        backtest chose it, e.g. too little history)."""
+        with self._lock:
+            return {f"{f.tenant}/{f.gpu_model}": {"model": f.model, "backtest_p90_pinball": f.backtest_p90_pinball}
+                    for f in self._latest}
 
     def _refit(self, now: datetime) -> None:
         t0 = time.perf_counter()

@@ -67,7 +67,10 @@ def test_backtest_command_json_has_the_documented_keys_for_every_model() -> None
                                        "--backtest", "--folds", "1", "--horizon", "24h", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert set(doc["models"]) == {"prophet", "seasonal_naive", "auto_ets"}
-    for scores in doc["models"].values():
-        assert set(scores) == {"mase", "pinball_p50", "pinball_p90", "coverage_p90", "fit_s"}
+    assert set(doc["models"]) == {"burst", "prophet", "seasonal_naive", "auto_ets"}
+    for name, scores in doc["models"].items():
+        keys = {"mase", "pinball_p50", "pinball_p90", "coverage_p90", "coverage", "fit_s"}
+        assert set(scores) == (keys | {"served_by"} if name == "burst" else keys)
         assert 0.0 <= scores["coverage_p90"] <= 1.0 and scores["mase"] >= 0
+        assert set(scores["coverage"]) == {"p10", "p50", "p90", "p99"}
+    assert sum(doc["models"]["burst"]["served_by"].values()) == 1  # one fold, served by the model its backtest chose

@@ -55,12 +55,16 @@ def test_forecast_command_on_a_helios_virtual_cluster_prints_monotone_quantiles(
                                        "--horizon", "12h", "--quota", "400", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["model"] == "prophet"
+    # the model its own rolling-origin backtest chose, named with its score (vc6YE stepped up on its last day)
+    assert doc["model"] == doc["selection"]["model"] == "recent_level"
+    assert doc["selection"]["level_shift_at"] == "2020-05-31T10:00:00+00:00"
+    assert doc["backtest_p90_pinball"] == doc["selection"]["backtest_p90_pinball"] > 0
+    assert "until a fold starts a day after it" in doc["selection"]["reason"]
     assert doc["series"]["points"] == 31 * 24 and doc["series"]["last"] == "2020-05-31T23:00:00+00:00"
     steps = doc["forecast"]
     assert [s["at"] for s in steps][:2] == ["2020-06-01T00:00:00+00:00", "2020-06-01T01:00:00+00:00"]
     assert len(steps) == 12
-    assert all(0 <= s["p50"] <= s["p90"] <= s["p99"] <= 400 for s in steps)
+    assert all(0 <= s["p10"] <= s["p50"] <= s["p90"] <= s["p99"] <= 400 for s in steps)
 
 
 def test_forecast_command_rejects_bad_options_and_files_without_a_traceback(tmp_path: Path) -> None:

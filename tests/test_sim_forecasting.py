@@ -50,7 +50,8 @@ def test_forecasting_pre_scales_ahead_of_a_daily_ramp_deterministically(tmp_path
     assert len(trace.prior) == 72, "the three days before the window are the forecast's history"
     first = compare(trace, ["burst", "burst-no-forecast"], days=2).results
     burst, blind = first["burst"], first["burst-no-forecast"]
-    assert burst.forecast_fits > 0 and set(burst.forecast_models) == {"prophet"}
+    # Prophet serves the first refit (too little history to select), then the model its backtest chooses
+    assert burst.forecast_fits > 0 and set(burst.forecast_models) == {"prophet", "seasonal_naive"}
     assert (blind.forecast_fits, blind.forecast_models, blind.forecast_fit_s) == (0, {}, 0.0)
     no_wait = [sum(1 for w in r.waits_s if w < 60) for r in (burst, blind)]
     assert no_wait[0] >= no_wait[1] + 5, f"jobs that found capacity ready on arrival: {no_wait}"

@@ -78,7 +78,8 @@ def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
 
     def on_tick(report: TickReport | None, _seconds: float) -> None:
         if report is not None:
-            view.update(report.at, daemon_status(report, runtime.catalog.group_price), report.plan.to_json())
+            serving = runtime.forecasts.serving() if runtime.forecasts is not None else {}
+            view.update(report.at, daemon_status(report, runtime.catalog.group_price, serving), report.plan.to_json())
 
     runtime.on_tick_timed.append(on_tick)
     app = api_app(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from burst.costing import spend_rate_by_tenant
@@ -13,8 +13,11 @@ from burst.reconcile import TickReport
 BOOTING = (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING)
 
 
-def daemon_status(report: TickReport, group_price: Callable[[NodeGroup], float]) -> dict[str, Any]:
-    """Decide the status document for the tick `report` describes (a standby says only that)."""
+def daemon_status(
+    report: TickReport, group_price: Callable[[NodeGroup], float], forecasts: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Decide the status document for the tick `report` describes (a standby says only that); `forecasts` is the
+    forecast service's serving model and backtest score per series."""
     out: dict[str, Any] = {"at": report.at.isoformat(), "plan_id": report.plan.id, "standby": report.standby}
     snap = report.snapshot
     if snap is None:
@@ -57,5 +60,6 @@ def daemon_status(report: TickReport, group_price: Callable[[NodeGroup], float])
         spend_month_usd={t: round(v, 2) for t, v in sorted(snap.spend_month_usd.items())},
         actions=len(report.plan.actions),
         holds=len(report.plan.holds),
+        forecasts=dict(sorted((forecasts or {}).items())),
     )
     return out

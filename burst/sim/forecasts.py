@@ -12,7 +12,8 @@ Two choices differ from a daemon's defaults, and the report states them:
 - history before the replay window comes from the trace itself: the GPUs of
   the jobs submitted before it, as if each ran from its submission for its
   duration (the trace's unconstrained demand), so the forecaster starts with
-  the weeks of history a running daemon would have;
+  the weeks of history a running daemon would have (from the trace's first
+  job on: before it the trace says nothing, which is not zero demand);
 - forecasts are pooled (`ALL_TENANTS`): one series per GPU model for all
   tenants (at the daemon's default 15-minute step). A trace has dozens of
   tenants, and fitting each every six simulated hours would make the
@@ -41,7 +42,7 @@ from burst.model import (
 )
 from burst.planner.prescale import lead_time_s
 from burst.state import Store
-from forecasting.models import forecast_series
+from forecasting.select import SelectingForecaster
 from forecasting.service import ForecastService
 
 HISTORY_S = 30 * 86400.0
@@ -105,7 +106,11 @@ class SimForecaster:
     ) -> None:
         self.settings = settings
         self.start = start
-        self.prior = trace_demand(jobs, start - timedelta(seconds=settings.history_s), start, settings.step_s)
+        since = start - timedelta(seconds=settings.history_s)
+        first = min((j.submitted_at for j in jobs), default=since)
+        if first > since:  # a trace says nothing before its first job: that is no history, not zero demand
+            since += timedelta(seconds=settings.step_s * ((first - since).total_seconds() // settings.step_s))
+        self.prior = trace_demand(jobs, since, start, settings.step_s)
         self.store = store
         self._recorded: list[DemandPoint] = []  # pooled samples the store holds, read as far as `_read_until`
         self._read_until = start
@@ -115,7 +120,7 @@ class SimForecaster:
             horizon_s=settings.horizon_s,
             refit_every_s=settings.refit_every_s,
             background=False,
-            fit=forecast_series,
+            fit=SelectingForecaster(),
         )
         policy = default_policy(ALL_TENANTS)
         leads = [

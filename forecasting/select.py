@@ -1,0 +1,428 @@
+"""Which model serves a series, and its calibrated quantiles: a rolling-origin backtest on the series' own past.
+
+`select_model(history)` looks only at `history` (everything before the
+forecast origin). Its inner folds start at the instants of a fixed grid
+(`SPACING_S`, 12 h, aligned to the Unix epoch) over the last `ORIGINS` grid
+points. Each candidate forecasts its P50 from each fold origin, trained on
+the history before that origin alone, and is scored on the points of the
+history from that origin on (at most one horizon; a fold whose horizon runs
+past the end of the history is scored on the part observed).
+
+Candidates (point forecasts; every quantile comes from calibration):
+
+- `prophet`: Prophet's point forecast (`forecasting.models.prophet_fit`);
+- `seasonal_naive`: the value one season earlier (a week with two weeks of
+  history, else a day);
+- `auto_ets`: statsforecast's AutoETS with a daily season, fitted on hourly means;
+- `recent_level`: the median of the last 6 h, held flat;
+- `median`: the median of the four above, step by step (the robust
+  combination).
+
+Calibration (split conformal, per horizon step): a candidate's residuals
+(actual - P50) at step k of every fold, pooled with the steps within
+`POOL_S` (3 h) of k (widened until at least `MIN_RESIDUALS` are pooled),
+give its P10/P50/P90/P99 offsets at step k: the conformal quantiles of the
+pool (the ceil((n+1)q)-th smallest residual for q >= 0.5, the
+floor((n+1)q)-th for q < 0.5). The forecast is the P50 path plus each
+offset, so a model with a bias has it corrected at P50 too.
+
+The serving model is the candidate whose calibrated P90 has the lowest mean
+pinball loss over every scored point (ties: the lower P50 pinball loss,
+then the order above). Its score is that loss, in GPUs.
+
+Level shifts: `level_shift` finds a step to a new level in the last
+`SHIFT_WINDOW_S` (the median of the points after a split differs from the
+median of the `SHIFT_BEFORE_S` before it by more than `SHIFT_THRESHOLD`
+robust spreads of either side, with at least `SHIFT_MIN_AFTER_S` after it;
+among such splits, the one a two-level fit of the window places the step at).
+After a shift, only folds starting a day or more after it are scored (what
+happened before it says little about which model tracks the new level, and
+in the first day a seasonal model still repeats the old level, which a
+calibration fitted then would learn as a bias), candidates train on the
+history from the shift on once it holds two days, and until such a fold
+exists `recent_level` serves, calibrated on its residuals over the folds
+before the shift.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from burst.model import QUANTILES, Forecast, SpecialEvent
+from forecasting.models import (
+    DAY_S,
+    FIT_STEP_S,
+    DemandSeries,
+    SeriesError,
+    fitting_points,
+    forecast_series,
+    guarded_forecast,
+    prophet_fit,
+    seasonal_naive,
+)
+
+SPACING_S = 12 * 3600.0
+ORIGINS = 20
+MIN_ORIGINS = 3
+MIN_TRAIN_S = 2 * DAY_S
+POOL_S = 3 * 3600.0
+MIN_RESIDUALS = 30
+RECENT_S = 6 * 3600.0
+SHIFT_WINDOW_S = 7 * DAY_S
+SHIFT_BEFORE_S = 3 * DAY_S
+SHIFT_MIN_AFTER_S = 12 * 3600.0
+SHIFT_THRESHOLD = 3.0
+RESELECT_EVERY_S = DAY_S
+COMBINATION = "median"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+PointFit = Callable[[DemandSeries, int], list[float]]
+"""A candidate: the P50 path of `steps` steps after a series' last point."""
+
+
+def prophet_point(series: DemandSeries, steps: int, events: Sequence[SpecialEvent] = ()) -> list[float]:
+    """Prophet's point forecast (no samples drawn)."""
+    return prophet_fit(series, steps, point_only=True, events=events)[0.5]
+
+
+def seasonal_naive_point(series: DemandSeries, steps: int) -> list[float]:
+    """The seasonal-naive P50 path."""
+    return seasonal_naive(series, steps)[0.5]
+
+
+def auto_ets_point(series: DemandSeries, steps: int) -> list[float]:
+    """statsforecast's AutoETS (daily season) fitted on hourly means, held over each hour at the series' step."""
+    import numpy as np
+    from statsforecast.models import AutoETS
+
+    _, values = fitting_points(series)
+    fit_step = max(series.step_s, FIT_STEP_S) if len(values) < len(series.values) else series.step_s
+    season = max(1, int(round(DAY_S / fit_step)))
+    if len(values) <= 2 * season:
+        season = 1
+    hours = int(math.ceil(steps * series.step_s / fit_step - 1e-9))
+    mean = AutoETS(season_length=season).fit(np.asarray(values, dtype=float)).predict(h=hours)["mean"]
+    return [float(mean[min(hours - 1, int(math.ceil((k + 1) * series.step_s / fit_step - 1e-9)) - 1)])
+            for k in range(steps)]
+
+
+def recent_level_point(series: DemandSeries, steps: int) -> list[float]:
+    """The median of the last `RECENT_S` of the series, held flat."""
+    n = max(1, int(round(RECENT_S / series.step_s)))
+    return [float(statistics.median(series.values[-n:]))] * steps
+
+
+def candidates(events: Sequence[SpecialEvent] = ()) -> dict[str, PointFit]:
+    """The base candidates in tie-break order (the `median` combination is built from their paths)."""
+    return {
+        "prophet": (lambda s, k: prophet_point(s, k, events)) if events else prophet_point,
+        "seasonal_naive": seasonal_naive_point,
+        "auto_ets": auto_ets_point,
+        "recent_level": recent_level_point,
+    }
+
+
+def truncated(series: DemandSeries, start: int, end: int) -> DemandSeries:
+    """`series`' points [start, end)."""
+    return DemandSeries(series.tenant, series.gpu_model, series.timestamps[start:end], series.values[start:end],
+                        series.step_s)
+
+
+@dataclass
+class OriginCache:
+    """Each candidate's P50 path (floored at zero) from each fold origin, kept so a reselection refits only the new
+    origins.
+
+    Keyed by (series name, candidate, first and last instant trained on): the
+    same training window gives the same path, whatever came after it.
+    """
+
+    models: Mapping[str, PointFit] = field(default_factory=candidates)
+    paths: dict[tuple[str, str, datetime, datetime], list[float]] = field(default_factory=dict)
+    fits: int = 0
+
+    def path(self, train: DemandSeries, model: str, steps: int) -> list[float]:
+        """`model`'s P50 path for `steps` steps after `train` (fitted once per training window and length)."""
+        key = (train.name, model, train.timestamps[0], train.timestamps[-1])
+        found = self.paths.get(key)
+        if found is None or len(found) < steps:
+            if model == COMBINATION:
+                rows = [self.path(train, m, steps) for m in self.models]
+                found = [float(statistics.median(col)) for col in zip(*rows, strict=True)]
+            else:
+                found = [float(v) for v in self.models[model](train, steps)]
+                self.fits += 1
+                if len(found) != steps or not all(math.isfinite(v) for v in found):
+                    raise SeriesError(f"{model} gave {len(found)} values for {steps} steps, or a non-finite one")
+                found = [max(0.0, v) for v in found]  # demand is never negative: residuals are taken from what serves
+            self.paths[key] = found
+        return found[:steps]
+
+    def forget_before(self, instant: datetime) -> None:
+        """Drop paths whose training ended before `instant` (they can no longer be a fold)."""
+        for key in [k for k in self.paths if k[3] < instant]:
+            del self.paths[key]
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One inner fold: trained on history [train_start, origin), scored on [origin, scored_until)."""
+
+    train_start: int
+    origin: int
+    scored_until: int
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The model chosen for a series at `at` (the first instant it forecasts), its scores and calibration."""
+
+    model: str
+    at: datetime
+    scores: Mapping[str, float]  # calibrated P90 pinball loss (GPUs) per candidate; inf if it could not run
+    offsets: Mapping[float, tuple[float, ...]]  # per quantile, per horizon step: added to the P50 path
+    folds: tuple[Fold, ...]
+    train_start: int  # index of the first history point the serving fit trains on
+    level_shift_at: datetime | None
+    reason: str
+    errors: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        """The serving model's calibrated P90 pinball loss in the backtest that chose it (GPUs)."""
+        return self.scores.get(self.model, math.nan)
+
+    def to_json(self) -> dict[str, object]:
+        return {"model": self.model, "at": self.at.isoformat(), "backtest_p90_pinball": _finite(self.score),
+                "scores": {m: _finite(v) for m, v in self.scores.items()}, "folds": len(self.folds),
+                "level_shift_at": self.level_shift_at.isoformat() if self.level_shift_at else None,
+                "reason": self.reason, "errors": dict(self.errors)}
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def level_shift(series: DemandSeries) -> int | None:
+    """The index where the series stepped to a new level within `SHIFT_WINDOW_S` of its end, or None (module doc)."""
+    n = len(series.values)
+    step = series.step_s
+    before = int(round(SHIFT_BEFORE_S / step))
+    min_after = max(1, int(round(SHIFT_MIN_AFTER_S / step)))
+    stride = max(1, int(round(FIT_STEP_S / step)))
+    first = max(before, n - int(round(SHIFT_WINDOW_S / step)))
+    values = series.values
+    found: list[tuple[int, float]] = []
+    for s in range(first, n - min_after + 1, stride):
+        pre, post = values[s - before : s], values[s:]
+        mid_pre, mid_post = statistics.median(pre), statistics.median(post)
+        spread = max(_mad(pre, mid_pre), _mad(post, mid_post), 0.05 * max(mid_pre, mid_post), 0.5)
+        z = abs(mid_post - mid_pre) / spread
+        if z > SHIFT_THRESHOLD:
+            found.append((s, z))
+    if not found:
+        return None
+    lo = first - before
+    segment = values[lo:]
+    total = sum(segment)
+
+    def cusum(s: int) -> float:  # the split of a two-level fit to the window: the largest weighted mean difference
+        a, b = s - lo, n - s
+        head = sum(segment[: s - lo])
+        return abs((total - head) / b - head / a) * math.sqrt(a * b / (a + b))
+
+    return max((s for s, _ in found), key=cusum)
+
+
+def _mad(values: Sequence[float], centre: float) -> float:
+    """1.4826 x the median absolute deviation: the standard deviation of normal noise."""
+    return 1.4826 * statistics.median(abs(v - centre) for v in values)
+
+
+def folds_of(history: DemandSeries, steps: int, *, since: int = 0) -> list[Fold]:
+    """The inner folds of `history`: origins on the `SPACING_S` grid, the last `ORIGINS` of them with at least
+    `MIN_TRAIN_S` of training before and one point after, none before `since`."""
+    n = len(history.values)
+    min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
+    out: list[Fold] = []
+    for i in range(n - 1, max(min_train, since) - 1, -1):
+        offset = (history.timestamps[i] - _EPOCH).total_seconds() % SPACING_S
+        if min(offset, SPACING_S - offset) * 2 >= history.step_s:
+            continue
+        out.append(Fold(0, i, min(n, i + steps)))
+        if len(out) == ORIGINS:
+            break
+    return sorted(out, key=lambda f: f.origin)
+
+
+def select_model(
+    history: DemandSeries, steps: int, *, cache: OriginCache | None = None, names: Sequence[str] | None = None
+) -> Selection:
+    """Choose the model that serves `history`'s next `steps` steps and calibrate its quantiles (module doc).
+
+    Reads nothing but `history`: each fold trains on the points before its
+    origin and is scored on points of `history` at or after it.
+    """
+    cache = cache if cache is not None else OriginCache()
+    base = list(names) if names is not None else [*cache.models, COMBINATION]
+    at = history.timestamps[-1] + timedelta(seconds=history.step_s)
+    shift = level_shift(history)
+    since = 0 if shift is None else shift + int(round(DAY_S / history.step_s))
+    min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
+    train_start = since if shift is not None and len(history.values) - since >= min_train else 0
+    folds = [Fold(train_start if f.origin - train_start >= min_train else 0, f.origin, f.scored_until)
+             for f in folds_of(history, steps, since=since)]
+    shift_at = None if shift is None else history.timestamps[shift]
+    errors: dict[str, str] = {}
+    if shift is not None and not folds:
+        every = [Fold(0, f.origin, min(f.scored_until, shift)) for f in folds_of(history, steps) if f.origin < shift]
+        residuals = _residuals(history, cache, "recent_level", every, steps, errors)
+        offsets = _offsets(residuals, steps, history.step_s)
+        return Selection("recent_level", at, {"recent_level": _score(residuals, offsets)}, offsets, tuple(every),
+                         shift, shift_at,
+                         f"level shift at {shift_at:%Y-%m-%d %H:%M}: the recent level serves until a fold starts "
+                         "a day after it", errors)
+    if len(folds) < MIN_ORIGINS and shift is None:
+        raise SeriesError(f"{history.name}: {len(folds)} fold origin(s) in {history.history_s / 3600:g} h of history; "
+                          f"selection needs {MIN_ORIGINS} (about {(MIN_TRAIN_S + MIN_ORIGINS * SPACING_S) / 3600:g} h)")
+    scores: dict[str, float] = {}
+    tiebreak: dict[str, float] = {}
+    all_offsets: dict[str, dict[float, tuple[float, ...]]] = {}
+    for name in base:
+        residuals = _residuals(history, cache, name, folds, steps, errors)
+        if not any(residuals):
+            scores[name] = math.inf
+            continue
+        offsets = _offsets(residuals, steps, history.step_s)
+        all_offsets[name] = offsets
+        scores[name] = _score(residuals, offsets)
+        tiebreak[name] = sum(abs(r - offsets[0.5][k]) for k, rs in enumerate(residuals) for r in rs)
+    ranked = sorted((n for n in base if math.isfinite(scores[n])), key=lambda n: (scores[n], tiebreak[n], base.index(n)))
+    if not ranked:
+        raise SeriesError(f"{history.name}: no candidate model could run ({'; '.join(f'{k}: {v}' for k, v in errors.items())})")
+    model = ranked[0]
+    reason = (f"lowest calibrated P90 pinball over {len(folds)} fold(s)"
+              + (f" after the level shift at {shift_at:%Y-%m-%d %H:%M}" if shift_at else ""))
+    return Selection(model, at, scores, all_offsets[model], tuple(folds), train_start, shift_at, reason, errors)
+
+
+def _residuals(
+    history: DemandSeries, cache: OriginCache, name: str, folds: Sequence[Fold], steps: int, errors: dict[str, str]
+) -> list[list[float]]:
+    """Per horizon step, `name`'s residuals (actual - P50) over every fold ([] per step if it failed)."""
+    out: list[list[float]] = [[] for _ in range(steps)]
+    try:
+        for f in folds:
+            path = cache.path(truncated(history, f.train_start, f.origin), name, steps)
+            for k in range(f.scored_until - f.origin):
+                out[k].append(history.values[f.origin + k] - path[k])
+    except Exception as exc:  # noqa: BLE001 - a candidate that fails is out of this selection, with the reason kept
+        errors[name] = f"{type(exc).__name__}: {exc}"
+        return [[] for _ in range(steps)]
+    return out
+
+
+def _offsets(residuals: Sequence[Sequence[float]], steps: int, step_s: float) -> dict[float, tuple[float, ...]]:
+    """Per quantile, per step: the conformal quantile of the residuals pooled around the step (module doc)."""
+    half = max(0, int(round(POOL_S / step_s)))
+    total = sum(len(r) for r in residuals)
+    out: dict[float, list[float]] = {q: [] for q in QUANTILES}
+    for k in range(steps):
+        width = half
+        while True:
+            pool = [r for j in range(max(0, k - width), min(steps, k + width + 1)) for r in residuals[j]]
+            if len(pool) >= min(MIN_RESIDUALS, total) or width >= steps:
+                break
+            width = max(1, width * 2)
+        pool.sort()
+        for q in QUANTILES:
+            out[q].append(conformal_quantile(pool, q) if pool else 0.0)
+    return {q: tuple(v) for q, v in out.items()}
+
+
+def conformal_quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The split-conformal q quantile of sorted residuals: the ceil((n+1)q)-th smallest for q >= 0.5, else the
+    floor((n+1)q)-th (clamped to the sample)."""
+    n = len(sorted_values)
+    rank = math.ceil((n + 1) * q) if q >= 0.5 else math.floor((n + 1) * q)
+    return sorted_values[min(n, max(1, rank)) - 1]
+
+
+def _score(residuals: Sequence[Sequence[float]], offsets: Mapping[float, Sequence[float]]) -> float:
+    """Mean P90 pinball loss of P50 + the P90 offset over every scored point."""
+    losses = [max(0.9 * d, -0.1 * d) for k, rs in enumerate(residuals) for d in (r - offsets[0.9][k] for r in rs)]
+    return sum(losses) / len(losses) if losses else math.inf
+
+
+def serve(history: DemandSeries, selection: Selection, steps: int, cache: OriginCache) -> dict[float, list[float]]:
+    """The selected model's P50 path after `history`, with its calibrated offsets: every quantile's path."""
+    start = min(selection.train_start, len(history.values) - 1)
+    p50 = cache.path(truncated(history, start, len(history.values)), selection.model, steps)
+    out: dict[float, list[float]] = {}
+    for q in QUANTILES:
+        offs = selection.offsets[q]
+        out[q] = [v + (offs[k] if k < len(offs) else offs[-1]) for k, v in enumerate(p50)]
+    return out
+
+
+class SelectingForecaster:
+    """burst's forecaster: per series, the model a backtest chose, recalibrated and reselected on a schedule.
+
+    Called as the `ForecastService`'s fit (`fit(series, horizon_s=, quota=)`).
+    A series reselects when it has no selection, when `reselect_every_s` has
+    passed since the last, or when a level shift appears that the last did
+    not know about; between reselections only the serving model is refitted.
+    A series with too little history for `MIN_ORIGINS` folds is served by
+    `forecast_series` (Prophet with its own quantiles, or its fallbacks).
+    """
+
+    def __init__(self, *, reselect_every_s: float = RESELECT_EVERY_S, min_history_s: float = DAY_S,
+                 events: Sequence[SpecialEvent] = ()) -> None:
+        self.reselect_every_s = reselect_every_s
+        self.min_history_s = min_history_s
+        self.events = tuple(events)
+        self.cache = OriginCache(candidates(self.events))
+        self.selections: dict[str, Selection] = {}
+
+    def __call__(self, series: DemandSeries, *, horizon_s: float, quota: float | None = None) -> Forecast:
+        """The forecast of `series` over `horizon_s` after its last point, from its selected model."""
+        steps = max(1, int(math.ceil(horizon_s / series.step_s - 1e-9)))
+        at = series.timestamps[-1] + timedelta(seconds=series.step_s)
+        chosen = self.selections.get(series.name)
+        shift = level_shift(series)
+        shift_at = None if shift is None else series.timestamps[shift]
+        due = (chosen is None or (at - chosen.at).total_seconds() >= self.reselect_every_s
+               or len(chosen.offsets[0.5]) < steps or (shift_at is not None and chosen.level_shift_at is None))
+        if due and series.history_s >= self.min_history_s and max(series.values) > min(series.values):
+            try:
+                chosen = select_model(series, steps, cache=self.cache)
+            except SeriesError:
+                chosen = None
+            self.cache.forget_before(series.timestamps[0])
+            if chosen is None:
+                self.selections.pop(series.name, None)
+            else:
+                self.selections[series.name] = chosen
+        if chosen is None or series.history_s < self.min_history_s:
+            return forecast_series(series, horizon_s=horizon_s, quota=quota, min_history_s=self.min_history_s,
+                                   events=self.events)
+        if chosen.train_start and chosen.level_shift_at is not None:
+            start = next((i for i, t in enumerate(series.timestamps) if t >= chosen.level_shift_at), 0)
+            chosen = _with_train_start(chosen, start)
+        paths = serve(series, chosen, steps, self.cache)
+        return guarded_forecast(series, paths, steps, model=chosen.model, quota=quota,
+                                backtest_p90_pinball=_finite(chosen.score))
+
+
+def _with_train_start(selection: Selection, start: int) -> Selection:
+    from dataclasses import replace
+
+    return replace(selection, train_start=start)
+
+
+__all__ = ["OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "level_shift", "select_model",
+           "serve"]

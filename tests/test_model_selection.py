@@ -1,0 +1,173 @@
+"""forecasting.select: the model a backtest chooses, level shifts, calibrated quantiles, and no peeking."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from forecasting.models import DemandSeries, SeriesError
+from forecasting.select import (
+    OriginCache,
+    SelectingForecaster,
+    conformal_quantile,
+    level_shift,
+    recent_level_point,
+    seasonal_naive_point,
+    select_model,
+    serve,
+    truncated,
+)
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+def hourly(values: list[float]) -> DemandSeries:
+    return DemandSeries("t", "any", tuple(T0 + timedelta(hours=i) for i in range(len(values))), tuple(values), 3600.0)
+
+
+def daily_wave(hours: int, *, mean: float = 50.0, amplitude: float = 20.0) -> list[float]:
+    return [mean + amplitude * math.sin(2 * math.pi * (i % 24) / 24) for i in range(hours)]
+
+
+def test_selection_picks_the_model_that_is_known_to_win() -> None:
+    truth = daily_wave(14 * 24)
+    series = hourly(truth)
+
+    def exact(train: DemandSeries, steps: int) -> list[float]:
+        return [truth[len(train.values) + k] if len(train.values) + k < len(truth) else 0.0 for k in range(steps)]
+
+    def three_high(train: DemandSeries, steps: int) -> list[float]:
+        return [v + 3.0 for v in exact(train, steps)]
+
+    def flat(train: DemandSeries, steps: int) -> list[float]:
+        return [train.values[-1]] * steps
+
+    cache = OriginCache({"flat": flat, "three_high": three_high, "exact": exact})
+    chosen = select_model(series, 24, cache=cache)
+    assert chosen.model == "exact"
+    assert chosen.score == pytest.approx(0.0)
+    assert chosen.scores["flat"] > chosen.scores["exact"]
+    # a constant bias is what calibration corrects: three_high, shifted down by its P50 offset, is exact too, and
+    # loses only the tie to the model that needed no correction
+    assert chosen.scores["three_high"] == pytest.approx(0.0)
+    assert [round(v, 6) for v in select_model(series, 24, cache=cache, names=["three_high"]).offsets[0.5]] == [-3.0] * 24
+
+
+def test_seasonal_naive_wins_a_noise_free_daily_wave_against_the_recent_level() -> None:
+    series = hourly(daily_wave(10 * 24))
+    cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point})
+    chosen = select_model(series, 48, cache=cache, names=["recent_level", "seasonal_naive"])
+    assert chosen.model == "seasonal_naive" and chosen.level_shift_at is None
+    assert chosen.scores["recent_level"] > 1.0 > chosen.scores["seasonal_naive"]
+
+
+def test_a_level_shift_switches_the_model() -> None:
+    before = daily_wave(12 * 24)
+    cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point})
+    names = ["seasonal_naive", "recent_level"]
+    steady = select_model(hourly(before), 48, cache=cache, names=names)
+    assert steady.model == "seasonal_naive" and steady.level_shift_at is None
+    shifted = hourly(before + [v + 80.0 for v in daily_wave(20)])
+    assert level_shift(shifted) == len(before)
+    chosen = select_model(shifted, 48, cache=cache, names=names)
+    assert chosen.level_shift_at == T0 + timedelta(hours=len(before))
+    assert chosen.model == "recent_level", "yesterday's seasonality is not served at the old level"
+    assert "level shift" in chosen.reason
+    paths = serve(shifted, chosen, 48, cache)
+    assert min(paths[0.5]) > 100.0, "served at the new level"
+    # a day and a half after the shift, folds that start a day after it are scored: seasonality is back
+    later = hourly(before + [v + 80.0 for v in daily_wave(40)])
+    again = select_model(later, 48, cache=cache, names=names)
+    assert again.model == "seasonal_naive" and again.level_shift_at == chosen.level_shift_at
+    assert all(f.origin >= len(before) + 24 for f in again.folds), "only folds a day after the shift are scored"
+
+
+def test_a_shift_too_recent_for_any_fold_is_served_by_the_recent_level() -> None:
+    before = daily_wave(12 * 24)
+    series = hourly(before + [v + 80.0 for v in daily_wave(13)])
+    chosen = select_model(series, 24, cache=OriginCache({"seasonal_naive": seasonal_naive_point,
+                                                         "recent_level": recent_level_point}))
+    assert chosen.model == "recent_level" and chosen.level_shift_at is not None
+    paths = serve(series, chosen, 24, OriginCache({"recent_level": recent_level_point}))
+    assert min(paths[0.5]) > 100.0, "served at the new level (about 130), not the old one (about 50)"
+
+
+def test_no_shift_is_found_in_a_noisy_daily_wave() -> None:
+    rng = random.Random(3)
+    assert level_shift(hourly([v + rng.gauss(0, 5) for v in daily_wave(20 * 24)])) is None
+
+
+def test_the_selector_never_reads_the_fold_it_is_scored_on() -> None:
+    series = hourly(daily_wave(12 * 24))
+    seen: list[int] = []
+
+    def spy(train: DemandSeries, steps: int) -> list[float]:
+        seen.append(len(train.values))
+        return [train.values[-1]] * steps
+
+    chosen = select_model(series, 48, cache=OriginCache({"spy": spy}), names=["spy"])
+    assert len(chosen.folds) >= 10
+    # every fit trained on exactly the points before one fold's origin, and each fold is scored from its origin on
+    assert sorted(seen) == sorted(f.origin for f in chosen.folds)
+    assert all(f.train_start == 0 and f.origin < f.scored_until <= len(series.values) for f in chosen.folds)
+    # what lies after the history is never read: a selection on the first part equals one made before the rest existed
+    cut = 10 * 24
+    early = select_model(truncated(series, 0, cut), 48, cache=OriginCache({"spy": spy}), names=["spy"])
+    assert all(f.scored_until <= cut for f in early.folds)
+    garbage = hourly(list(series.values[:cut]) + [1e6] * (len(series.values) - cut))
+    assert select_model(truncated(garbage, 0, cut), 48, cache=OriginCache({"spy": spy}), names=["spy"]) == early
+
+
+def test_calibration_reaches_nominal_coverage_on_a_series_with_known_noise() -> None:
+    rng = random.Random(11)
+    n = 40 * 24
+    values = [max(0.0, v + rng.gauss(0.0, 6.0)) for v in daily_wave(n, mean=80.0)]
+    series = hourly(values)
+    cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point})
+    below = {0.1: 0, 0.5: 0, 0.9: 0, 0.99: 0}
+    count = 0
+    for origin in range(n - 48 - 20 * 24, n - 47, 24):  # 21 origins a day apart, the last 48 h before the end
+        history = truncated(series, 0, origin)
+        chosen = select_model(history, 48, cache=cache, names=["seasonal_naive", "recent_level"])
+        paths = serve(history, chosen, 48, cache)
+        for k in range(48):
+            count += 1
+            for q in below:
+                below[q] += values[origin + k] <= paths[q][k]
+    coverage = {q: c / count for q, c in below.items()}
+    assert 0.05 <= coverage[0.1] <= 0.15, coverage
+    assert 0.43 <= coverage[0.5] <= 0.57, coverage
+    assert 0.85 <= coverage[0.9] <= 0.95, coverage
+    assert coverage[0.99] >= 0.97, coverage
+
+
+def test_conformal_quantile_takes_the_finite_sample_rank() -> None:
+    values = [float(i) for i in range(1, 10)]  # n = 9: (n + 1) q = 9 for q = 0.9, 1 for q = 0.1
+    assert conformal_quantile(values, 0.9) == 9.0
+    assert conformal_quantile(values, 0.1) == 1.0
+    assert conformal_quantile(values, 0.5) == 5.0
+    assert conformal_quantile(values, 0.99) == 9.0  # beyond the sample: its largest
+
+
+def test_too_little_history_to_select_is_refused_and_the_forecaster_falls_back() -> None:
+    series = hourly(daily_wave(48))
+    with pytest.raises(SeriesError, match="selection needs"):
+        select_model(series, 24, cache=OriginCache({"recent_level": recent_level_point}))
+    forecast = SelectingForecaster()(hourly([0.0] * 10 + [1.0] * 10), horizon_s=3 * 3600)
+    assert forecast.model.startswith("seasonal_naive") and forecast.backtest_p90_pinball is None
+
+
+def test_the_forecaster_reselects_on_its_schedule_and_names_the_serving_model() -> None:
+    series = hourly(daily_wave(10 * 24))
+    forecaster = SelectingForecaster(reselect_every_s=86400.0)
+    forecaster.cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point})
+    first = forecaster(truncated(series, 0, 8 * 24), horizon_s=24 * 3600)
+    chosen = forecaster.selections["t/any"]
+    assert first.model == chosen.model and first.backtest_p90_pinball == pytest.approx(chosen.score)
+    forecaster(truncated(series, 0, 8 * 24 + 6), horizon_s=24 * 3600)
+    assert forecaster.selections["t/any"] is chosen, "6 h later: the same selection, refitted"
+    forecaster(truncated(series, 0, 9 * 24), horizon_s=24 * 3600)
+    assert forecaster.selections["t/any"] is not chosen, "a day later: selected again"
