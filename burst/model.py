@@ -482,11 +482,14 @@ class PrescalePolicy:
 
     `quantile` is the forecast quantile provisioned for (one of `QUANTILES`;
     None turns pre-scaling off for the tenant); the lead time is a group's boot
-    latency plus `buffer_s`.
+    latency plus `buffer_s`. A launch must pay: the expected queueing it saves,
+    valued at `wait_usd_per_gpu_hour`, above its expected cost
+    (`burst.planner.prescale_value`).
     """
 
     quantile: float | None = 0.9
     buffer_s: float = 300.0
+    wait_usd_per_gpu_hour: float | None = None  # what a GPU-hour of queueing is worth; None: the planner's default
 
 
 @dataclass(frozen=True)

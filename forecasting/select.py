@@ -41,7 +41,8 @@ in the first day a seasonal model still repeats the old level, which a
 calibration fitted then would learn as a bias), candidates train on the
 history from the shift on once it holds two days, and until such a fold
 exists `recent_level` serves, calibrated on its residuals over the folds
-before the shift.
+before the shift; with fewer than `MIN_ORIGINS` such folds the `median`
+serves (a choice on one or two folds is noise).
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ def select_model(
     shift = level_shift(history)
     since = 0 if shift is None else shift + int(round(DAY_S / history.step_s))
     min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
-    train_start = since if shift is not None and len(history.values) - since >= min_train else 0
+    train_start = shift if shift is not None and len(history.values) - shift >= min_train else 0
     folds = [Fold(train_start if f.origin - train_start >= min_train else 0, f.origin, f.scored_until)
              for f in folds_of(history, steps, since=since)]
     shift_at = None if shift is None else history.timestamps[shift]
@@ -289,6 +290,9 @@ def select_model(
     if len(folds) < MIN_ORIGINS and shift is None:
         raise SeriesError(f"{history.name}: {len(folds)} fold origin(s) in {history.history_s / 3600:g} h of history; "
                           f"selection needs {MIN_ORIGINS} (about {(MIN_TRAIN_S + MIN_ORIGINS * SPACING_S) / 3600:g} h)")
+    few = shift is not None and len(folds) < MIN_ORIGINS
+    if few:  # a choice on one or two folds is noise: the robust combination serves until there are enough
+        base = [COMBINATION]
     scores: dict[str, float] = {}
     tiebreak: dict[str, float] = {}
     all_offsets: dict[str, dict[float, tuple[float, ...]]] = {}
@@ -307,6 +311,9 @@ def select_model(
     model = ranked[0]
     reason = (f"lowest calibrated P90 pinball over {len(folds)} fold(s)"
               + (f" after the level shift at {shift_at:%Y-%m-%d %H:%M}" if shift_at else ""))
+    if few:
+        reason = (f"{len(folds)} fold(s) since the level shift at {shift_at:%Y-%m-%d %H:%M}, under the "
+                  f"{MIN_ORIGINS} a choice needs: the median of the candidates serves")
     return Selection(model, at, scores, all_offsets[model], tuple(folds), train_start, shift_at, reason, errors)
 
 

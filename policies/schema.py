@@ -97,6 +97,7 @@ Priority = Annotated[StrictInt, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 Number = Annotated[float, Strict()]
 """A float that also accepts ints, but not booleans or numeric strings."""
 PositiveNumber = Annotated[float, Strict(), Field(gt=0)]
+NonNegativeNumber = Annotated[float, Strict(), Field(ge=0)]
 Money = Annotated[float, Strict(), Field(gt=0, le=MAX_USD)]
 """USD amounts (budgets, prices): > 0 and at most burst.bounds.MAX_USD."""
 Fraction = Annotated[float, Strict(), Field(ge=0, le=1)]
@@ -174,13 +175,19 @@ class PrescaleDoc(StrictModel):
 
     quantile: Number | None = Field(
         default=0.9,
-        description="Forecast quantile the elastic tier is scaled ahead for (0.5, 0.9 or 0.99); "
+        description="Forecast quantile the elastic tier is scaled ahead for (0.1, 0.5, 0.9 or 0.99); "
         f"null = no pre-scaling for this tenant; {PLANNER}.",
     )
     buffer: Duration = Field(
         default=300.0,
         description="Duration added to a group's boot latency to give the pre-scaling lead time "
         f"(default 300 s); {PLANNER}.",
+    )
+    wait_usd_per_gpu_hour: NonNegativeNumber | None = Field(
+        default=None,
+        description="USD a GPU-hour of this tenant's queueing is worth: a pre-scaling launch must save more "
+        "expected wait, valued at this, than it is expected to cost (null = the default, 12 USD: three on-demand "
+        f"A100 GPU-hours); {PLANNER}.",
     )
 
     @field_validator("quantile")
@@ -318,7 +325,8 @@ class TenantPolicyDoc(StrictModel):
                 price_tolerance=self.spot.price_tolerance,
                 max_offering_share=self.spot.max_offering_share,
             ),
-            prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer),
+            prescale=PrescalePolicy(quantile=self.prescale.quantile, buffer_s=self.prescale.buffer,
+                                    wait_usd_per_gpu_hour=self.prescale.wait_usd_per_gpu_hour),
             hot_pool=HotPoolPolicy(enabled=self.hot_pool.enabled, min_gpus=self.hot_pool.min_gpus),
             disruption=DisruptionPolicy(do_not_disrupt=self.disruption.do_not_disrupt,
                                         max_share=self.disruption.max_share,

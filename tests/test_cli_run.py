@@ -77,6 +77,7 @@ def test_run_json_prints_one_object_per_event() -> None:
     assert len(statuses) == 3
     served = statuses[-1]["forecasts"]  # the 07:00 refit had no history; the one due at 13:00 has not come
     assert all(model.startswith("seasonal_naive") for model in served.values())
+    assert statuses[-1]["forecast_scores"] == dict.fromkeys(served), "no backtest chose the fallback: no score"
     late = [json.loads(line) for line in burst("run", "--duration", "7h", "--json").stdout.splitlines()]
     last = [e for e in late if e["event"] == "status"][-1]["forecasts"]
     assert last and all(k.count("/") == 1 for k in last)

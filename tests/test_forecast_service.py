@@ -89,3 +89,30 @@ def test_the_quickstart_daemon_forecasts_from_its_own_demand_history() -> None:
         assert runtime.forecasts.fits == len(served) == 3
     finally:
         runtime.close()
+
+
+def test_the_serving_model_and_its_backtest_score_reach_the_status_document_and_the_metrics() -> None:
+    from prometheus_client import generate_latest
+
+    from burst.api.status import daemon_status
+    from burst.metrics import ControllerMetrics
+    from burst.model import Plan, Snapshot
+    from burst.reconcile import TickReport
+    from forecasting.select import OriginCache, SelectingForecaster, recent_level_point, seasonal_naive_point
+
+    fit = SelectingForecaster()
+    fit.cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point})
+    now = T0 + timedelta(days=10)
+    service = ForecastService(lambda at: samples(10 * 24), background=False, fit=fit)
+    (forecast,) = service.forecasts(now)
+    serving = service.serving()
+    chosen = fit.selections["ml/A100"]
+    assert serving == {"ml/A100": {"model": chosen.model, "backtest_p90_pinball": chosen.score}}
+    assert forecast.model == chosen.model == "seasonal_naive"  # the daily sawtooth repeats exactly
+    report = TickReport(at=now, plan=Plan(id="p1", at=now, actions=()), snapshot=Snapshot(groups=(), nodes=(), jobs=()))
+    assert daemon_status(report, lambda g: 0.0, serving)["forecasts"] == serving
+    metrics = ControllerMetrics()
+    metrics.observe_tick(report, seconds=0.1, forecasts=[forecast])
+    text = generate_latest(metrics.registry).decode()
+    assert (f'burst_forecast_backtest_p90_pinball_gpus{{gpu_model="A100",model="seasonal_naive",tenant="ml"}} '
+            f"{chosen.score!r}") in text

@@ -78,8 +78,11 @@ def test_a_level_shift_switches_the_model() -> None:
     assert "level shift" in chosen.reason
     paths = serve(shifted, chosen, 48, cache)
     assert min(paths[0.5]) > 100.0, "served at the new level"
-    # a day and a half after the shift, folds that start a day after it are scored: seasonality is back
-    later = hourly(before + [v + 80.0 for v in daily_wave(40)])
+    # 40 h after it, two folds start a day after the shift: too few to choose on, so the median serves
+    few = select_model(hourly(before + [v + 80.0 for v in daily_wave(40)]), 48, cache=cache, names=names)
+    assert few.model == "median" and "under the 3 a choice needs" in few.reason
+    # 64 h after it, four: the choice is made on them, and seasonality is back
+    later = hourly(before + [v + 80.0 for v in daily_wave(64)])
     again = select_model(later, 48, cache=cache, names=names)
     assert again.model == "seasonal_naive" and again.level_shift_at == chosen.level_shift_at
     assert all(f.origin >= len(before) + 24 for f in again.folds), "only folds a day after the shift are scored"

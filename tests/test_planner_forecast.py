@@ -27,8 +27,16 @@ def forecast(values: dict[int, float], *, tenant: str = "a", model: str = "any",
                     model="prophet", history_s=history_s)
 
 
+EAGER = 1e6
+"""A wait value so high that pre-scaling always pays: the cases that test its other rules set it."""
+
+
+def eager(**prescale: object) -> dict[str, Policy]:
+    return {"a": Policy(tenant="a", prescale=PrescalePolicy(wait_usd_per_gpu_hour=EAGER, **prescale))}  # type: ignore[arg-type]
+
+
 def run(snapshot: Snapshot, forecasts: list[Forecast], policies: dict[str, Policy] | None = None, now=T0) -> Plan:
-    return plan(snapshot, forecasts, policies or {}, PRICES, now=now, ids=PlanIds("p1"))
+    return plan(snapshot, forecasts, eager() if policies is None else policies, PRICES, now=now, ids=PlanIds("p1"))
 
 
 def onprem_only(*extra_nodes, targets=None) -> Snapshot:
@@ -53,7 +61,7 @@ def test_forecast_demand_within_the_lead_time_is_launched_ahead_at_p90() -> None
 def test_demand_beyond_the_lead_time_waits_and_a_longer_buffer_reaches_it() -> None:
     later = [forecast({20: 26.0})]
     assert run(onprem_only(), later).actions == ()
-    longer = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=0.9, buffer_s=900.0))}
+    longer = eager(quantile=0.9, buffer_s=900.0)
     (up,) = run(onprem_only(), later, longer).actions
     assert up.count == 3
 
@@ -67,7 +75,7 @@ def test_each_tenant_is_pre_scaled_at_its_own_quantile_or_not_at_all() -> None:
                       quantiles={0.5: (0.0, 16.0), 0.9: (0.0, 24.0), 0.99: (0.0, 40.0)}, model="prophet")
 
     def ahead(quantile: float | None) -> list[int | None]:
-        policies = {"a": Policy(tenant="a", prescale=PrescalePolicy(quantile=quantile))}
+        policies = eager(quantile=quantile)
         return [a.count for a in run(snap, [rising], policies).actions]
 
     # need = min(8 demanded + P50 rise of 16, the quantile's level) against 8 GPUs of supply
@@ -114,7 +122,7 @@ def test_pre_scaling_folds_into_the_reactive_scale_up_of_the_same_group() -> Non
 def test_group_max_and_budget_bound_pre_scaling_and_say_so() -> None:
     p = run(onprem_only(), [forecast({10: 60.0})])  # 56 short: od-b's 4 nodes, then od-a for the rest
     assert [(a.target, a.count) for a in p.actions] == [("od-b", 4), ("od-a", 3)]
-    capped = {"a": Policy(tenant="a", budget=Budget(usd_per_hour=50.0))}
+    capped = {"a": Policy(tenant="a", budget=Budget(usd_per_hour=50.0), prescale=PrescalePolicy(wait_usd_per_gpu_hour=EAGER))}
     p = run(onprem_only(), [forecast({10: 26.0})], capped)
     assert p.actions == ()
     assert any(h.step == "prescale" and "budget.usd_per_hour $50.00" in h.reason for h in p.holds)
@@ -165,3 +173,30 @@ def test_a_window_between_two_forecast_steps_reads_the_value_now_not_zero() -> N
     assert f.max_over(0.9, T0, T0 + timedelta(minutes=10)) == 12.0  # before the first step: its value
     assert f.max_over(0.9, T0 + timedelta(minutes=16), T0 + timedelta(minutes=20)) == 12.0  # between steps
     assert f.max_over(0.9, T0, T0 + timedelta(minutes=30)) == 24.0
+
+
+def test_pre_scaling_fires_only_when_the_wait_it_saves_is_worth_more_than_it_costs() -> None:
+    # P50 = P90 = P99 = 16 GPUs at +10 min against 8 on-prem: one od-b node (8 GPUs at $3 per GPU-hour) short.
+    # Its GPUs are used with probability 1, but the last (at 15.5 GPUs, half a GPU below the certain 16) with
+    # 0.75: 7.75 GPUs expected. Each saves a 300 s boot of waiting, and is billed 600 s before a reactive launch
+    # would be; an unused one for the 600 s lead plus its 300 s break-even hold.
+    #   benefit = wait value x 7.75 x 300/3600;  cost = 3 x (7.75 x 600/3600 + 0.25 x 900/3600) = $4.0625
+    certain = [forecast({10: 16.0}, spread=0.0)]
+    (up,) = run(onprem_only(), certain, {}).actions
+    assert (up.target, up.count) == ("od-b", 1)
+    assert ("expected wait saved $7.75 (at $12 per GPU-hour of queueing, the default) > expected cost $4.06"
+            in up.reason)
+    cheap_wait = {"a": Policy(tenant="a", prescale=PrescalePolicy(wait_usd_per_gpu_hour=6.0))}  # benefit $3.875
+    held = run(onprem_only(), certain, cheap_wait)
+    assert held.actions == (), "benefit below cost: nothing is launched ahead"
+    (hold,) = [h for h in held.holds if h.step == "prescale"]
+    assert ("pre-scaling does not pay: expected wait saved $3.88 (at $6 per GPU-hour of queueing, policy "
+            "prescale.wait_usd_per_gpu_hour) <= expected cost $4.06") in hold.reason
+
+
+def test_a_rise_the_forecast_is_unsure_of_launches_only_the_nodes_that_pay() -> None:
+    # P50 of 26 at +10 min, P90 30, P99 34: 22 GPUs short of the 8 on-prem. The first two od-b nodes (GPUs up to
+    # 24) are used with probability over 0.5 and pay at the default; the third (24.5-31.5 GPUs) mostly idles
+    (up,) = run(onprem_only(), [forecast({10: 26.0})], {}).actions
+    assert (up.target, up.count) == ("od-b", 2)
+    assert "expected wait saved" in up.reason and "> expected cost" in up.reason

@@ -724,7 +724,11 @@ def test_prescale_section_sets_the_forecast_quantile_and_buffer(tmp_path: Path) 
     assert default_policy("x").prescale.quantile == 0.9
     (error,) = errors_of(write(tmp_path, "bad.yaml", "priority: 1\nprescale:\n  quantile: 0.8\n"))
     assert (error.line, error.field) == (3, "prescale.quantile")
-    assert "one of the forecast quantiles 0.5, 0.9, 0.99" in error.message
+    assert "one of the forecast quantiles 0.1, 0.5, 0.9, 0.99" in error.message
+    valued = load_policy_file(write(tmp_path, "wait.yaml", "prescale:\n  wait_usd_per_gpu_hour: 20\n"))
+    assert valued.prescale.wait_usd_per_gpu_hour == 20.0 and default_policy("x").prescale.wait_usd_per_gpu_hour is None
+    (negative,) = errors_of(write(tmp_path, "neg.yaml", "prescale:\n  wait_usd_per_gpu_hour: -1\n"))
+    assert (negative.line, negative.field) == (2, "prescale.wait_usd_per_gpu_hour")
 
 
 def test_forecasting_events_load_as_special_events_and_bad_dates_point_at_their_line(tmp_path: Path) -> None:

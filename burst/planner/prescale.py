@@ -20,6 +20,12 @@ without forecasts for 4 s less P95 wait.
 Pre-scaling is for the ramps the forecast sees coming, which reactive scaling
 meets one boot latency late.
 
+A launch must pay: the expected queueing it saves, valued at the tenant's
+`prescale.wait_usd_per_gpu_hour` (default 12 USD per GPU-hour), must exceed
+its expected cost, node by node (`burst.planner.prescale_value`); the reason
+gives both figures and where the value came from, and a shortfall that does
+not pay is held with them.
+
 Tenants are served from supply in priority order; what is left short is
 launched in the cheapest on-demand elastic group with room (spot capacity is
 not pre-scaled: a forecast does not say which jobs will be fault-tolerant),
@@ -56,15 +62,20 @@ from burst.model import (
 )
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
 from burst.planner.power import saves_power, wake_latency_s, wake_room
+from burst.planner.prescale_value import DEFAULT_WAIT_USD_PER_GPU_HOUR, prescale_case
 
 STEP = "prescale"
 MIN_HISTORY_S = 24 * 3600.0
 
 
+def latency_s(group: NodeGroup) -> float:
+    """How long capacity launched in `group` takes to serve: its boot (on-prem: wake) latency."""
+    return wake_latency_s(group) if saves_power(group) else group.boot_latency_s
+
+
 def lead_time_s(group: NodeGroup, policy: Policy) -> float:
     """How far ahead of forecast demand `group` is scaled for a tenant: its boot (on-prem: wake) latency plus the buffer."""
-    latency = wake_latency_s(group) if saves_power(group) else group.boot_latency_s
-    return latency + policy.prescale.buffer_s
+    return latency_s(group) + policy.prescale.buffer_s
 
 
 def serves(group: NodeGroup, gpu_model: str) -> bool:
@@ -109,6 +120,7 @@ def prescale_elastic(ctx: PlanContext) -> None:
             until = ctx.now + timedelta(seconds=lead)
             rise = math.floor(max(0.0, f.max_over(0.5, ctx.now, until) - f.now_value(0.5, ctx.now)) + 1e-9)
             want = _capped(min(now_gpus + rise, f.max_over(q, ctx.now, until)), policy)
+            available = free
             free -= want
             if free >= 0:
                 continue
@@ -118,8 +130,21 @@ def prescale_elastic(ctx: PlanContext) -> None:
                 ctx.hold(f"tenant:{f.tenant}", f"{label} exceeds supply, but no on-demand elastic group is allowed "
                          "to pre-scale", STEP, f.tenant)
                 continue
-            free += _launch(ctx, f.tenant, policy, options, -free, f"{label} exceeds the {supply} GPU(s) ready, "
-                            "booting and planned")
+            first = options[0]
+            wait_usd = policy.prescale.wait_usd_per_gpu_hour
+            source = "policy prescale.wait_usd_per_gpu_hour"
+            if wait_usd is None:
+                wait_usd, source = DEFAULT_WAIT_USD_PER_GPU_HOUR, "the default"
+            case = prescale_case(f, now=ctx.now, lead_s=lead, boot_s=latency_s(first.group), demand_now=now_gpus,
+                                 supply=available, nodes=math.ceil(-free / first.gpn - 1e-9), gpus_per_node=first.gpn,
+                                 gpu_usd_per_hour=first.gpu_price, wait_usd_per_gpu_hour=wait_usd)
+            if case.nodes == 0:
+                ctx.hold(f"tenant:{f.tenant}", f"{label} exceeds the {supply} GPU(s) ready, booting and planned, but "
+                         f"pre-scaling does not pay: {case.says(wait_usd, source)}", STEP, f.tenant)
+                continue
+            free += _launch(ctx, f.tenant, policy, options, min(-free, case.nodes * first.gpn),
+                            f"{label} exceeds the {supply} GPU(s) ready, booting and planned; "
+                            f"{case.says(wait_usd, source)}")
         ctx.forecast_spare_gpus[model] = free
 
 
