@@ -671,6 +671,13 @@ def print_steady_advice(advice: Sequence[SteadyAdvice]) -> None:
             + ("" if a.utilisation is None else
                f"; today's {a.steady_gpus} GPU(s) would be {a.utilisation:.0%} utilised: {a.status}")
         )
+        if a.cost_optimal_gpus is not None and a.cost_optimal_quantile is not None:
+            click.echo(
+                f"  cost-optimal ({a.gpu_model}): own {a.cost_optimal_gpus} GPU(s) (the P{a.cost_optimal_quantile * 100:.0f} "
+                f"of that demand: 1 - owned / on-demand price); a year costs ${a.year_usd_at_cost_optimal or 0:,.0f} "
+                f"at that size and ${a.year_usd_at_recommended or 0:,.0f} at {a.recommended_gpus} GPU(s), "
+                "overflow on on-demand"
+            )
 
 
 def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: int, as_json: bool) -> None:

@@ -714,6 +714,9 @@ class SteadyAdvice:
     today's `steady_gpus` that demand would keep busy (1.0 when there are none
     and demand is positive); `status` is its traffic light. The three are None
     when today's steady GPUs are not known (a series file forecast alone).
+    With prices, `cost_optimal_gpus` is the size that minimises owned cost
+    plus on-demand overflow (burst.planner.steady), and the year figures
+    price both sizes.
     """
 
     gpu_model: str
@@ -724,8 +727,15 @@ class SteadyAdvice:
     status: str | None
     window_start: datetime
     window_end: datetime
+    cost_optimal_quantile: float | None = None  # 1 - owned / on-demand USD per GPU-hour (None: prices not known)
+    cost_optimal_gpus: int | None = None  # that quantile of the forecast P50 demand over the window
+    year_usd_at_recommended: float | None = None  # a year of owning `recommended_gpus`, demand above on-demand
+    year_usd_at_cost_optimal: float | None = None  # the same at `cost_optimal_gpus`
 
     def to_json(self) -> dict[str, Any]:
+        def usd(v: float | None) -> float | None:
+            return None if v is None else round(v, 2)
+
         return {
             "gpu_model": self.gpu_model,
             "steady_gpus": self.steady_gpus,
@@ -735,6 +745,10 @@ class SteadyAdvice:
             "status": self.status,
             "window_start": self.window_start.isoformat(),
             "window_end": self.window_end.isoformat(),
+            "cost_optimal_quantile": None if self.cost_optimal_quantile is None else round(self.cost_optimal_quantile, 4),
+            "cost_optimal_gpus": self.cost_optimal_gpus,
+            "year_usd_at_recommended": usd(self.year_usd_at_recommended),
+            "year_usd_at_cost_optimal": usd(self.year_usd_at_cost_optimal),
         }
 
 

@@ -106,6 +106,10 @@ def test_plan_a_day_in_gives_steady_tier_advice_for_the_quickstart_rack() -> Non
     assert advice["window_start"] >= "2026-03-03T10:00:00+00:00"
     text = burst("plan", "--at", "2026-03-03T10:00:00Z").stdout
     assert f"steady tier (any): own {advice['recommended_gpus']} GPU(s)" in text and f": {advice['status']}" in text
+    # on-prem is cheaper than on-demand: the cost-optimal size is a quantile above the median, and costs no more
+    assert 0.5 < advice["cost_optimal_quantile"] < 1 and advice["cost_optimal_gpus"] >= advice["recommended_gpus"]
+    assert advice["year_usd_at_cost_optimal"] <= advice["year_usd_at_recommended"]
+    assert f"cost-optimal (any): own {advice['cost_optimal_gpus']} GPU(s)" in text
 
 
 def test_plan_at_before_the_start_is_refused() -> None:

@@ -200,3 +200,19 @@ def test_a_rise_the_forecast_is_unsure_of_launches_only_the_nodes_that_pay() -> 
     (up,) = run(onprem_only(), [forecast({10: 26.0})], {}).actions
     assert (up.target, up.count) == ("od-b", 2)
     assert "expected wait saved" in up.reason and "> expected cost" in up.reason
+
+
+def test_the_cost_optimal_steady_size_is_the_critical_ratio_quantile_and_each_size_is_priced_for_a_year() -> None:
+    # demand 0..99 GPUs, one step each; owned $1 and on-demand $4 per GPU-hour: own while P(demand > size) > 1/4,
+    # i.e. the 0.75 quantile (74.25 -> 75 GPUs), against the P50's 50
+    stamps = tuple(T0 + timedelta(hours=h) for h in range(100))
+    f = Forecast(tenant="a", gpu_model="A100", timestamps=stamps,
+                 quantiles={0.5: tuple(float(v) for v in range(100))}, model="prophet")
+    (advice,) = steady_advice([f], None, T0, prices=(1.0, 4.0))
+    assert (advice.recommended_gpus, advice.cost_optimal_quantile, advice.cost_optimal_gpus) == (50, 0.75, 75)
+    # a year at 75: 75 owned + mean overflow (sum of 1..24 / 100 = 3.0) on-demand at $4
+    assert advice.year_usd_at_cost_optimal == (75 * 1.0 + 3.0 * 4.0) * 8760
+    # at 50: 50 owned + mean overflow (sum of 1..49 / 100 = 12.25) at $4 -- dearer
+    assert advice.year_usd_at_recommended == (50 * 1.0 + 12.25 * 4.0) * 8760
+    assert advice.year_usd_at_recommended > advice.year_usd_at_cost_optimal
+    assert steady_advice([f], None, T0)[0].cost_optimal_gpus is None, "no prices: no cost-optimal size"

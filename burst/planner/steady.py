@@ -6,6 +6,16 @@ adds one `SteadyAdvice` per GPU model to the plan, which `burst plan` and
 forecasts' horizon), of the forecast P50 demand summed over tenants; the
 utilisation today's steady tier would see under that demand gives the
 green / yellow / red status (< 60% / 60-80% / > 80%).
+
+Given the owned and on-demand USD per GPU-hour, it also gives the
+cost-optimal owned size: the (1 - owned / on-demand) quantile of the same
+demand path. An owned GPU is paid every hour; one more of them saves an
+on-demand GPU-hour in every hour demand exceeds the size, so it pays while
+P(demand > size) > owned / on-demand (the newsvendor critical ratio). The
+forecast is taken as demand that cannot move: fault-tolerant demand that
+runs on spot, below the owned cost, would lower the size. Each size's cost
+for a year is owned GPUs x owned price x 8760 h plus the mean on-demand
+overflow over the window x on-demand price x 8760 h.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from burst.model import ANY_MODEL, Forecast, SteadyAdvice, Tier, utilisation_status
+from burst.model import ANY_MODEL, CapacityType, Forecast, SteadyAdvice, Tier, utilisation_status
 from burst.planner.context import PlanContext
 
 STEP = "steady_advice"
@@ -27,6 +37,7 @@ def steady_advice(
     steady_gpus: Mapping[str, int] | None,
     start: datetime,
     end: datetime | None = None,
+    prices: tuple[float, float] | None = None,
 ) -> list[SteadyAdvice]:
     """Decide, per GPU model, how many steady GPUs the forecast P50 demand over [start, end] calls for.
 
@@ -34,6 +45,7 @@ def steady_advice(
     known, so no utilisation or status); demand for `ANY_MODEL` counts against
     all of them. `end` defaults to the forecasts'
     last step. Models without forecast steps in the window get no advice.
+    `prices` is (owned, on-demand) USD per GPU-hour for the cost-optimal size.
     """
     demand: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
     for f in forecasts:
@@ -51,6 +63,11 @@ def steady_advice(
         if steady_gpus is not None:
             owned = sum(steady_gpus.values()) if model == ANY_MODEL else steady_gpus.get(model, 0)
             utilisation = _utilisation(path, owned)
+        q = optimal = year_rec = year_opt = None
+        if prices is not None and 0 < prices[0] < prices[1]:
+            q = 1.0 - prices[0] / prices[1]
+            optimal = math.ceil(_quantile(sorted(path), q) - 1e-9)
+            year_rec, year_opt = (year_usd(path, size, *prices) for size in (recommended, optimal))
         out.append(
             SteadyAdvice(
                 gpu_model=model,
@@ -61,9 +78,30 @@ def steady_advice(
                 status=None if utilisation is None else utilisation_status(utilisation),
                 window_start=min(demand[model]),
                 window_end=max(demand[model]),
+                cost_optimal_quantile=q,
+                cost_optimal_gpus=optimal,
+                year_usd_at_recommended=year_rec,
+                year_usd_at_cost_optimal=year_opt,
             )
         )
     return out
+
+
+HOURS_PER_YEAR = 8760.0
+
+
+def year_usd(path: Sequence[float], size: int, owned_usd: float, on_demand_usd: float) -> float:
+    """A year of owning `size` GPUs with demand like `path`, the overflow on on-demand (module doc)."""
+    overflow = sum(max(0.0, v - size) for v in path) / len(path) if path else 0.0
+    return (size * owned_usd + overflow * on_demand_usd) * HOURS_PER_YEAR
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q quantile of sorted values (linear interpolation)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def advise_steady_tier(ctx: PlanContext) -> None:
@@ -74,7 +112,11 @@ def advise_steady_tier(ctx: PlanContext) -> None:
     for cap in ctx.groups.values():
         if cap.group.tier is Tier.STEADY:
             owned[cap.group.shape.gpu_model] += cap.ready_nodes * cap.gpn
-    ctx.advice.extend(_LAST_ADVICE.advice(ctx.forecasts, owned, ctx.now))
+    steady = [c.gpu_price for c in ctx.groups.values() if c.group.tier is Tier.STEADY]
+    on_demand = [c.gpu_price for c in ctx.groups.values()
+                 if c.group.tier is Tier.ELASTIC and c.group.capacity_type is CapacityType.ON_DEMAND]
+    prices = (min(steady), min(on_demand)) if steady and on_demand else None
+    ctx.advice.extend(_LAST_ADVICE.advice(ctx.forecasts, owned, ctx.now, prices))
 
 
 class _LastAdvice:
@@ -88,10 +130,11 @@ class _LastAdvice:
 
     def __init__(self) -> None:
         self._last: tuple[tuple[Forecast, ...], tuple[tuple[int, int], ...], tuple[tuple[str, int], ...],
-                          tuple[SteadyAdvice, ...]] | None = None
+                          tuple[float, float] | None, tuple[SteadyAdvice, ...]] | None = None
 
-    def advice(self, forecasts: Sequence[Forecast], owned: Mapping[str, int], now: datetime) -> list[SteadyAdvice]:
-        """`steady_advice(forecasts, owned, now)`, reused when nothing it reads has changed."""
+    def advice(self, forecasts: Sequence[Forecast], owned: Mapping[str, int], now: datetime,
+               prices: tuple[float, float] | None = None) -> list[SteadyAdvice]:
+        """`steady_advice(forecasts, owned, now, prices=prices)`, reused when nothing it reads has changed."""
         windows = tuple(f.steps_within(now) for f in forecasts)
         held = tuple(sorted(owned.items()))
         last = self._last
@@ -101,10 +144,11 @@ class _LastAdvice:
             and all(a is b for a, b in zip(last[0], forecasts, strict=True))
             and last[1] == windows
             and last[2] == held
+            and last[3] == prices
         ):
-            return list(last[3])
-        out = steady_advice(forecasts, owned, now)
-        self._last = (tuple(forecasts), windows, held, tuple(out))
+            return list(last[4])
+        out = steady_advice(forecasts, owned, now, prices=prices)
+        self._last = (tuple(forecasts), windows, held, prices, tuple(out))
         return out
 
 
