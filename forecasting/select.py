@@ -406,7 +406,9 @@ class SelectingForecaster:
                or len(chosen.offsets[0.5]) < steps or (shift_at is not None and chosen.level_shift_at is None))
         if due and series.history_s >= self.min_history_s and max(series.values) > min(series.values):
             try:
-                chosen = select_model(series, steps, cache=self.cache)
+                # whole days of steps, so a horizon that moves by a step between refits reuses the folds' fits
+                day = max(1, int(round(DAY_S / series.step_s)))
+                chosen = select_model(series, -(-steps // day) * day, cache=self.cache)
             except SeriesError:
                 chosen = None
             self.cache.forget_before(series.timestamps[0])
