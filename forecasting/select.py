@@ -31,10 +31,11 @@ pinball loss over every scored point (ties: the lower P50 pinball loss,
 then the order above). Its score is that loss, in GPUs.
 
 Level shifts: `level_shift` finds a step to a new level in the last
-`SHIFT_WINDOW_S` (the median of the points after a split differs from the
-median of the `SHIFT_BEFORE_S` before it by more than `SHIFT_THRESHOLD`
-robust spreads of either side, with at least `SHIFT_MIN_AFTER_S` after it;
-among such splits, the one a two-level fit of the window places the step at).
+`SHIFT_WINDOW_S`: the median of the last whole days (at least
+`SHIFT_MIN_AFTER_S`, a day) differs from the median of the `SHIFT_BEFORE_S`
+before them by more than `SHIFT_THRESHOLD` robust spreads of either side
+(whole days, so a daily cycle weighs the same on both sides); the step is
+then placed, to the hour, where a two-level fit of the window puts it.
 After a shift, only folds starting a day or more after it are scored (what
 happened before it says little about which model tracks the new level, and
 in the first day a seasonal model still repeats the old level, which a
@@ -75,7 +76,7 @@ MIN_RESIDUALS = 30
 RECENT_S = 6 * 3600.0
 SHIFT_WINDOW_S = 7 * DAY_S
 SHIFT_BEFORE_S = 3 * DAY_S
-SHIFT_MIN_AFTER_S = 12 * 3600.0
+SHIFT_MIN_AFTER_S = DAY_S
 SHIFT_THRESHOLD = 3.0
 RESELECT_EVERY_S = DAY_S
 COMBINATION = "median"
@@ -212,21 +213,25 @@ def level_shift(series: DemandSeries) -> int | None:
     """The index where the series stepped to a new level within `SHIFT_WINDOW_S` of its end, or None (module doc)."""
     n = len(series.values)
     step = series.step_s
+    day = max(1, int(round(DAY_S / step)))
     before = int(round(SHIFT_BEFORE_S / step))
     min_after = max(1, int(round(SHIFT_MIN_AFTER_S / step)))
     stride = max(1, int(round(FIT_STEP_S / step)))
-    first = max(before, n - int(round(SHIFT_WINDOW_S / step)))
     values = series.values
-    found: list[tuple[int, float]] = []
-    for s in range(first, n - min_after + 1, stride):
+    found: list[int] = []
+    # detect on whole days after the split, so a daily cycle weighs the same on both sides
+    for after in range(min_after, int(round(SHIFT_WINDOW_S / step)) + 1, day):
+        s = n - after
+        if s < before:
+            break
         pre, post = values[s - before : s], values[s:]
         mid_pre, mid_post = statistics.median(pre), statistics.median(post)
         spread = max(_mad(pre, mid_pre), _mad(post, mid_post), 0.05 * max(mid_pre, mid_post), 0.5)
-        z = abs(mid_post - mid_pre) / spread
-        if z > SHIFT_THRESHOLD:
-            found.append((s, z))
+        if abs(mid_post - mid_pre) / spread > SHIFT_THRESHOLD:
+            found.append(s)
     if not found:
         return None
+    first = max(before, min(found) - day)
     lo = first - before
     segment = values[lo:]
     total = sum(segment)
@@ -236,7 +241,7 @@ def level_shift(series: DemandSeries) -> int | None:
         head = sum(segment[: s - lo])
         return abs((total - head) / b - head / a) * math.sqrt(a * b / (a + b))
 
-    return max((s for s, _ in found), key=cusum)
+    return max(range(first, n - min_after + 1, stride), key=cusum)
 
 
 def _mad(values: Sequence[float], centre: float) -> float:

@@ -70,7 +70,8 @@ def test_a_level_shift_switches_the_model() -> None:
     names = ["seasonal_naive", "recent_level"]
     steady = select_model(hourly(before), 48, cache=cache, names=names)
     assert steady.model == "seasonal_naive" and steady.level_shift_at is None
-    shifted = hourly(before + [v + 80.0 for v in daily_wave(20)])
+    # a day at the new level: the shift is found, and no fold starts a day after it yet
+    shifted = hourly(before + [v + 80.0 for v in daily_wave(24)])
     assert level_shift(shifted) == len(before)
     chosen = select_model(shifted, 48, cache=cache, names=names)
     assert chosen.level_shift_at == T0 + timedelta(hours=len(before))
@@ -88,9 +89,15 @@ def test_a_level_shift_switches_the_model() -> None:
     assert all(f.origin >= len(before) + 24 for f in again.folds), "only folds a day after the shift are scored"
 
 
+def test_a_daily_burst_is_not_a_level_shift() -> None:
+    # idle all day but for five hours at 192 GPUs: whatever hour the history ends at, no shift
+    spiky = [192.0 if 8 <= i % 24 < 13 else 0.0 for i in range(10 * 24)]
+    assert all(level_shift(hourly(spiky[:end])) is None for end in range(8 * 24, 10 * 24))
+
+
 def test_a_shift_too_recent_for_any_fold_is_served_by_the_recent_level() -> None:
     before = daily_wave(12 * 24)
-    series = hourly(before + [v + 80.0 for v in daily_wave(13)])
+    series = hourly(before + [v + 80.0 for v in daily_wave(24)])
     chosen = select_model(series, 24, cache=OriginCache({"seasonal_naive": seasonal_naive_point,
                                                          "recent_level": recent_level_point}))
     assert chosen.model == "recent_level" and chosen.level_shift_at is not None

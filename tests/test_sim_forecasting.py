@@ -50,8 +50,9 @@ def test_forecasting_pre_scales_ahead_of_a_daily_ramp_deterministically(tmp_path
     assert len(trace.prior) == 72, "the three days before the window are the forecast's history"
     first = compare(trace, ["burst", "burst-no-forecast"], days=2).results
     burst, blind = first["burst"], first["burst-no-forecast"]
-    # Prophet serves the first refit (too little history to select), then the model its backtest chooses
-    assert burst.forecast_fits > 0 and set(burst.forecast_models) == {"prophet", "seasonal_naive"}
+    # the fallback serves the first refits (too little history to select), then the model its backtest chooses
+    assert burst.forecast_fits > 0 and "seasonal_naive" in burst.forecast_models
+    assert set(burst.forecast_models) <= {"prophet", "seasonal_naive", "auto_ets", "recent_level", "median"}
     assert (blind.forecast_fits, blind.forecast_models, blind.forecast_fit_s) == (0, {}, 0.0)
     no_wait = [sum(1 for w in r.waits_s if w < 60) for r in (burst, blind)]
     assert no_wait[0] >= no_wait[1] + 5, f"jobs that found capacity ready on arrival: {no_wait}"
