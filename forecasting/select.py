@@ -35,7 +35,8 @@ Level shifts: `level_shift` finds a step to a new level in the last
 `SHIFT_MIN_AFTER_S`, a day) differs from the median of the `SHIFT_BEFORE_S`
 before them by more than `SHIFT_THRESHOLD` robust spreads of either side
 (whole days, so a daily cycle weighs the same on both sides); the step is
-then placed, to the hour, where a two-level fit of the window puts it.
+then placed, to the hour and at least `RECENT_S` before the end, where a
+two-level fit of the window puts it.
 After a shift, only folds starting a day or more after it are scored (what
 happened before it says little about which model tracks the new level, and
 in the first day a seasonal model still repeats the old level, which a
@@ -241,7 +242,8 @@ def level_shift(series: DemandSeries) -> int | None:
         head = sum(segment[: s - lo])
         return abs((total - head) / b - head / a) * math.sqrt(a * b / (a + b))
 
-    return max(range(first, n - min_after + 1, stride), key=cusum)
+    last = n - max(1, int(round(RECENT_S / step)))  # the step may lie inside the last day: at least 6 h before the end
+    return max(range(first, last + 1, stride), key=cusum)
 
 
 def _mad(values: Sequence[float], centre: float) -> float:
