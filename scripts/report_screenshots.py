@@ -7,8 +7,8 @@ Windows (from ../shared/data/traces, the repository's data directory):
 - `burst simulate --report`: itp-cluster02.csv, two days of submissions from
   the first job (2021-03-04), every strategy;
 - `burst cost --report`: history itp-cluster02.csv up to 2021-03-20T00:00Z,
-  a 3-day horizon, strategy burst-no-forecast, with two what-ifs (no spot;
-  8 more on-prem GPUs).
+  a 3-day horizon, strategy burst-no-forecast, with three what-ifs (spot
+  allowed for every tenant; 8 more on-prem GPUs; a fixed hot pool of 2 nodes).
 
 Writes into OUT (which should be outside the repository): `simulate/index.html`,
 `cost/index.html`, each `--json` output, and `simulate-light.png`,
@@ -33,7 +33,9 @@ TRACE = "itp-cluster02.csv"
 SIMULATE_DAYS = 2.0
 COST_AT = "2021-03-20T00:00:00Z"
 COST_HORIZON = "3d"
-WHAT_IFS = {"no-spot.yaml": "name: no-spot\nspot: false\n", "more-onprem.yaml": "name: more-onprem\nsteady_gpus_delta: 8\n"}
+WHAT_IFS = {"spot-for-all.yaml": "name: spot-for-all\nspot: true\n",
+            "more-onprem.yaml": "name: more-onprem\nsteady_gpus_delta: 8\n",
+            "hot-pool.yaml": "name: hot-pool-2\nhot_pool_nodes: 2\n"}
 WIDTH = 1280
 
 

@@ -293,13 +293,14 @@ def cost_rates(timeline: Sequence[TimelinePoint]) -> tuple[list[datetime], dict[
 
 def _cost_rate(theme: Theme, simulated: dict[str, StrategyResult]) -> Figure:
     fig, axes = _panels(theme, simulated, 1.75)
+    lines = [line for line in TIERS if any(r.cost_by_tier.get(line) for r in simulated.values())]
     for ax, (name, r) in zip(axes, simulated.items(), strict=False):
         times, rates = cost_rates(r.timeline)
         if times:
-            stacks = [[*rates[line], rates[line][-1]] for line in TIERS]
+            stacks = [[*rates[line], rates[line][-1]] for line in lines]
             ax.stackplot(plots.dates([*times, r.timeline[-1].at]), stacks,
-                         colors=[plots.TIER_COLOURS[line] for line in TIERS], step="post",
-                         labels=[plots.TIER_LABELS[line] for line in TIERS], linewidth=0)
+                         colors=[plots.TIER_COLOURS[line] for line in lines], step="post",
+                         labels=[plots.TIER_LABELS[line] for line in lines], linewidth=0)
         ax.set_title(f"{name}: {plots.usd(r.cost_usd)}")
         ax.set_ylabel("USD/h")
     plots.usd_axis(axes[0], suffix="/h")
