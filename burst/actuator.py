@@ -1,22 +1,32 @@
-"""The actuator: the only code that calls providers, journaling every intent around the call.
+"""The actuator: the only code that carries out actions, journaling every intent around its execution.
 
-For each provider action of a plan: the intent is written to the journal
-(`planned`), marked `sent` just before the call, and `confirmed` or `failed`
-after it. The idempotency key is the plan id plus what the action does
-(`Action.key`), written to the journal before the call, so a resend after a
-restart carries the same key and the provider ignores the duplicate.
+`EXECUTORS` says who executes each `ActionKind`: a provider (scale, terminate,
+warm pools) or the job source (place, checkpoint, evict, reclaim, requeue).
+It covers every kind (checked at import and by a test over the enum), so a new
+kind cannot be logged as applied and run by nobody.
+
+Every action goes the same way: the leader fence is checked, the intent is
+written to the journal, marked `sent` just before the call, and `confirmed`
+or `failed` (with the provider's typed error on the `Outcome`) after it. A
+provider action's intent is `planned` first; a job action, applied to the
+store or memory queue in the same process, is journaled `sent` at once. The
+idempotency key is the plan id plus what the action does (`Action.key`),
+written to the journal before the call, so a resend after a restart carries
+the same key and the provider ignores the duplicate.
 
 On start, `recover()` settles every unconfirmed intent before anything new is
 planned: an intent never sent is dropped (the next plan recomputes it from
-observed state); a sent one is checked against what the provider reports
-(group target, node presence) and resent with its journaled key if it did not
-take. Group sizes are absolute, so a resend cannot double a launch.
+observed state); a sent provider intent is checked against what the provider
+reports (group target, node presence) and resent with its journaled key if it
+did not take. Group sizes are absolute, so a resend cannot double a launch. A
+sent job intent is not resent: the job's state is the truth the next plan
+starts from.
 
 `collect_garbage()` finds what no plan would: nodes tagged with this cluster
 that the store does not know and no group target explains (orphans, after a
 grace period), and nodes stuck booting past the resume timeout; both are
-terminated (the stuck node's jobs are requeued by the job source, since the
-node is no longer ready).
+terminated through the same journaled path, under plan id `gc` (the stuck
+node's jobs are requeued by the job source, since the node is no longer ready).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from burst.model import Action, ActionKind, Node, NodeId, NodeState, Plan, WarmState
@@ -35,9 +46,35 @@ from providers.base import NotFound, Provider, ProviderError
 log = logging.getLogger("burst.actuator")
 
 CLUSTER_TAG = "burst:cluster"
-PROVIDER_ACTIONS = frozenset(
-    {ActionKind.SCALE_UP, ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES, ActionKind.SET_WARM_POOL}
-)
+GC_PLAN_ID = "gc"
+"""The plan id garbage collection journals its terminations under."""
+
+
+class Executor(StrEnum):
+    """Who carries out an action."""
+
+    PROVIDER = "provider"
+    JOB_SOURCE = "job source"
+
+
+EXECUTORS: Mapping[ActionKind, Executor] = {
+    ActionKind.SCALE_UP: Executor.PROVIDER,
+    ActionKind.SCALE_DOWN: Executor.PROVIDER,
+    ActionKind.TERMINATE_NODES: Executor.PROVIDER,
+    ActionKind.SET_WARM_POOL: Executor.PROVIDER,
+    ActionKind.PLACE_JOB: Executor.JOB_SOURCE,
+    ActionKind.REQUEST_CHECKPOINT: Executor.JOB_SOURCE,
+    ActionKind.EVICT_JOB: Executor.JOB_SOURCE,
+    ActionKind.RECLAIM_JOB: Executor.JOB_SOURCE,
+    ActionKind.REQUEUE_JOB: Executor.JOB_SOURCE,
+}
+"""Who executes each kind of action: every `ActionKind` has exactly one entry."""
+
+if set(EXECUTORS) != set(ActionKind):  # pragma: no cover
+    raise AssertionError(f"no executor for {sorted(set(ActionKind) - set(EXECUTORS))}")
+
+JobApplier = Callable[[Action], None]
+"""Applies one job action of the plan being executed (the controller binds its job source and the tick)."""
 
 
 class InjectedCrash(BaseException):
@@ -48,14 +85,20 @@ FaultHook = Callable[[str, Action], None]
 """Called with ("sent" | "called", action) around each provider call; tests raise InjectedCrash from it."""
 
 
+class NotSent(ProviderError):
+    """The action was not sent: its group's provider is down this tick."""
+
+
 @dataclass
 class Outcome:
-    """What happened to one provider action."""
+    """What happened to one action: `error` is the typed error it failed with (None when it succeeded),
+    `detail` the same in words for logs and the decision log."""
 
     action: Action
     key: str
     ok: bool
     detail: str = ""
+    error: ProviderError | None = None
 
 
 @dataclass
@@ -96,29 +139,52 @@ class Actuator:
 
     # ------------------------------------------------------------ plans
 
-    def execute(self, plan: Plan, *, skip: Mapping[str, str] | None = None) -> list[Outcome]:
-        """Send every provider action of `plan`, in order; job actions are the job source's.
+    def execute(
+        self, plan: Plan, *, apply_job: JobApplier | None = None, skip: Mapping[str, str] | None = None
+    ) -> list[Outcome]:
+        """Carry out every action of `plan` by its executor (`EXECUTORS`) and say what happened to each.
 
-        Actions on a group in `skip` (its provider is down) are not sent: their outcome fails with the reason.
-        The plan and each action applied are logged at INFO with their ids (job actions were applied by the
-        job source just before; provider actions once the provider confirmed them).
+        Job actions go first, in plan order (they change only jobs, and a node must not be terminated
+        before the jobs leaving it are moved), then provider actions, in plan order. Job actions are
+        applied by `apply_job`; without one, a plan with job actions is refused (ValueError) before anything
+        is done. Actions on a group in `skip` (its provider is down) are not sent: their outcome fails
+        with `NotSent` and the reason. The plan and each action applied are logged at INFO with their ids.
         """
         log.info("plan", extra={"plan_id": plan.id, "actions": len(plan.actions), "holds": len(plan.holds)})
+        jobs = [a for a in plan.actions if EXECUTORS[a.kind] is Executor.JOB_SOURCE]
+        if jobs and apply_job is None:
+            raise ValueError(f"plan {plan.id} has job actions and no job source to apply them")
         out: list[Outcome] = []
+        for a in jobs:
+            assert apply_job is not None
+            out.append(self._apply(plan.id, a, apply_job))
         for a in plan.actions:
-            if a.kind not in PROVIDER_ACTIONS:
-                _log_applied(plan.id, a, by="job source")
+            if EXECUTORS[a.kind] is not Executor.PROVIDER:
                 continue
             if skip and a.target in skip:
-                detail = f"not sent: {skip[a.target]}"
-                log.warning("action not sent", extra={"plan_id": plan.id, "action_id": a.id, "detail": detail})
-                out.append(Outcome(a, self.idempotency_key(plan.id, a), False, detail))
+                error = NotSent(f"not sent: {skip[a.target]}")
+                log.warning("action not sent", extra={"plan_id": plan.id, "action_id": a.id, "detail": str(error)})
+                out.append(Outcome(a, self.idempotency_key(plan.id, a), False, str(error), error))
                 continue
             outcome = self._send(plan.id, a)
             if outcome.ok:
-                _log_applied(plan.id, a, by="provider")
+                _log_applied(plan.id, a, by=Executor.PROVIDER)
             out.append(outcome)
         return out
+
+    def _apply(self, plan_id: str, action: Action, apply_job: JobApplier) -> Outcome:
+        """Journal a job action as sent, apply it, and confirm it (an exception marks it failed and goes on up)."""
+        key = self.idempotency_key(plan_id, action)
+        self._fenced()
+        intent_id = self.store.record_intent(key, plan_id, action.to_json(), self.clock(), status=IntentStatus.SENT)
+        try:
+            apply_job(action)
+        except BaseException as exc:
+            self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), f"{type(exc).__name__}: {exc}")
+            raise
+        self.store.mark_intent(intent_id, IntentStatus.CONFIRMED, self.clock())
+        _log_applied(plan_id, action, by=Executor.JOB_SOURCE)
+        return Outcome(action, key, True)
 
     def _fenced(self) -> None:
         """Raise `burst.lease.Deposed` if this daemon no longer leads (no journal write or call may follow)."""
@@ -129,7 +195,9 @@ class Actuator:
         """The key a provider sees for `action`: cluster, plan and what the action does."""
         return f"{self.cluster}:{plan_id}:{action.key}"
 
-    def _send(self, plan_id: str, action: Action) -> Outcome:
+    def _send(self, plan_id: str, action: Action, provider: Provider | None = None) -> Outcome:
+        """Journal a provider action, call the provider (`provider`, else the one of the action's group),
+        and record the outcome."""
         key = self.idempotency_key(plan_id, action)
         now = self.clock()
         self._fenced()
@@ -139,12 +207,12 @@ class Actuator:
             self.fault("sent", action)
         self._fenced()
         try:
-            self._call(action, key)
+            self._call(action, key, provider)
         except ProviderError as exc:
             detail = f"{type(exc).__name__}: {exc}"
             self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), detail)
             log.warning("action failed", extra={"plan_id": plan_id, "action_id": action.id, "detail": detail})
-            return Outcome(action, key, False, detail)
+            return Outcome(action, key, False, detail, exc)
         if self.fault:
             self.fault("called", action)
         self.store.mark_intent(intent_id, IntentStatus.CONFIRMED, self.clock())
@@ -152,8 +220,8 @@ class Actuator:
             self.store.set_target(action.target, action.size, key, self.clock())
         return Outcome(action, key, True)
 
-    def _call(self, action: Action, key: str) -> None:
-        provider = self.by_group.get(action.target)
+    def _call(self, action: Action, key: str, provider: Provider | None = None) -> None:
+        provider = provider or self.by_group.get(action.target)
         if provider is None:
             raise NotFound(f"no provider manages group {action.target}")
         if action.kind is ActionKind.SCALE_UP:
@@ -185,12 +253,16 @@ class Actuator:
                 self.store.mark_intent(intent.id, IntentStatus.FAILED, now, "never sent before a restart")
                 continue
             action = _action_from_json(intent.action)
+            if EXECUTORS[action.kind] is Executor.JOB_SOURCE:
+                self.store.mark_intent(intent.id, IntentStatus.FAILED, now,
+                                       "not resent after a restart: the next plan starts from the job's state")
+                continue
             try:
                 if not self._took_effect(action):
                     self._call(action, intent.key)
             except ProviderError as exc:
                 self.store.mark_intent(intent.id, IntentStatus.FAILED, now, f"on recovery: {type(exc).__name__}: {exc}")
-                outcomes.append(Outcome(action, intent.key, False, str(exc)))
+                outcomes.append(Outcome(action, intent.key, False, str(exc), exc))
                 continue
             self.store.mark_intent(intent.id, IntentStatus.CONFIRMED, now, "confirmed on recovery")
             if action.size is not None:
@@ -246,15 +318,7 @@ class Actuator:
                     step="gc",
                     reason=f"{reason}: {node_id}",
                 )
-                key = f"{self.cluster}:gc:{action.key}"
-                self._fenced()
-                intent_id = self.store.record_intent(key, "gc", action.to_json(), now)
-                self.store.mark_intent(intent_id, IntentStatus.SENT, now)
-                try:
-                    self._terminate(provider, (node_id,), key)
-                    self.store.mark_intent(intent_id, IntentStatus.CONFIRMED, self.clock())
-                except ProviderError as exc:
-                    self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), str(exc))
+                self._send(GC_PLAN_ID, action, provider)
                 first_seen.pop(node_id, None)
                 log.info("garbage collected node", extra={"node": node_id, "why": reason})
         if first_seen != seen_before:
@@ -312,10 +376,10 @@ def sort_unknown(
     return adopted, unexplained
 
 
-def _log_applied(plan_id: str, action: Action, *, by: str) -> None:
+def _log_applied(plan_id: str, action: Action, *, by: Executor) -> None:
     if log.isEnabledFor(logging.INFO):
         log.info("action applied", extra={"plan_id": plan_id, "action_id": action.id, "kind": action.kind.value,
-                                          "target": action.target, "reason": action.reason, "by": by})
+                                          "target": action.target, "reason": action.reason, "by": by.value})
 
 
 def _action_from_json(data: Mapping[str, Any]) -> Action:

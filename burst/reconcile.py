@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from burst import progress
-from burst.actuator import Actuator, GcReport, Outcome, sort_unknown
+from burst.actuator import EXECUTORS, Actuator, Executor, GcReport, Outcome, sort_unknown
 from burst.costing import attribute_costs
 from burst.lease import LeaderLease
 from burst.losses import job_losses
@@ -80,9 +80,8 @@ from burst.planner.spot_rates import InterruptionObservations
 from burst.state import MetaKey, Store
 from burst.wakeup import WakeReason, Wakeup
 from burst.workloads.base import JobEvents, JobSource
-from burst.workloads.queue import JOB_ACTIONS
 from policies.config import DEFAULT_INTERRUPTION_COOLDOWN_S
-from providers.base import Provider
+from providers.base import InsufficientCapacity, Provider, QuotaExceeded
 
 log = logging.getLogger("burst.reconcile")
 
@@ -257,23 +256,8 @@ class Controller:
             result = replace(result, holds=(*result.holds, *failed_job_holds(job_events.failed)))
         if self.actuator.fence is not None:
             self.actuator.fence()
-        acted_on = {a.target for a in result.actions if a.kind in JOB_ACTIONS}
-        before = {j.id: j for j in jobs if j.id in acted_on} if acted_on else {}
-        for action in result.actions:
-            if action.kind in JOB_ACTIONS:
-                self.source.apply(action, now)
-                was = before.get(action.target)
-                if action.kind in (ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB) and was is not None and was.active:
-                    back, lost = progress.requeue(was, now)
-                    if action.step == NOTICE_STEP:  # moved off a node being reclaimed: the interruption's loss
-                        job_events.requeued.append((back, lost))
-                        job_events.lost_nodes[back.id] = was.node_ids
-                    else:
-                        job_events.evicted.append((back, lost))
-                if self.agents is not None:
-                    self.agents.forward(action, before.get(action.target), now)
-        down = self._down_groups()
-        outcomes = self.actuator.execute(result, skip=down)
+        apply_job = self._job_applier(result, jobs, job_events, now)
+        outcomes = self.actuator.execute(result, apply_job=apply_job, skip=self._down_groups())
         self._cool_down_on_failures(outcomes, now)
         self._record(result, outcomes, snapshot, job_events, now)
         return TickReport(
@@ -285,6 +269,29 @@ class Controller:
             provider_events=events,
             snapshot=snapshot,
         )
+
+    def _job_applier(
+        self, result: Plan, jobs: Sequence[Job], job_events: JobEvents, now: datetime
+    ) -> Callable[[Action], None]:
+        """How this tick applies a job action: to the job source, counting the work an eviction or requeue
+        loses, then forwarded to the agents of the job's nodes."""
+        acted_on = {a.target for a in result.actions if EXECUTORS[a.kind] is Executor.JOB_SOURCE}
+        before = {j.id: j for j in jobs if j.id in acted_on} if acted_on else {}
+
+        def apply(action: Action) -> None:
+            self.source.apply(action, now)
+            was = before.get(action.target)
+            if action.kind in (ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB) and was is not None and was.active:
+                back, lost = progress.requeue(was, now)
+                if action.step == NOTICE_STEP:  # moved off a node being reclaimed: the interruption's loss
+                    job_events.requeued.append((back, lost))
+                    job_events.lost_nodes[back.id] = was.node_ids
+                else:
+                    job_events.evicted.append((back, lost))
+            if self.agents is not None:
+                self.agents.forward(action, was, now)
+
+        return apply
 
     def _standby(self, now: datetime) -> TickReport:
         assert self.lease is not None
@@ -341,7 +348,7 @@ class Controller:
         """Start a group's cooldown after this tick's launch there failed for capacity or quota (not a
         transient error, which the next tick retries)."""
         for o in outcomes:
-            if not o.ok and o.action.kind is ActionKind.SCALE_UP and o.detail.startswith(COOLING_ERRORS):
+            if not o.ok and o.action.kind is ActionKind.SCALE_UP and isinstance(o.error, COOLING_ERRORS):
                 self._start_cooldown(o.action.target, now + timedelta(seconds=self.launch_failure_cooldown_s),
                                      f"a launch failed at {now:%H:%M}: {o.detail}")
 
@@ -584,8 +591,8 @@ def with_idle_since(nodes: Iterable[Node], jobs: Iterable[Job], now: datetime) -
     return out
 
 
-COOLING_ERRORS = ("InsufficientCapacity", "QuotaExceeded")
-"""Launch failures that start a cooldown (an outcome's detail begins with the error's type)."""
+COOLING_ERRORS = (InsufficientCapacity, QuotaExceeded)
+"""Launch failures that start a cooldown (the typed error on the action's outcome)."""
 
 
 def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:

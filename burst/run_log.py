@@ -13,10 +13,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from burst.actuator import EXECUTORS, Executor
 from burst.model import ActionKind, JobState, NodeState
 from burst.reconcile import LoopStats, TickReport, month_start
 from burst.runtime import Runtime
-from burst.workloads.queue import JOB_ACTIONS
 
 SIGNS = {ActionKind.SCALE_UP: "+", ActionKind.SCALE_DOWN: "-", ActionKind.TERMINATE_NODES: "-"}
 
@@ -62,7 +62,7 @@ class TickPrinter:
         stamp = f"{report.at:%Y-%m-%d %H:%M}"
         failed = {o.action.id: o.detail for o in report.outcomes if not o.ok}
         for action in report.plan.actions:
-            if action.kind in JOB_ACTIONS:
+            if EXECUTORS[action.kind] is Executor.JOB_SOURCE:
                 continue
             size = f" -> {action.size}" if action.size is not None else ""
             note = f" FAILED: {failed[action.id]}" if action.id in failed else ""

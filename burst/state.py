@@ -837,14 +837,25 @@ class Store:
 
     # ---------------------------------------------------------------- intents
 
-    def record_intent(self, key: str, plan_id: str, action: Mapping[str, Any], at: datetime) -> int:
-        """Journal an intent (status planned) before its provider call; returns its id."""
+    def record_intent(
+        self,
+        key: str,
+        plan_id: str,
+        action: Mapping[str, Any],
+        at: datetime,
+        *,
+        status: IntentStatus = IntentStatus.PLANNED,
+    ) -> int:
+        """Journal an intent before it is carried out, `planned` (or `sent`, for an action applied in this
+        process at once); returns its id."""
+        if status not in UNCONFIRMED_INTENT_STATUSES:
+            raise InvalidIntentTransition(f"an intent is journaled planned or sent, not {status.value}")
         stamp = _ts(at, "at")
         with self._tx() as conn:
             cur = conn.execute(
                 "INSERT INTO intents (key, plan_id, action_json, status, detail, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, '', ?, ?)",
-                (key, plan_id, _json(dict(action), "action"), IntentStatus.PLANNED.value, stamp, stamp),
+                (key, plan_id, _json(dict(action), "action"), IntentStatus(status).value, stamp, stamp),
             )
             assert cur.lastrowid is not None
             return int(cur.lastrowid)

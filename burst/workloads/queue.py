@@ -105,11 +105,6 @@ def checkpoints_on_request(job: Job) -> bool:
     return job.state in RUNNING_STATES and job.started_at is not None
 
 
-JOB_ACTIONS = frozenset(
-    {ActionKind.PLACE_JOB, ActionKind.RECLAIM_JOB, ActionKind.REQUEUE_JOB, ActionKind.EVICT_JOB, ActionKind.REQUEST_CHECKPOINT}
-)
-
-
 class MemoryQueue:
     """An in-memory job queue (the simulator's): jobs arrive with `submit`, nothing persists."""
 
