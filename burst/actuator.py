@@ -24,7 +24,8 @@ starts from.
 
 `collect_garbage()` finds what no plan would: nodes tagged with this cluster
 that the store does not know and no group target explains (orphans, after a
-grace period), and nodes stuck booting past the resume timeout; both are
+grace period), and nodes stuck requested, booting or waking past that state's
+`NODE_STATE_TIMEOUT_S` (the lifecycle table's limits: 600 s, 1,200 s, 600 s); both are
 terminated through the same journaled path, under plan id `gc` (the stuck
 node's jobs are requeued by the job source, since the node is no longer ready).
 """
@@ -39,7 +40,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from burst.model import Action, ActionKind, Node, NodeId, NodeState, Plan, WarmState
+from burst.model import NODE_STATE_TIMEOUT_S, Action, ActionKind, Node, NodeId, NodeState, Plan, WarmState
 from burst.state import IntentStatus, MetaKey, Store
 from providers.base import NotFound, Provider, ProviderError
 
@@ -120,14 +121,14 @@ class Actuator:
         cluster: str,
         clock: Callable[[], datetime],
         orphan_grace_s: float = 600.0,
-        resume_timeout_s: float = 900.0,
+        state_timeouts_s: Mapping[NodeState, float | None] = NODE_STATE_TIMEOUT_S,
         fault: FaultHook | None = None,
     ) -> None:
         self.store = store
         self.cluster = cluster
         self.clock = clock
         self.orphan_grace_s = orphan_grace_s
-        self.resume_timeout_s = resume_timeout_s
+        self.state_timeouts_s = state_timeouts_s
         self.fault = fault
         self.fence: Callable[[], None] | None = None  # raises Deposed once this daemon lost the leader lease
         self.by_group: dict[str, Provider] = {}
@@ -304,9 +305,8 @@ class Actuator:
         starting = (NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING)
         orphans = report.orphans
         for node in observed.values():
-            if node.state in starting and node.id not in orphans:
-                if (now - node.entered_state_at).total_seconds() > self.resume_timeout_s:
-                    report.stuck.append(node.id)
+            if node.state in starting and node.id not in orphans and node.is_stuck(now, self.state_timeouts_s):
+                report.stuck.append(node.id)
         for reason, ids in (("orphan", report.orphans), ("stuck", report.stuck)):
             for node_id in ids:
                 node = observed[node_id]

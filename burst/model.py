@@ -8,6 +8,7 @@ Times are timezone-aware UTC datetimes, durations are seconds, money is USD.
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 import functools
 import math
@@ -88,7 +89,30 @@ NODE_STATE_TIMEOUT_S: Mapping[NodeState, float | None] = {
     NodeState.TERMINATED: None,
     NodeState.FAILED: 300.0,
 }
-"""Default time a node may stay in each state before it counts as stuck."""
+"""Default time a node may stay in each state before it counts as stuck (garbage collection replaces a node
+stuck requested, booting or waking)."""
+
+
+def _shortest_paths(
+    table: Mapping[NodeState, frozenset[NodeState]],
+) -> dict[tuple[NodeState, NodeState], tuple[NodeState, ...]]:
+    """For every (from, to) the table connects, the states of the shortest walk (ties broken by state name)."""
+    paths: dict[tuple[NodeState, NodeState], tuple[NodeState, ...]] = {}
+    for start in table:
+        seen: dict[NodeState, tuple[NodeState, ...]] = {start: ()}
+        queue = collections.deque([start])
+        while queue:
+            here = queue.popleft()
+            for nxt in sorted(table[here], key=lambda s: s.value):
+                if nxt not in seen:
+                    seen[nxt] = (*seen[here], nxt)
+                    queue.append(nxt)
+        paths.update(((start, end), path) for end, path in seen.items())
+    return paths
+
+
+NODE_PATHS: Mapping[tuple[NodeState, NodeState], tuple[NodeState, ...]] = _shortest_paths(NODE_TRANSITIONS)
+"""The walk `Node.walk_to` takes from one state to another (absent: the table has none)."""
 
 LIVE_NODE_STATES = frozenset(
     {NodeState.REQUESTED, NodeState.BOOTING, NodeState.WARM, NodeState.WAKING, NodeState.READY, NodeState.DRAINING}
@@ -102,10 +126,12 @@ class InvalidTransition(ValueError):
 
 @dataclass(frozen=True)
 class Transition:
-    """One timestamped step in a node's history."""
+    """One timestamped step in a node's history; `resync` says why a step the table has no path to was taken
+    (a provider reported the state: an observed re-sync, see `Node.walk_to`)."""
 
     state: NodeState
     at: datetime
+    resync: str = ""
 
 
 @dataclass(frozen=True)
@@ -238,6 +264,43 @@ class Node:
             warm_state=warm_state if to is NodeState.WARM else None,
             idle_since=at if to is NodeState.READY else self.idle_since,
         )
+
+    def walk_to(
+        self, to: NodeState, at: datetime, *, warm_state: WarmState | None = None, observed_by: str | None = None
+    ) -> Node:
+        """The node moved to `to` along the shortest walk the table allows, each step timestamped `at`.
+
+        A warm node sent to BOOTING wakes instead (clouds list a warm-pool
+        node starting into service as booting); a node already in `to` is
+        returned as it is, except that a warm one takes the sub-state given.
+        Where the table has no walk, a state reported by provider
+        `observed_by` (a terminating node listed in service again) is an
+        observed re-sync: one history entry saying so, no invented steps;
+        without `observed_by` it raises `InvalidTransition`.
+        """
+        state = self.state
+        if state is NodeState.WARM and to is NodeState.BOOTING:
+            to = NodeState.WAKING
+        if state is to:
+            if to is NodeState.WARM and warm_state is not None and warm_state is not self.warm_state:
+                return dataclasses.replace(self, warm_state=warm_state)
+            return self
+        path = NODE_PATHS.get((state, to))
+        if path is None:
+            if observed_by is None:
+                raise InvalidTransition(f"node {self.id}: no walk from {state.value} to {to.value}")
+            why = f"{observed_by} lists it {to.value} after {state.value}, which no transition leads to"
+            return dataclasses.replace(
+                self,
+                state=to,
+                history=(*self.history, Transition(to, at, resync=why)),
+                warm_state=(warm_state or self.warm_state or WarmState.STOPPED) if to is NodeState.WARM else None,
+                idle_since=at if to is NodeState.READY else self.idle_since,
+            )
+        node = self
+        for step in path:
+            node = node.transition(step, at, warm_state=warm_state if step is NodeState.WARM else None)
+        return node
 
     @property
     def entered_state_at(self) -> datetime:

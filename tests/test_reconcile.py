@@ -12,7 +12,17 @@ import pytest
 from builders import T0, group, job
 
 from burst.actuator import Actuator
-from burst.model import ActionKind, CapacityType, JobState, NodeState, SpotPolicy, Tier, default_policy
+from burst.model import (
+    NODE_STATE_TIMEOUT_S,
+    ActionKind,
+    CapacityType,
+    JobState,
+    Node,
+    NodeState,
+    SpotPolicy,
+    Tier,
+    default_policy,
+)
 from burst.reconcile import Controller, demand_points, month_start, run_loop, with_idle_since
 from burst.state import Store
 from burst.workloads.queue import MemoryQueue, StoreQueue
@@ -132,14 +142,14 @@ def test_orphan_is_collected_after_its_grace_and_not_before() -> None:
 def test_node_stuck_booting_is_replaced_and_its_job_runs_on_the_replacement() -> None:
     clock = ManualClock(T0)
     store = Store(":memory:")
-    ctl, sim, queue = build(store, clock, resume_timeout_s=900)
+    ctl, sim, queue = build(store, clock)
     queue.submit(job("big", gpus=8, duration_s=7200.0))
     queue.submit(job("waits", gpus=8, duration_s=600.0))
     sim.stall_boots("cloud", 1)
     ctl.tick()
     stuck = sim.all_nodes("cloud")[0].id
     stuck_seen = []
-    for _ in range(25):
+    for _ in range(30):  # stuck past booting's 1,200 s, then the replacement boots
         clock.advance(60)
         report = ctl.tick()
         stuck_seen += report.gc.stuck
@@ -150,6 +160,26 @@ def test_node_stuck_booting_is_replaced_and_its_job_runs_on_the_replacement() ->
     waits = store.get_job("waits")
     assert waits is not None and waits.state in (JobState.RUNNING, JobState.SUCCEEDED)
     assert waits.node_ids == (replacement[0].id,)
+
+
+def test_gc_limits_are_the_lifecycle_tables_state_timeouts() -> None:
+    """Deliberate change: a node is stuck after NODE_STATE_TIMEOUT_S of its state (requested 600 s, booting
+    1,200 s), no longer after a flat 900 s."""
+    clock = ManualClock(T0)
+    store = Store(":memory:")
+    sim = SimProvider([CLOUD], clock=clock, cluster="test")
+    actuator = Actuator({"sim": sim}, store, cluster="test", clock=clock)
+    requested = Node.requested("r", "cloud", 8, T0)
+    booting = requested.transition(NodeState.BOOTING, T0)
+    booting = dataclasses.replace(booting, id="b")
+    store.put_nodes([requested, booting], at=T0)
+    assert (NODE_STATE_TIMEOUT_S[NodeState.REQUESTED], NODE_STATE_TIMEOUT_S[NodeState.BOOTING]) == (600.0, 1200.0)
+    clock.advance(1000)
+    assert actuator.collect_garbage({"r": requested, "b": booting}, {"cloud": 2}).stuck == ["r"]
+    clock.advance(199)
+    assert actuator.collect_garbage({"b": booting}, {"cloud": 1}).stuck == []
+    clock.advance(2)
+    assert actuator.collect_garbage({"b": booting}, {"cloud": 1}).stuck == ["b"]
 
 
 def test_running_job_requeued_when_its_node_is_interrupted() -> None:

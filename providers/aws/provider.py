@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 from burst.model import (
-    NODE_TRANSITIONS,
     CapacityType,
     EventKind,
     GpuShape,
@@ -613,12 +612,7 @@ class AwsProvider:
             return
         gpus = self._groups[gid].group.gpus_per_node if gid in self._groups else 0
         node = before or Node.requested(iid, gid, gpus, now, tags=tags)
-        if node.state is NodeState.WARM and state is NodeState.BOOTING:
-            state = NodeState.WAKING  # a warm-pool instance coming into service
-        if node.state is NodeState.WARM and state is NodeState.WARM:
-            node = dataclasses.replace(node, warm_state=warm)
-        else:
-            node = _walk(node, state, now, warm)
+        node = node.walk_to(state, now, warm_state=warm, observed_by=self.name)
         self._nodes[iid] = dataclasses.replace(node, tags=tags) if dict(node.tags) != tags else node
 
     # ------------------------------------------------------------ events
@@ -819,23 +813,3 @@ class AwsProvider:
     def code_of(exc: BaseException) -> str:
         return error_code(exc)
 
-
-def _walk(node: Node, to: NodeState, at: datetime, warm: WarmState | None) -> Node:
-    """Move `node` to `to` along the shortest path the lifecycle table allows (a fresh node when none does)."""
-    if node.state is to:
-        return node
-    paths: dict[NodeState, list[NodeState]] = {node.state: []}
-    queue = collections.deque([node.state])
-    while queue:
-        here = queue.popleft()
-        for nxt in sorted(NODE_TRANSITIONS[here], key=lambda s: s.value):
-            if nxt not in paths:
-                paths[nxt] = [*paths[here], nxt]
-                queue.append(nxt)
-    path = paths.get(to)
-    if path is None:  # e.g. a terminating node listed in service again: start its history over
-        fresh = Node.requested(node.id, node.group_id, node.gpus, at, tags=node.tags, key=node.key)
-        return _walk(fresh, to, at, warm)
-    for state in path:
-        node = node.transition(state, at, warm_state=warm if state is NodeState.WARM else None)
-    return node

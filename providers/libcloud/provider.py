@@ -54,7 +54,6 @@ scaled-in nodes are not supported.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
 import inspect
@@ -70,7 +69,6 @@ from libcloud.compute.base import NodeDriver
 from libcloud.compute.types import NodeState as LcState
 
 from burst.model import (
-    NODE_TRANSITIONS,
     CapacityType,
     EventKind,
     Node,
@@ -636,7 +634,7 @@ class LibcloudProvider:
             state = NodeState.TERMINATING
         before = self._nodes.get(m.id)
         node = before or Node.requested(m.id, m.group_id, 0, m.created_at, tags=self._tags(m))
-        return _walk(node, state, now, None)
+        return node.walk_to(state, now, observed_by=self.name)
 
     def _set_node(self, m: _Member, state: NodeState, warm: WarmState | None) -> None:
         """Record what a member is now, moving its Node along the lifecycle table from what it was."""
@@ -647,9 +645,7 @@ class LibcloudProvider:
             return
         gpus = self._groups[m.group_id].group.gpus_per_node if m.group_id in self._groups else 0
         node = before or Node.requested(m.id, m.group_id, gpus, now, tags=tags)
-        if node.state is NodeState.WARM and state is NodeState.BOOTING:
-            state = NodeState.WAKING
-        self._nodes[m.id] = _walk(node, state, now, warm)
+        self._nodes[m.id] = node.walk_to(state, now, warm_state=warm, observed_by=self.name)
 
     # ------------------------------------------------------------ events
 
@@ -724,26 +720,6 @@ def _victims(serving: Sequence[_Member], nodes: Mapping[NodeId, Node]) -> list[_
 
     return sorted(serving, key=rank)
 
-
-def _walk(node: Node, to: NodeState, at: datetime, warm: WarmState | None) -> Node:
-    """Move `node` to `to` along the shortest path the lifecycle table allows (a fresh node when none does)."""
-    if node.state is to:
-        return node if to is not NodeState.WARM or node.warm_state == warm else dataclasses.replace(node, warm_state=warm)
-    paths: dict[NodeState, list[NodeState]] = {node.state: []}
-    queue = collections.deque([node.state])
-    while queue:
-        here = queue.popleft()
-        for nxt in sorted(NODE_TRANSITIONS[here], key=lambda s: s.value):
-            if nxt not in paths:
-                paths[nxt] = [*paths[here], nxt]
-                queue.append(nxt)
-    path = paths.get(to)
-    if path is None:
-        fresh = Node.requested(node.id, node.group_id, node.gpus, at, tags=node.tags, key=node.key)
-        return _walk(fresh, to, at, warm)
-    for state in path:
-        node = node.transition(state, at, warm_state=warm if state is NodeState.WARM else None)
-    return node
 
 
 __all__ = [
