@@ -163,13 +163,15 @@ def test_node_round_trip_keeps_history_and_warm_state() -> None:
     n = warm_node()
     data = codec.node_to_json(n)
     assert data["history"] == [
-        {"state": "requested", "at": "2026-03-02T12:00:00+00:00"},
-        {"state": "booting", "at": "2026-03-02T12:00:05+00:00"},
-        {"state": "warm", "at": "2026-03-02T12:06:00+00:00"},
+        {"state": "requested", "at": "2026-03-02T12:00:00+00:00", "resync": ""},
+        {"state": "booting", "at": "2026-03-02T12:00:05+00:00", "resync": ""},
+        {"state": "warm", "at": "2026-03-02T12:06:00+00:00", "resync": ""},
     ]
     assert data["warm_state"] == "hibernated"
     back = codec.node_from_json(json.loads(json.dumps(data)))
     assert back == n
+    older = {**data, "history": [{k: v for k, v in t.items() if k != "resync"} for t in data["history"]]}
+    assert codec.node_from_json(older) == n, "a node stored before history entries said whether they were re-syncs"
     assert isinstance(back.history, tuple) and all(isinstance(t, Transition) for t in back.history)
     assert back.entered_state_at == T0 + timedelta(minutes=6)
 
