@@ -4,6 +4,8 @@
     python bench/strategies.py --small    # a one-day slice of one trace (CI keeps the script from rotting)
     python bench/strategies.py --speed    # the speed target: 60 days of itp-cluster04, the original strategies
     python bench/strategies.py --no-variants  # the docs' main set-up only (faster; writes nothing)
+    python bench/strategies.py --no-variants --window itp-cluster01.csv --strategy burst --strategy reactive
+                                          # some windows, some strategies (writes nothing; floor and oracle always run)
 
 Traces are read from $BURST_DATA_DIR (default ../shared/data). Prices are the
 shipped catalog's (burst/data/prices.csv: p4d.24xlarge us-east-1 on-demand and
@@ -21,7 +23,11 @@ node-hour. Two variants replay the same windows:
 The variants replay the windows of `VARIANT_WINDOWS` (itp-cluster02 and
 itp-cluster05), which keeps the whole run within a few minutes on two cores.
 
-Without --small, --speed or --no-variants the tables are written to
+`--window FILE` and `--strategy NAME` (each repeatable) replay only those
+windows of FULL and those strategies (`floor` and `oracle` always run: the
+ratios need them); targets whose reference did not run are left out.
+
+Without --small, --speed, --no-variants, --window or --strategy the tables are written to
 docs/benchmarks/strategies.md with the command, commit and date.
 """
 
@@ -195,12 +201,26 @@ def main() -> int:
     parser.add_argument("--speed", action="store_true",
                         help="60 days of itp-cluster04 with the strategies of SPEED_STRATEGIES; writes nothing")
     parser.add_argument("--no-variants", action="store_true", help="the main set-up only; writes nothing")
+    parser.add_argument("--window", action="append", default=[], metavar="FILE",
+                        help="replay only this window of FULL (repeatable); writes nothing")
+    parser.add_argument("--strategy", action="append", default=[], metavar="NAME",
+                        help="run only this strategy (repeatable; floor and oracle always run); writes nothing")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="processes running strategies at once (default 2: the CI machine's cores)")
     args = parser.parse_args()
     # the spot-scarcity variant's refused launches are expected: the actuator's warning per failed call is noise here
     logging.getLogger("burst.actuator").setLevel(logging.ERROR)
     runs = SMALL if args.small else SPEED if args.speed else FULL
+    known = [f for f, _, _ in runs]
+    unknown = [w for w in args.window if w not in known]
+    if unknown:
+        parser.error(f"--window {unknown[0]}: expected one of {', '.join(known)}")
+    bad = [s for s in args.strategy if s not in STRATEGIES]
+    if bad:
+        parser.error(f"--strategy {bad[0]}: expected one of {', '.join(STRATEGIES)}")
+    if args.window:
+        runs = tuple(r for r in runs if r[0] in args.window)
+    partial = bool(args.window or args.strategy)
     variants = ["main"] if args.small or args.speed or args.no_variants else list(VARIANTS)
     out: list[str] = []
     summary_rows: list[str] = []
@@ -215,22 +235,26 @@ def main() -> int:
             setup = VARIANTS[variant](default_setup(trace.stats()))
             t0 = time.perf_counter()
             names = list(SPEED_STRATEGIES if args.speed else STRATEGIES)
+            if args.strategy:
+                names = [n for n in names if n in args.strategy or n in ("floor", "oracle")]
             result = compare(trace, names, setup=setup, seed=args.seed, days=days, workers=args.workers)
             wall = time.perf_counter() - t0
             total_wall += wall
             lines, held, total = section(file, days, variant, result)
             out += lines
             res = result.results
-            b, r = res["burst"], res["reactive"]
+            b, r = res.get("burst"), res.get("reactive")
             karpenter = res.get("karpenter")
+            per = ", ".join(f"{n} {x.wall_s:.1f}s" for n, x in res.items())
+            print(f"{variant} {file} {days:g} d: {wall:.1f} s wall ({per}); peak RSS {peak_rss_mib():.0f} MiB", file=sys.stderr)
+            if b is None or r is None:
+                continue
             summary_rows.append(
                 f"| {variant} | {file} | {b.cost_usd / r.cost_usd:.2f} "
                 f"| {ratio(b.cost_usd, karpenter.cost_usd) if karpenter else math.nan:.2f} "
                 f"| {ratio(b.cost_usd - res['floor'].cost_usd, r.cost_usd - res['floor'].cost_usd) if 'floor' in res else math.nan:.2f} "
                 f"| {ratio(b.wait_p95_s, r.wait_p95_s):.2f} | {ratio(b.lost_gpu_hours, r.lost_gpu_hours):.2f} "
                 f"| {held} of {total} |")
-            per = ", ".join(f"{n} {x.wall_s:.1f}s" for n, x in res.items())
-            print(f"{variant} {file} {days:g} d: {wall:.1f} s wall ({per}); peak RSS {peak_rss_mib():.0f} MiB", file=sys.stderr)
     summary = (f"Total wall {total_wall:.1f} s with {args.workers} worker process(es); peak memory of the largest "
                f"process {peak_rss_mib():.0f} MiB.")
     if args.speed:
@@ -244,7 +268,7 @@ def main() -> int:
               "|---|---|---:|---:|---:|---:|---:|---|", *summary_rows, ""]
     print("\n".join([*ratios, *out]))
     print(summary)
-    if not (args.small or args.speed or args.no_variants):
+    if not (args.small or args.speed or args.no_variants or partial):
         write_doc(DOC, "strategies.py", "Strategy benchmark",
                   "Every strategy replays the same trace window through the same controller and sim provider; "
                   "`oracle` is the fluid bound of `burst.sim.oracle` and `floor` the whole-node reference point of "

@@ -50,8 +50,10 @@ def test_a_checkpoint_that_fits_the_notice_is_asked_then_the_job_is_evicted_once
     assert [h.reason for h in during.holds if h.subject == "job:quick"] == [
         "spot reclaim at 12:02:00, 80 s left (less a 10 s margin): its checkpoint is under way (30 of 60 s); "
         "then moving off the reclaimed node"]
-    (evict,) = warned(asked, now=T0 + timedelta(seconds=60)).actions
+    evict, release = warned(asked, now=T0 + timedelta(seconds=60)).actions
     assert (evict.kind, evict.target) == (ActionKind.EVICT_JOB, "quick")
+    assert (release.kind, release.target, release.node_ids) == (ActionKind.SCALE_DOWN, "spot", ("spot-0",)), \
+        "the emptied node goes now: kept to its deadline, its group would replace it"
     assert evict.reason.endswith("moving off the reclaimed node (60 s of work unsaved; requeued from its last "
                                  "checkpoint)")
     back = apply_job_action(asked, evict, T0 + timedelta(seconds=60))
@@ -115,3 +117,17 @@ def test_checkpoint_on_notice_loses_less_work_than_periodic_checkpoints_alone() 
     per_interruption = [r.lost_gpu_hours / r.interruptions for r in (with_notice, periodic)]
     assert per_interruption[0] < per_interruption[1]
     assert with_notice.checkpoint_violations == periodic.checkpoint_violations == 0
+
+
+def test_a_noticed_node_emptied_by_its_evictions_is_released_in_the_same_plan_unless_a_job_stays() -> None:
+    """Every job on spot-0 is evicted at the notice: the plan releases spot-0 at once (jobs are evicted before
+    nodes are terminated), so its group does not replace it at the deadline after the jobs have gone elsewhere.
+    A job that cannot move stays on it: then the node stays too."""
+    slow = on_spot("slow", gpus=4, checkpoint_duration_s=200.0)
+    p = warned(slow)
+    assert [(a.kind, a.target, a.node_ids) for a in p.actions] == [
+        (ActionKind.EVICT_JOB, "slow", ("spot-0",)), (ActionKind.SCALE_DOWN, "spot", ("spot-0",))]
+    assert p.actions[1].reason == ("1 node(s) emptied by this plan's moves or reclaim notices released now, not kept "
+                                   "idle to break-even (1 -> 0 nodes)")
+    fragile = on_spot("fragile", gpus=2, fault_tolerant=False)
+    assert [a.kind for a in warned(slow, fragile).actions] == [ActionKind.EVICT_JOB]

@@ -158,6 +158,27 @@ def test_expected_run_comes_from_declared_duration_then_history_then_age() -> No
     assert RuntimeEstimator({}).remaining_s(job("p"), T0) == (DEFAULT_RUN_S, "no history: its age, at least the default")
 
 
+def test_work_that_cannot_move_packs_onto_on_prem_nodes_already_pinned_so_others_stay_clearable_whole() -> None:
+    """onprem-1 runs a 4-GPU job that cannot move (4 free); onprem-2 runs a 6-GPU fault-tolerant job (2 free).
+    A 2-GPU job that cannot move goes to onprem-1, not to onprem-2's exact fit, so onprem-2 can still be
+    cleared whole for the 8-GPU job that cannot move behind it: ft moves to spot and nothing is launched
+    on-demand. Best fit alone would pin onprem-2 too and launch on-demand for the wide job."""
+    two = group("onprem", tier=Tier.STEADY, max_size=2, min_size=2)
+    nodes = (ready_node("onprem-1", two), ready_node("onprem-2", two))
+    fixed = job("fixed", gpus=4, state=JobState.RUNNING, nodes=("onprem-1",), started=T0 - timedelta(hours=1))
+    ft = dataclasses.replace(ft_job(gpus=6), node_ids=("onprem-2",))
+    small = immovable("small", gpus=2)
+    wide = dataclasses.replace(immovable("wide", gpus=8), submitted_at=T0 + timedelta(seconds=1))
+    snap = Snapshot(groups=(two, OD, SPOT), nodes=nodes, jobs=(fixed, ft, small, wide),
+                    targets={"onprem": 2, "od": 0, "spot": 0}, runtimes=HISTORY)
+    p = plan_of(snap, at=timedelta(seconds=2))
+    (place,) = [a for a in p.actions if a.target == "small"]
+    assert (place.kind, place.node_ids) == (ActionKind.PLACE_JOB, ("onprem-1",))
+    assert kinds(p, "ft") == [ActionKind.REQUEST_CHECKPOINT] and kinds(p, "od") == []
+    (waits,) = [h for h in p.holds if h.subject == "job:wide"]
+    assert waits.reason.startswith("waits for on-prem onprem-2, freed by moving ft")
+
+
 # ---------------------------------------------------------------- consolidation
 
 OD_A, OD_B = ready_node("od-a", OD), ready_node("od-b", OD)
@@ -191,15 +212,14 @@ def test_a_half_empty_on_demand_nodes_job_moves_and_the_node_is_released() -> No
     second = plan_of(cloud_snapshot([checkpointing]), at=timedelta(seconds=90))
     (evict,) = [a for a in second.actions if a.target == "ft"]
     assert evict.kind is ActionKind.EVICT_JOB
+    # od-a, emptied on purpose, is released by the plan that evicts its last job, not kept idle to break-even
+    (down,) = [a for a in second.actions if a.kind is ActionKind.SCALE_DOWN]
+    assert (down.target, down.node_ids) == ("od", ("od-a",))
+    assert down.reason.startswith("1 node(s) emptied by this plan's moves or reclaim notices released now")
     requeued = apply_job_action(checkpointing, evict, T0 + timedelta(seconds=90))
     third = plan_of(cloud_snapshot([requeued], idle_since_a=timedelta(seconds=90)), at=timedelta(seconds=120))
     (place,) = [a for a in third.actions if a.target == "ft"]
     assert (place.kind, place.node_ids) == (ActionKind.PLACE_JOB, ("od-b",)), "on the node already running work"
-    # od-a, idle since the job left, is released once its cooldown has passed
-    placed = apply_job_action(requeued, place, T0 + timedelta(seconds=120))
-    later = plan_of(cloud_snapshot([placed], idle_since_a=timedelta(seconds=90)), at=timedelta(seconds=90 + 600))
-    (down,) = [a for a in later.actions if a.kind is ActionKind.SCALE_DOWN]
-    assert (down.target, down.node_ids) == ("od", ("od-a",))
 
 
 def test_consolidation_never_moves_jobs_that_cannot_move_or_must_not_be_disrupted() -> None:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from burst.catalog import Catalog
 from burst.cli import main
-from burst.model import ActionKind, Job, JobState, Policy, Snapshot
+from burst.model import ActionKind, Job, JobState, NodeState, Policy, Snapshot
 from burst.planner import BASELINE_PIPELINE, PIPELINE, PlanIds, plan
 from burst.settings import data_dir
 from burst.sim.compare import compare
@@ -422,3 +422,38 @@ def test_simulate_marks_a_strategy_that_did_not_finish_its_work_and_says_the_dra
     assert done < total == 26 and table["static-p50 !"]["vs oracle"].endswith("x !")
     assert "! static-p50: completed fewer jobs than the 26 jobs the oracle did" in out.stdout
     assert "the trace's submissions plus one drain day" in out.stdout
+
+
+def _ttc_ticks(states_at: list[tuple[float, dict[str, NodeState]]]) -> list[float]:
+    """Time to capacity the meter records for one spot scale-up (size 2, at t=0, for a job pending since t=0)
+    over ticks at the given seconds, each listing the spot group's nodes and their states."""
+    from burst.model import Action, Node, Plan
+    from burst.reconcile import TickReport
+    from burst.sim.engine import _Meter
+
+    pending = Job(id="p", tenant="t", gpus=8, submitted_at=T0, duration_s=3600.0)
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(pending,)).stats()
+    setup = default_setup(stats)
+    meter = _Meter(strategy_run("burst", setup, stats), keep_timeline=False)
+    spot = "cloud-spot"
+    for i, (seconds, states) in enumerate(states_at):
+        at = T0 + timedelta(seconds=seconds)
+        nodes = tuple(Node(id=n, group_id=spot, state=s, gpus=8, created_at=T0) for n, s in states.items())
+        ups = (Action(kind=ActionKind.SCALE_UP, target=spot, reason="r", step="scale_up", count=1, size=2),) if i == 0 else ()
+        snap = Snapshot(groups=setup.groups, nodes=nodes, jobs=(pending,), targets={spot: 2})
+        meter.observe(TickReport(at=at, plan=Plan(id=f"p{i}", at=at, actions=ups), snapshot=snap))
+    return meter.ttc
+
+
+def test_time_to_capacity_ends_when_the_nodes_asked_for_are_ready_not_a_replacement_for_a_reclaimed_one() -> None:
+    """A spot scale-up from 1 to 2 nodes at t=0; the group's older node s1 is reclaimed at 120 s and the group
+    replaces it (s3). The node launched for the job (s2) is ready at 300 s: that is the capacity asked for,
+    not s3 at 420 s. A node that fails before it was ready earns no credit: then the scale-up waits on its
+    replacement."""
+    S = NodeState
+    reclaimed = [(0, {"s1": S.READY, "s2": S.BOOTING}), (120, {"s2": S.BOOTING, "s3": S.BOOTING}),
+                 (300, {"s2": S.READY, "s3": S.BOOTING}), (420, {"s2": S.READY, "s3": S.READY})]
+    assert _ttc_ticks(reclaimed) == [300.0]
+    failed = [(0, {"s1": S.READY, "s2": S.BOOTING}), (120, {"s1": S.READY, "s2": S.FAILED, "s3": S.BOOTING}),
+              (300, {"s1": S.READY, "s3": S.BOOTING}), (420, {"s1": S.READY, "s3": S.READY})]
+    assert _ttc_ticks(failed) == [420.0]

@@ -121,6 +121,20 @@ class GroupCapacity:
             self._move(node_id, 0)
         return taken
 
+    def take_ready_among(self, gpus: int, nodes: set[NodeId]) -> tuple[NodeId, ...] | None:
+        """Reserve `gpus` on one of `nodes` (best fit, lowest id on ties), or None when none of them has room.
+
+        Single-node requests only: a job wider than a node takes whole free nodes (`take_ready`)."""
+        if gpus > self.gpn or gpus > self._free_bound:
+            return None
+        free_of = self.free_of
+        fits = [(free_of[n], n) for n in nodes if free_of.get(n, -1) >= gpus]
+        if not fits:
+            return None
+        _, node_id = min(fits)
+        self.take_on((node_id,), gpus)
+        return (node_id,)
+
     def has_spare(self, gpus: int) -> bool:
         """Whether a ready node already running work has `gpus` free (a single-node request)."""
         return gpus < self.gpn and any(self.buckets.get(free) for free in range(gpus, self.gpn))

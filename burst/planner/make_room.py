@@ -80,6 +80,7 @@ class RoomMaker:
         self._no_room: dict[tuple[object, ...], str] = {}  # job shapes no move served since the last move
         self._held: set[str] = set()
         self._said_none_movable = False
+        self._pinned: set[NodeId] = set()  # steady nodes a job that may not move was placed on by this plan
 
     def on_node(self) -> dict[NodeId, list[Job]]:
         """Running jobs per steady node, and which of them may move (built on first use, kept as moves are made)."""
@@ -110,6 +111,19 @@ class RoomMaker:
             self._clearable.add(node_id)
         else:
             self._clearable.discard(node_id)
+
+    def pinned(self) -> set[NodeId]:
+        """Steady nodes holding a job that may not move (running, or placed by this plan).
+
+        Placement puts work on them first, so the nodes without such a job stay clearable whole for a job
+        that cannot move and is wider than what is free."""
+        on_node = self.on_node()
+        return {n for n, jobs in on_node.items() if jobs and n not in self._clearable} | self._pinned
+
+    def pin(self, node_ids: tuple[NodeId, ...]) -> None:
+        """A job that may not move was placed on these steady nodes by this plan: they are no longer clearable."""
+        self._pinned.update(node_ids)
+        self._clearable.difference_update(node_ids)
 
     def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity]) -> bool:
         """Move jobs off on-prem nodes for `job` when that pays; True when the job now waits for those nodes.

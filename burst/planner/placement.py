@@ -186,17 +186,20 @@ class _CostRules:
 
     def serve(self, ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity],
               refusals: _Refusals, waiting: dict[str, int], launches: dict[str, _LaunchSummary]) -> bool:
+        pinned = self.room.pinned()
         if spot_allowed(ctx, job, policy):
             spot = [c for c in candidates if c.group.capacity_type is CapacityType.SPOT]
-            return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
+            return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True, prefer=pinned)
                     or _try_inflight(ctx, job, policy, spot, refusals, waiting)
                     or _try_launch(ctx, job, policy, spot, refusals, launches)
                     or _try_ready(ctx, job, policy, candidates, refusals)
                     or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
                     or _try_launch(ctx, job, policy, candidates, refusals, launches))
         steady = [c for c in candidates if c.group.tier is Tier.STEADY]
-        return (_try_ready(ctx, job, policy, steady, refusals)
-                or _try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
+        if _try_ready(ctx, job, policy, steady, refusals, prefer=pinned):
+            self.room.pin(ctx.actions[-1].node_ids)
+            return True
+        return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
                 or self.room.make_room(job, policy, candidates)
                 or _try_ready(ctx, job, policy, candidates, refusals)
                 or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
@@ -334,11 +337,12 @@ def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: f
 
 
 def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals,
-               *, spare_only: bool = False) -> bool:
+               *, spare_only: bool = False, prefer: set[NodeId] | None = None) -> bool:
     """Place the job on free GPUs of ready nodes of the first candidate group that has them.
 
     `spare_only`: on elastic on-demand groups, only GPUs of nodes that already run other work (an idle
-    on-demand node is not paid for whatever happens: it can be released).
+    on-demand node is not paid for whatever happens: it can be released). `prefer`: nodes a single-node
+    job goes to first when one of them has room (best fit among them), before best fit over the group.
     """
     budgeted = _has_budget(policy)
     demand = gpu_demand_of(job)
@@ -359,7 +363,9 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 continue
             node_ids, uuids, where = bound
         else:
-            taken = cap.take_spare(job.whole_gpus) if spare else cap.take_ready(job.whole_gpus)
+            taken = cap.take_ready_among(job.whole_gpus, prefer) if prefer and not spare else None
+            if taken is None:
+                taken = cap.take_spare(job.whole_gpus) if spare else cap.take_ready(job.whole_gpus)
             if taken is None:
                 continue
             node_ids = taken

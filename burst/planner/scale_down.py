@@ -17,6 +17,18 @@ never pays more than twice what hindsight would have). So:
   min size, never in a group this plan scales up; the oldest-idle go first.
 Idle nodes kept are reported as a hold with the reason.
 
+A cloud node this plan empties on purpose (`release_idle` only) goes in the
+same plan: every job on it is evicted by a move (`burst.planner.consolidate`,
+`burst.planner.make_room`) or off a spot node noticed for reclaim
+(`burst.planner.notice`), and nothing is placed on it. Keeping it to
+break-even would pay for idle time no demand asked for (the move's saving
+counted the node as gone), and a reclaimed node kept to its deadline is
+replaced by its group (an Auto Scaling group keeps its desired capacity)
+after the planner has already placed its jobs elsewhere. Jobs are evicted
+before nodes are terminated (`burst.reconcile`), so nothing on it is lost.
+The same limits apply but the minimum billed time, which a noticed node's
+reclaim cuts short anyway.
+
 `release_idle` is burst's step (`burst.planner.PIPELINE`). `scale_down_idle`
 is the frozen baseline's (`BASELINE_PIPELINE`): an idle node goes after the
 group's cooldown, `LEGACY_COOLDOWN_S` when none is set, and the forecast only
@@ -30,6 +42,8 @@ import math
 from burst.catalog import min_billed_s
 from burst.model import Action, ActionKind, NodeGroup, Tier
 from burst.planner.context import PlanContext
+from burst.planner.moves import MOVE_STEPS
+from burst.planner.notice import STEP as NOTICE_STEP
 from burst.planner.power import saves_power, suspend_room
 from burst.planner.prescale import serves
 
@@ -69,13 +83,48 @@ def scale_down_idle(ctx: PlanContext) -> None:
     _scale_down(ctx, break_even=False)
 
 
+EMPTYING_STEPS = MOVE_STEPS | {NOTICE_STEP}
+"""The steps whose evictions empty a node on purpose (moves, reclaim notices): `release_idle` lets it go at once."""
+
+
+def emptied_nodes(ctx: PlanContext) -> dict[str, list[str]]:
+    """Elastic nodes, per group, whose every job this plan evicts by a move or a reclaim notice, and on which it
+    places nothing: released at once by `release_idle`."""
+    evicted = {a.target for a in ctx.actions if a.kind is ActionKind.EVICT_JOB and a.step in EMPTYING_STEPS}
+    if not evicted:
+        return {}
+    placed = {n for a in ctx.actions if a.kind is ActionKind.PLACE_JOB for n in a.node_ids}
+    on_node: dict[str, list[str]] = {}
+    for job in ctx.running_jobs():
+        for node_id in job.node_ids:
+            on_node.setdefault(node_id, []).append(job.id)
+    out: dict[str, list[str]] = {}
+    for node_id, jobs in sorted(on_node.items()):
+        node = ctx.nodes.get(node_id)
+        if node is None or node_id in placed or not all(j in evicted for j in jobs):
+            continue
+        cap = ctx.groups.get(node.group_id)
+        if cap is not None and cap.group.tier is Tier.ELASTIC and node_id in cap.free_of:
+            out.setdefault(node.group_id, []).append(node_id)
+    return out
+
+
 def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
     scaled_up = {a.target for a in ctx.actions if a.kind is ActionKind.SCALE_UP}
+    emptied = emptied_nodes(ctx) if break_even else {}
     for group_id in sorted(ctx.groups):
         cap = ctx.groups[group_id]
         group = cap.group
         if not releases_idle(group) or group_id in scaled_up:
             continue
+        now_empty = emptied.get(group_id, [])[: max(0, cap.target - group.min_size)]
+        if now_empty:
+            ctx.actions.append(Action(
+                kind=ActionKind.SCALE_DOWN, target=group_id, count=len(now_empty), size=cap.target - len(now_empty),
+                node_ids=tuple(now_empty), step=STEP,
+                reason=(f"{len(now_empty)} node(s) emptied by this plan's moves or reclaim notices released now, "
+                        f"not kept idle to break-even ({cap.target} -> {cap.target - len(now_empty)} nodes)")))
+            cap.target -= len(now_empty)
         power = saves_power(group)
         idle = []
         for node_id in cap.idle_ready():

@@ -63,7 +63,10 @@ Metric definitions (the `burst simulate --json` contract):
   demand it answers could not be placed (the earliest submission among the
   jobs first found unplaced at that tick, a requeued job counting from the
   tick that requeued it; the tick itself when it answers older demand) until the group has as many ready nodes as the scale-up asked
-  for; a scale-up overtaken by a scale-down is dropped. `time_to_capacity_p95_s` is 0 when the
+  for, less the group's nodes that were ready and have gone since (interrupted, released): a spot node reclaimed
+  while the scale-up boots is not capacity it asked for, and its replacement is not what it waits on. A node
+  that fails before it is ready earns no such credit (the scale-up waits for its replacement). A scale-up
+  overtaken by a scale-down (the group's target, with that credit, falls below what it asked for) is dropped. `time_to_capacity_p95_s` is 0 when the
   strategy made no scale-up.
 """
 
@@ -367,7 +370,9 @@ class _Meter:
         self.used_gpu_s = 0.0
         self.steady_used_gpu_s = 0.0
         self.seen_unplaced: set[str] = set()
-        self.open_ups: list[tuple[GroupId, int, datetime]] = []
+        self.open_ups: list[tuple[GroupId, int, datetime, int]] = []  # (group, size asked, since, gone then)
+        self._ready_nodes: dict[str, GroupId] = {}  # nodes ready at the last tick, and their group
+        self.gone: dict[GroupId, int] = defaultdict(int)  # per group, nodes seen ready that have gone since
         self.ttc: list[float] = []
         self.scale_ups = 0
         self.completed = 0
@@ -426,13 +431,19 @@ class _Meter:
         ready: dict[GroupId, int] = defaultdict(int)
         warm = 0
         ready_state, warm_state = NodeState.READY, NodeState.WARM
+        ready_nodes: dict[str, GroupId] = {}
         for node in snap.nodes:
             group_id = group_of[node.id] = node.group_id
             state = node.state
             if state is ready_state:
                 ready[group_id] += 1
+                ready_nodes[node.id] = group_id
             elif state is warm_state:
                 warm += 1
+        for node_id, group_id in self._ready_nodes.items():
+            if node_id not in ready_nodes:
+                self.gone[group_id] += 1
+        self._ready_nodes = ready_nodes
         running = 0.0
         steady_running = 0.0
         spot_running = 0.0
@@ -484,16 +495,18 @@ class _Meter:
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
         self._warm_nodes = warm
         still_open = []
-        for group_id, size, since in self.open_ups:
-            if ready[group_id] >= size:
+        gone = self.gone
+        for group_id, size, since, gone_then in self.open_ups:
+            asked = size - (gone[group_id] - gone_then)
+            if ready[group_id] >= asked:
                 self.ttc.append((now - since).total_seconds())
-            elif snap.targets.get(group_id, 0) >= size:
-                still_open.append((group_id, size, since))
+            elif snap.targets.get(group_id, 0) >= asked:
+                still_open.append((group_id, size, since, gone_then))
         self.open_ups = still_open
         for action in report.plan.actions:
             if action.kind is ActionKind.SCALE_UP and action.size is not None:
                 self.scale_ups += 1
-                self.open_ups.append((action.target, action.size, unplaced_since or now))
+                self.open_ups.append((action.target, action.size, unplaced_since or now, gone[action.target]))
         if self.keep_timeline:
             capacity: dict[str, float] = defaultdict(float)
             for node in snap.nodes:
