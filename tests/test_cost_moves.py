@@ -179,6 +179,36 @@ def test_work_that_cannot_move_packs_onto_on_prem_nodes_already_pinned_so_others
     assert waits.reason.startswith("waits for on-prem onprem-2, freed by moving ft")
 
 
+def test_paid_for_gpus_go_first_to_the_job_a_spot_reclaim_would_cost_work() -> None:
+    """Four free on-prem GPUs, two pending 4-GPU fault-tolerant jobs: `quick` (submitted first) checkpoints in
+    60 s, within a two-minute reclaim notice, so on spot a reclaim costs it a restart; `slow` takes 200 s and
+    would lose up to a checkpoint interval. `slow` gets the on-prem GPUs and `quick` goes to spot; fair order
+    alone gives them to `quick`."""
+    fixed = job("fixed", gpus=4, state=JobState.RUNNING, nodes=("onprem-1",), started=T0 - timedelta(hours=1))
+    ft = {"fault_tolerant": True, "checkpoint_interval_s": 1800.0}
+    quick = job("quick", gpus=4, submitted=T0 - timedelta(seconds=2), checkpoint_duration_s=60.0, **ft)
+    slow = job("slow", gpus=4, submitted=T0 - timedelta(seconds=1), checkpoint_duration_s=200.0, **ft)
+    p = plan_of(snapshot([fixed, quick, slow]))
+    (place,) = [a for a in p.actions if a.kind is ActionKind.PLACE_JOB]
+    assert (place.target, place.node_ids) == ("slow", ("onprem-1",))
+    (launch,) = [a for a in p.actions if a.kind is ActionKind.SCALE_UP]
+    assert (launch.target, launch.count) == ("spot", 1)
+
+
+def test_a_job_whose_checkpoint_fits_a_reclaim_notice_is_the_cheaper_one_to_move_to_spot() -> None:
+    """Two 4-GPU fault-tolerant jobs fill on-prem, both checkpointed 20 s ago (moving either costs 20 s of work
+    and a restart); a 4-GPU job that cannot move arrives; spot is reclaimed 0.1 times a node-hour. `saves`
+    checkpoints in 100 s, within a notice: on spot a reclaim costs it a restart. `loses` takes 200 s: each
+    reclaim costs it half an interval. Moving `saves` costs less; counting half an interval per reclaim for
+    both makes them tie, and `loses` would go first by id."""
+    loses = ft_job("loses", 4, hours_ago=2.0 + 20 / 3600, checkpoint_duration_s=200.0)
+    saves = ft_job("saves", 4, hours_ago=2.0 + 20 / 3600, checkpoint_duration_s=100.0)
+    snap = dataclasses.replace(snapshot([loses, saves, immovable(gpus=4)]), interruption_rates={"spot": 0.1})
+    p = plan_of(snap)
+    assert kinds(p, "saves") == [ActionKind.EVICT_JOB] and kinds(p, "loses") == []
+    assert "expected interruption(s)" in next(a.reason for a in p.actions if a.target == "saves")
+
+
 # ---------------------------------------------------------------- consolidation
 
 OD_A, OD_B = ready_node("od-a", OD), ready_node("od-b", OD)

@@ -17,8 +17,11 @@ ask this module:
 - what the move costs in USD (`move_cost_usd`): the work the checkpoint takes
   (or the unsaved work lost when the job cannot checkpoint), the restart, the
   target's boot when a node must be launched for it, and the work expected
-  lost to spot interruptions over its expected remaining run (half a
-  checkpoint interval per interruption), all at the target's price.
+  lost to spot interruptions over its expected remaining run, all at the
+  target's price. An interruption costs a restart, plus half a checkpoint
+  interval of work unless the job's measured checkpoint fits a reclaim
+  notice (`checkpoints_within_notice`: it then checkpoints on the notice and
+  loses nothing more).
 
 A move is made only when the saving its step expects exceeds that cost; the
 action's reason states both, and every candidate not moved gets a hold.
@@ -39,6 +42,7 @@ from burst.planner.evict import (
     evict_after_checkpoint,
     move_cost_s,
 )
+from burst.planner.notice import REBALANCE_BUDGET_S, SAFETY_MARGIN_S
 from burst.planner.runtime_estimate import RuntimeEstimator
 from burst.planner.spot_rates import prior_rate
 
@@ -49,6 +53,25 @@ MOVE_STEPS = frozenset({MAKE_ROOM_STEP, CONSOLIDATE_STEP})
 
 RESTART_S = 60.0
 """Seconds a moved job takes to resume from its checkpoint (load it, warm up), counted as work redone."""
+
+
+NOTICE_BUDGET_S = REBALANCE_BUDGET_S - SAFETY_MARGIN_S
+"""Seconds a checkpoint may take and still land within a two-minute reclaim notice (AWS's, the shortest)."""
+
+
+def checkpoints_within_notice(job: Job) -> bool:
+    """Whether a reclaim notice costs `job` nothing but a restart: its measured checkpoint fits the notice
+    (`burst.planner.notice` asks for one and moves it once saved); otherwise it loses the work since its last
+    periodic checkpoint (a job that never measured one included)."""
+    return job.checkpoint_duration_s is not None and job.checkpoint_duration_s <= NOTICE_BUDGET_S
+
+
+def interruption_loss_s(job: Job, remaining_s: float) -> float:
+    """Seconds of work `job` expects to redo per spot interruption: a restart, plus half a checkpoint interval
+    (half its remaining run without one) unless its checkpoint fits a notice."""
+    if checkpoints_within_notice(job):
+        return RESTART_S
+    return (job.checkpoint_interval_s or remaining_s) / 2.0 + RESTART_S
 
 
 @dataclass(frozen=True)
@@ -71,7 +94,7 @@ def move_cost_usd(
     nodes = max(1, -(-job.whole_gpus // target.gpn))
     boot_usd = target.group.boot_latency_s / 3600.0 * target.price_per_node * nodes if launch else 0.0
     interruptions = hazard_per_h * remaining_s / 3600.0 * nodes
-    lost_s = interruptions * ((job.checkpoint_interval_s or remaining_s) / 2.0 + RESTART_S)
+    lost_s = interruptions * interruption_loss_s(job, remaining_s)
     usd = (work_s + lost_s) * gpus * price / 3600.0 + boot_usd
     return MoveCost(
         usd,
@@ -166,4 +189,5 @@ def spot_hazard_per_h(ctx: PlanContext, cap: GroupCapacity) -> float:
     return learnt if learnt is not None else prior_rate(cap.group)
 
 
-__all__ = ["CONSOLIDATE_STEP", "MAKE_ROOM_STEP", "MOVE_STEPS", "RESTART_S", "MoveCost", "MoveGuard", "move_cost_usd", "move_job", "spot_hazard_per_h"]
+__all__ = ["CONSOLIDATE_STEP", "MAKE_ROOM_STEP", "MOVE_STEPS", "NOTICE_BUDGET_S", "RESTART_S", "MoveCost", "MoveGuard",
+           "checkpoints_within_notice", "interruption_loss_s", "move_cost_usd", "move_job", "spot_hazard_per_h"]

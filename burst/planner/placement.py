@@ -46,6 +46,7 @@ from burst.model import (
 from burst.planner.context import GroupCapacity, PlanContext, Refusal, budget_refusal
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
+from burst.planner.moves import checkpoints_within_notice
 from burst.planner.power import saves_power, wake_room
 from burst.planner.spot_spread import spread_spot, spreads
 
@@ -157,16 +158,24 @@ def place_by_marginal_cost(ctx: PlanContext) -> None:
     (spare on-prem GPUs, free GPUs on a cloud node that already runs other work) and otherwise spot (booting,
     or launched for them); they take an idle or booting on-demand node only when no spot can be launched. When a job that cannot move finds no room on-prem, fault-
     tolerant jobs there are moved to make it (`burst.planner.make_room`) if the on-demand it avoids over its
-    expected run, less what they pay elsewhere, exceeds what moving them costs.
+    expected run, less what they pay elsewhere, exceeds what moving them costs. Work that cannot move goes
+    first to on-prem nodes already holding such work, so the others stay clearable whole for wide jobs. Of the
+    jobs that can move, those a spot reclaim would cost work (checkpoint longer than a notice) take the GPUs
+    already paid for first.
     """
     from burst.planner.make_room import RoomMaker
 
-    _place_jobs(ctx, _immovable_first(ctx), _CostRules(RoomMaker(ctx)))
+    rules = _CostRules(RoomMaker(ctx))
+    _place_jobs(ctx, _immovable_first(ctx, rules), rules)
 
 
-def _immovable_first(ctx: PlanContext) -> Iterator[Job]:
+def _immovable_first(ctx: PlanContext, rules: _CostRules) -> Iterator[Job]:
     """Fair order, except that jobs that can move (spot allowed) wait until every job that cannot is served,
-    and, among those, jobs that have run before (requeued by a move or an interruption) until new ones are."""
+    and, among those, jobs that have run before (requeued by a move or an interruption) until new ones are.
+
+    Before the first job that can move is served, `rules` learns which of them would lose work to a spot
+    reclaim (their checkpoint does not fit the notice, `burst.planner.moves.checkpoints_within_notice`): they
+    get the first pick of GPUs already paid for."""
     fresh: list[Job] = []
     resumed: list[Job] = []
     for job in fair_order(ctx):
@@ -174,6 +183,7 @@ def _immovable_first(ctx: PlanContext) -> Iterator[Job]:
             (resumed if job.work_done_s > 0 else fresh).append(job)
         else:
             yield job
+    rules.spare_first = [j for j in (*fresh, *resumed) if not checkpoints_within_notice(j)]
     yield from fresh
     yield from resumed
 
@@ -183,11 +193,30 @@ class _CostRules:
 
     def __init__(self, room: RoomMaker) -> None:
         self.room = room
+        self.spare_first: list[Job] | None = None  # jobs that can move and would lose work to a reclaim
+        self._placed_first: set[JobId] = set()
+
+    def _spare_to_those_a_reclaim_hurts(self, ctx: PlanContext, pinned: set[NodeId]) -> None:
+        """Place the jobs of `spare_first`, in fair order, on free GPUs already paid for (on-prem, spare GPUs
+        of running cloud nodes), before any job that can move is served: on spot a reclaim would cost them the
+        work since their last checkpoint, while the others checkpoint on the notice and lose only a restart.
+        The rest of the placement (capacity booting, launches) keeps fair order, so no job is passed over
+        for a slot on a booting node it was waiting for."""
+        jobs, self.spare_first = self.spare_first or [], None
+        for job in jobs:
+            policy = ctx.policy(job.tenant)
+            if _try_ready(ctx, job, policy, candidate_groups(ctx, job, policy), _Refusals(), elastic_spare=True,
+                          prefer=pinned):
+                self._placed_first.add(job.id)
 
     def serve(self, ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity],
               refusals: _Refusals, waiting: dict[str, int], launches: dict[str, _LaunchSummary]) -> bool:
         pinned = self.room.pinned()
         if spot_allowed(ctx, job, policy):
+            if self.spare_first is not None:
+                self._spare_to_those_a_reclaim_hurts(ctx, pinned)
+            if job.id in self._placed_first:
+                return True
             spot = [c for c in candidates if c.group.capacity_type is CapacityType.SPOT]
             return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True, prefer=pinned)
                     or _try_inflight(ctx, job, policy, spot, refusals, waiting)
@@ -337,19 +366,21 @@ def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: f
 
 
 def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals,
-               *, spare_only: bool = False, prefer: set[NodeId] | None = None) -> bool:
+               *, spare_only: bool = False, prefer: set[NodeId] | None = None, elastic_spare: bool = False) -> bool:
     """Place the job on free GPUs of ready nodes of the first candidate group that has them.
 
     `spare_only`: on elastic on-demand groups, only GPUs of nodes that already run other work (an idle
-    on-demand node is not paid for whatever happens: it can be released). `prefer`: nodes a single-node
-    job goes to first when one of them has room (best fit among them), before best fit over the group.
+    on-demand node is not paid for whatever happens: it can be released); `elastic_spare`: the same on every
+    elastic group (an idle spot node was launched for some job). `prefer`: nodes a single-node job goes to
+    first when one of them has room (best fit among them), before best fit over the group.
     """
     budgeted = _has_budget(policy)
     demand = gpu_demand_of(job)
     for cap in candidates:
         if not cap.buckets or not _quota_ok(ctx, job, policy, cap, refusals):
             continue
-        spare = spare_only and cap.group.capacity_type is CapacityType.ON_DEMAND
+        spare = (elastic_spare and cap.group.tier is Tier.ELASTIC) or (
+            spare_only and cap.group.capacity_type is CapacityType.ON_DEMAND)
         if spare and not cap.has_spare(job.whole_gpus):
             continue
         cost = demand * cap.gpu_price
