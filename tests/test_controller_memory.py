@@ -47,14 +47,19 @@ def controller(store: Store, sim: SimProvider, clock: ManualClock, policies: obj
                       interruption_cooldown_s=900.0)
 
 
-def until_the_notice(tmp: Path, name: str) -> tuple[Controller, Store, SimProvider, ManualClock, str]:
-    """Run to a spot node serving a job, with an interruption notice read between ticks (and od out of stock)."""
+def until_the_notice(tmp: Path, name: str, checkpoint_s: float | None = None, run_s: float = 60.0
+                     ) -> tuple[Controller, Store, SimProvider, ManualClock, str]:
+    """Run to a spot node serving a job, with an interruption notice read between ticks (and od out of stock).
+
+    `checkpoint_s`: the job's measured checkpoint, `run_s` how long it runs before the notice; with enough
+    work unsaved, a checkpoint that fits the notice keeps the job (and its node) there while it checkpoints,
+    where without one the job is evicted at once and its emptied node released."""
     clock = ManualClock(T0)
     sim = SimProvider([OD, SPOT], clock=clock, cluster="test", capacity={"od": 0})
     store = Store.open(tmp / f"{name}.db")
     ctl = controller(store, sim, clock)
     StoreQueue(store).submit(job("ft", tenant="t", gpus=8, duration_s=7200.0, fault_tolerant=True,
-                                 checkpoint_interval_s=600.0))
+                                 checkpoint_interval_s=600.0, checkpoint_duration_s=checkpoint_s))
     StoreQueue(store).submit(job("rigid", tenant="t", gpus=8, duration_s=7200.0))
     first = ctl.tick()
     assert {a.target for a in first.plan.actions if a.kind is ActionKind.SCALE_UP} == {"od", "spot"}
@@ -63,7 +68,7 @@ def until_the_notice(tmp: Path, name: str) -> tuple[Controller, Store, SimProvid
     ctl.tick()
     (node,) = [n for n in sim.nodes().values() if n.group_id == "spot"]
     assert store.get_job("ft").node_ids == (node.id,)  # type: ignore[union-attr]
-    clock.advance(60)
+    clock.advance(run_s)
     sim.inject_interruption(node.id, notice_s=NOTICE_S)
     (event,) = ctl.drain_events()  # read between ticks: the cloud's queue no longer has it
     assert event.kind is EventKind.INTERRUPTION and sim.poll_events() == []
@@ -99,8 +104,8 @@ def test_a_cooldown_and_a_drained_notice_survive_a_restart(tmp_path: Path) -> No
 
 
 def test_events_read_by_a_tick_that_died_are_applied_by_the_next(tmp_path: Path) -> None:
-    ctl, store, sim, clock, node = until_the_notice(tmp_path, "died")
-    ctl.tick()  # applies the drained notice
+    ctl, store, sim, clock, node = until_the_notice(tmp_path, "died", checkpoint_s=60.0, run_s=300.0)
+    ctl.tick()  # applies the drained notice: a checkpoint is asked; the node stays until it lands
     clock.advance(5)
     sim.inject_rebalance(node)
 
