@@ -19,6 +19,8 @@ from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
 from burst.nodegroups_cli import nodegroups_group
 from burst.projection.cli import cost_cmd, usage_cmd
+from burst.state_option import StateLocation
+from burst.store_pg import location_exists, shown
 
 if TYPE_CHECKING:
     from burst.api.server import ApiServer
@@ -97,7 +99,7 @@ def _load_config(config_path: Path | None) -> BurstConfig:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
 
 
-def _open_runtime(config_path: Path | None, state: Path | None, *, ephemeral: bool = False, **kw: object) -> Runtime:
+def _open_runtime(config_path: Path | None, state: Path | str | None, *, ephemeral: bool = False, **kw: object) -> Runtime:
     """Build the runtime for a command, turning config errors into one clear message each.
 
     With neither config nor state it is the quickstart on its per-user state, unless `ephemeral`.
@@ -120,14 +122,16 @@ def _open_runtime(config_path: Path | None, state: Path | None, *, ephemeral: bo
         raise click.ClickException(str(exc)) from None
 
 
-def _open_store(path: Path) -> Store:
-    """The store at `path`, or a ClickException saying (in one line) why a damaged file is refused."""
+def _open_store(path: Path | str) -> Store:
+    """The store at `path`, or a ClickException saying (in one line) why a damaged file or an unreachable
+    server is refused."""
     from burst.state import Store
     from burst.store_files import DamagedStore
+    from burst.store_pg import StoreUnavailable
 
     try:
         return Store.open(path)
-    except DamagedStore as exc:
+    except (DamagedStore, StoreUnavailable) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -136,9 +140,9 @@ CONFIG_OPTION = click.option(
     help="burst.yaml to run (default: the embedded quickstart).",
 )
 STATE_OPTION = click.option(
-    "--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="SQLite state file (default: the config's state_path; the quickstart's is in the per-user state "
-         "directory, see burst run).",
+    "--state", "state", type=StateLocation(), default=None,
+    help="The state store: a SQLite file, or a postgresql://user@host:port/database URL (default: the config's "
+         "state_path; the quickstart's is in the per-user state directory, see burst run).",
 )
 
 
@@ -159,7 +163,7 @@ STATE_OPTION = click.option(
 @click.option("--fresh", is_flag=True,
               help="Start over: move the state file aside (<state>.damaged-<time>) and begin a new one.")
 def run_cmd(
-    config_path: Path | None, state: Path | None, duration: str | None, as_json: bool, quiet: bool, api_listen: str | None,
+    config_path: Path | None, state: Path | str | None, duration: str | None, as_json: bool, quiet: bool, api_listen: str | None,
     log_format: str, log_level: str, fresh: bool,
 ) -> None:
     """Run the controller: observe, plan, act and record every loop_interval, printing each decision.
@@ -225,13 +229,15 @@ def _announce_quickstart_state(fresh: bool) -> None:
 def _start_api(runtime: Runtime, listen: str) -> ApiServer:
     """Start the API beside the loop; an ephemeral run keeps its tokens in its temporary directory."""
     from burst.api.server import ApiStartError, start_api
+    from burst.quickstart import quickstart_state_path
     from burst.runtime import quickstart_config_path
 
     tokens_dir = runtime.config.tokens_path()
     if runtime.temp_dir is not None:
         tokens_dir = Path(runtime.temp_dir.name) / "tokens"
     elif tokens_dir.is_relative_to(quickstart_config_path().parent):
-        tokens_dir = runtime.state_path.parent / "tokens"  # never write into the installed package
+        tokens_dir = quickstart_state_path().parent / "tokens" if isinstance(runtime.state_path, str) \
+            else runtime.state_path.parent / "tokens"  # never write into the installed package
     try:
         return start_api(runtime, listen, tokens_dir=tokens_dir)
     except ApiStartError as exc:
@@ -253,7 +259,7 @@ def plan_cmd(
     snapshot_path: Path | None,
     policies_dir: Path | None,
     config_path: Path | None,
-    state: Path | None,
+    state: Path | str | None,
     at: str | None,
     as_json: bool,
 ) -> None:
@@ -307,7 +313,7 @@ def _plan_snapshot(snapshot_path: Path, policies_dir: Path | None, now: datetime
         raise click.ClickException(str(exc)) from None
 
 
-def _plan_live(config_path: Path | None, state: Path | None, when: datetime | None) -> Plan:
+def _plan_live(config_path: Path | None, state: Path | str | None, when: datetime | None) -> Plan:
     sim = _load_config(config_path).clock == "sim" if config_path is not None else True
     if when is not None and not sim:
         raise click.UsageError("--at needs --snapshot or a sim-clock config (clock: sim)")
@@ -330,7 +336,7 @@ def _plan_live(config_path: Path | None, state: Path | None, when: datetime | No
         runtime.close()
 
 
-def _store_path(config_path: Path | None, state: Path | None) -> Path:
+def _store_path(config_path: Path | None, state: Path | str | None) -> Path | str:
     from burst.quickstart import state_path_for
 
     if state is None and config_path is not None:
@@ -338,7 +344,7 @@ def _store_path(config_path: Path | None, state: Path | None) -> Path:
     return state_path_for(None, state)
 
 
-def _submission_time(config_path: Path | None, path: Path) -> datetime:
+def _submission_time(config_path: Path | None, path: Path | str) -> datetime:
     """The controller's "now" for a new job: the sim clock's last tick on a sim config, else wall time."""
     from burst.state import MetaKey
 
@@ -346,7 +352,7 @@ def _submission_time(config_path: Path | None, path: Path) -> datetime:
     if config.clock != "sim":
         return datetime.now(UTC)
     last = None
-    if path.exists():
+    if location_exists(path):
         with _open_store(path) as store:
             last = store.get_meta(MetaKey.LAST_TICK)
     if last is not None:
@@ -404,7 +410,7 @@ def submit_cmd(
     job_id: str | None,
     command: str | None,
     config_path: Path | None,
-    state: Path | None,
+    state: Path | str | None,
     as_json: bool,
 ) -> None:
     """Submit a job to the embedded queue in the state store; the running controller places it.
@@ -425,7 +431,8 @@ def submit_cmd(
         raise click.UsageError("--checkpoint-interval needs --fault-tolerant")
     policy = _check_tenant(config_path, tenant)
     path = _store_path(config_path, state)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     job = Job(
         id=job_id or f"job-{uuid.uuid4().hex[:12]}",
         tenant=tenant,
@@ -462,13 +469,13 @@ def submit_cmd(
               type=click.Choice(["pending", "running", "checkpointing", "succeeded", "failed", "cancelled", "reclaimed"]),
               help="Only jobs in this state (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of jobs.")
-def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, statuses: tuple[str, ...], as_json: bool) -> None:
+def jobs_cmd(config_path: Path | None, state: Path | str | None, tenant: str | None, statuses: tuple[str, ...], as_json: bool) -> None:
     """List the jobs in the embedded queue with their state, GPUs and nodes."""
     from burst.codec import job_to_json
     from burst.model import JobState
 
     path = _store_path(config_path, state)
-    if not path.exists():
+    if not location_exists(path):
         raise click.ClickException(f"{path}: no state file (run burst run or burst submit with it first)")
     with _open_store(path) as store:
         unreadable: list[tuple[str, str, str]] = []
@@ -478,7 +485,7 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
     if as_json:
         click.echo(json.dumps([job_to_json(j) for j in jobs], indent=2))
         return
-    table = Table(title=f"jobs in {path}")
+    table = Table(title=f"jobs in {shown(path)}")
     for col in ("id", "tenant", "state", "gpus", "submitted", "nodes"):
         table.add_column(col)
     for j in jobs:
@@ -495,7 +502,7 @@ def jobs_cmd(config_path: Path | None, state: Path | None, tenant: str | None, s
 @click.option("--timeline", "as_timeline", is_flag=True,
               help="Print a compact time-ordered view instead, oldest first: the job's submission, decisions and "
                    "lost runs, one line each (with --json, a list of {at, until, seen, kind, subject, detail, plan_id}).")
-def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: int, as_json: bool,
+def explain_cmd(name: str, config_path: Path | None, state: Path | str | None, limit: int, as_json: bool,
                 as_timeline: bool) -> None:
     """Why something happened or did not: the decisions about job, node, group or tenant NAME, newest first.
 
@@ -507,14 +514,14 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
     """
 
     path = _store_path(config_path, state)
-    if not path.exists():
+    if not location_exists(path):
         raise click.ClickException(f"{path}: no state file (run burst run with it first)")
     with _open_store(path) as store:
         found = store.decisions_about(name, limit=limit)
         job = store.get_job(name)
         losses = store.job_losses(job_id=name) if job is not None and as_timeline else []
     if not found and job is None:  # nothing by that name has a decision: not found, as kubectl says it
-        raise click.ClickException(f"no decision about {name} in {path}: no job, node, group or tenant by that "
+        raise click.ClickException(f"no decision about {name} in {shown(path)}: no job, node, group or tenant by that "
                                    "name has one (burst jobs lists the jobs)")
     if as_timeline:
         from burst.timeline import render_text, timeline
@@ -540,7 +547,7 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | None, limit: 
         click.echo(f"job {job.id}: {job.state.value}, tenant {job.tenant}, {job.gpu_demand:g} GPU(s)"
                    + (f" on {', '.join(job.node_ids)}" if job.node_ids else ""))
     if not found:
-        click.echo(f"no decision about {name} in {path}")
+        click.echo(f"no decision about {name} in {shown(path)}")
         return
     table = Table(title=f"decisions about {name} (newest first)")
     for col in ("at (first plan)", "last plan at", "plans", "plan", "kind", "subject", "reason"):

@@ -1,8 +1,9 @@
 """Leader election: a lease with expiry and a fencing epoch, so only one daemon acts on a cluster.
 
-`LeaderLease` is the interface; `SqliteLease` keeps the lease in a SQLite file
-(one host, several daemons on the same state file); the Kubernetes Lease
-object implements the same interface for clusters.
+`LeaderLease` is the interface; `StoreLease` keeps the lease as a row of the
+state store: a SQLite file (one host, several daemons on the same file) or a
+PostgreSQL database (replicas on several hosts sharing one database); the
+Kubernetes Lease object implements the same interface for clusters.
 
 Each daemon calls `acquire(now)` once per tick. The holder renews its lease;
 another daemon takes it over only after it expired, and every takeover
@@ -25,7 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from burst import store_pg
 
 DEFAULT_LEASE_S = 30.0
 """How long a lease lasts without renewal; a standby takes over within this after the leader stops."""
@@ -96,20 +99,38 @@ class WallClockLease:
         return self.lease.current()
 
 
-class SqliteLease:
-    """A lease in a SQLite file, taken and renewed in IMMEDIATE transactions (see the module docstring)."""
+LEASE_LOCK = 0x6C65617365
+"""The PostgreSQL advisory lock key a lease transaction holds ("lease" in hex): takeovers are serialised as
+SQLite's BEGIN IMMEDIATE serialises them."""
 
-    def __init__(self, path: Path, holder: str, *, name: str = "controller", duration_s: float = DEFAULT_LEASE_S) -> None:
-        self.path = path
+
+class StoreLease:
+    """A lease row in the state store, taken and renewed in serialised transactions (see the module docstring).
+
+    `location` is the store's: a SQLite file path, or a ``postgresql://`` URL
+    (every replica's lease judged in one database, each on its own connection).
+    """
+
+    def __init__(
+        self, location: Path | str, holder: str, *, name: str = "controller", duration_s: float = DEFAULT_LEASE_S
+    ) -> None:
+        self.path = location
         self.holder = holder
         self.name = name
         self.duration = timedelta(seconds=duration_s)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA busy_timeout = 10000")
+        self._postgres = store_pg.is_url(location)
+        self._conn: Any
+        if self._postgres:
+            self._conn = store_pg.PgConnection(str(location))
+            text = 'TEXT COLLATE "C"'
+        else:
+            self._conn = sqlite3.connect(location, timeout=10.0, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA busy_timeout = 10000")
+            text = "TEXT"
         self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-            "epoch INTEGER NOT NULL, expires_at TEXT NOT NULL)"
+            f"CREATE TABLE IF NOT EXISTS leases (name {text} PRIMARY KEY, holder {text} NOT NULL, "
+            f"epoch INTEGER NOT NULL, expires_at {text} NOT NULL)"
         )
 
     def _read(self) -> LeaseState | None:
@@ -124,6 +145,8 @@ class SqliteLease:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                if self._postgres:
+                    self._conn.execute("SELECT pg_advisory_xact_lock(?)", (LEASE_LOCK,))
                 state = self._read()
                 if state is not None and state.holder != self.holder and state.expires_at > now:
                     self._conn.execute("COMMIT")
@@ -160,3 +183,7 @@ class SqliteLease:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+SqliteLease = StoreLease
+"""The name `StoreLease` had when the store was SQLite only."""

@@ -24,7 +24,7 @@ def quickstart_state_path() -> Path:
     return user_state_path("burst") / "quickstart" / "burst.db"
 
 
-def state_path_for(config_path: Path | None, state: Path | None) -> Path:
+def state_path_for(config_path: Path | None, state: Path | str | None) -> Path | str:
     """The state file a command reads: --state, else the config's state_path, else the quickstart's."""
     if state is not None:
         return state

@@ -21,12 +21,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from burst import store_files
+from burst import store_files, store_pg
 from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow
-from burst.lease import LeaderLease, SqliteLease, WallClockLease
+from burst.lease import LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
@@ -113,7 +113,7 @@ class Runtime:
     reloader: PolicyReloader
     catalog: Catalog
     sim_clock: ManualClock | None
-    state_path: Path
+    state_path: Path | str  # a SQLite file, or a postgresql:// URL
     temp_dir: tempfile.TemporaryDirectory[str] | None = None
     forecasts: ForecastService | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -267,8 +267,8 @@ class Runtime:
         """Back the state file up (`state_backup` in burst.yaml) when its interval has passed since the last
         backup; the new backup, or None. Never for the quickstart's temporary store, nor with `keep: 0`."""
         settings = self.config.state_backup
-        if self.temp_dir is not None or settings.keep == 0:
-            return None
+        if self.temp_dir is not None or settings.keep == 0 or not isinstance(self.state_path, Path):
+            return None  # a PostgreSQL store is the server's to back up
         if self._backed_up_at is None:
             saved = store_files.backups(self.state_path)
             self._backed_up_at = _backup_time(saved[-1]) if saved else None
@@ -388,7 +388,7 @@ def _discovers(config: BurstConfig) -> tuple[bool, bool]:
 def build_runtime(
     config: BurstConfig,
     *,
-    state_path: Path | None = None,
+    state_path: Path | str | None = None,
     ephemeral: bool = False,
     sim_start: datetime | None = None,
     config_file: Path | None = None,
@@ -408,13 +408,21 @@ def build_runtime(
     groups = config.node_groups_model()
     discover_aws, discover_gcp = _discovers(config)
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
-    path = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if fresh and temp_dir is None:
+    path: Path | str = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
+    if store_pg.is_url(path):
+        if fresh:
+            raise ConfigError(f"--fresh moves a SQLite state file aside; {store_pg.redact(str(path))} is a "
+                              "PostgreSQL database: drop and re-create it to start over")
+    elif isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if fresh and temp_dir is None and isinstance(path, Path):
         aside = store_files.move_aside(path, datetime.now(UTC))
         if aside is not None:
             log.warning("state file moved aside; starting a fresh one", extra={"moved_to": str(aside)})
-    store = Store.open(path)
+    try:
+        store = Store.open(path)
+    except store_pg.StoreUnavailable as exc:
+        raise ConfigError(str(exc)) from None
     try:
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
         _record_gpu_models(store, groups)
@@ -447,8 +455,8 @@ def build_runtime(
             providers["onprem"] = _onprem_provider(config, onprem_groups, catalog, clock, hub)
         kube = _kubernetes(config)
         holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
-        lease: LeaderLease | None = SqliteLease(path, holder, duration_s=config.leader.lease) if config.leader.enabled \
-            and config.leader.kind == "sqlite" else None
+        lease: LeaderLease | None = StoreLease(path, holder, duration_s=config.leader.lease) \
+            if config.leader.enabled and config.leader.kind in ("store", "sqlite") else None
         if config.leader.enabled and config.leader.kind == "kubernetes":
             lease = (kube or _kubernetes(config, need=True)).lease(  # type: ignore[union-attr]
                 holder, name=config.leader.name, namespace=config.leader.namespace, duration_s=config.leader.lease)

@@ -1,4 +1,8 @@
-"""The controller's store: one SQLite file in WAL mode.
+"""The controller's store: one SQLite file in WAL mode, or a PostgreSQL database several replicas share.
+
+`Store(location)` opens either: a path is a SQLite file, a ``postgresql://``
+URL a server (`burst.store_pg` adapts the one SQL text this module writes).
+Both backends pass one contract suite (tests/test_state.py).
 
 What lives here: jobs (the embedded queue's truth), nodes as last observed,
 the actuator's intent journal, group targets, demand history (forecasting
@@ -19,10 +23,11 @@ Conventions
 - Time windows are half-open: ``since <= at < until``.
 - Model objects are stored as their `burst.codec` JSON, next to the columns
   that queries filter on (kept in sync by the store, never written apart).
-- The schema is versioned with ``PRAGMA user_version`` and an ordered list of
-  `MIGRATIONS`; opening a file applies the missing ones, each in its own
-  transaction (re-checked under the write lock, so two processes opening the
-  same old file migrate it once).
+- The schema is versioned with ``PRAGMA user_version`` (PostgreSQL: the
+  `burst_schema` table) and an ordered list of `MIGRATIONS`; opening a store
+  applies the missing ones, each in its own transaction (re-checked under the
+  write lock, an advisory lock on PostgreSQL, so two processes opening the
+  same old store migrate it once).
 - An existing file is checked before use (`burst.store_files`): an empty,
   truncated or corrupt one is refused with `DamagedStore` (one line: the
   file, the problem, the recovery), never silently replaced; files are kept
@@ -50,7 +55,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from burst import codec, store_files
+from burst import codec, store_files, store_pg
 from burst.model import JOB_TRANSITIONS, DemandPoint, Job, JobState, Node, NodeState
 from burst.store_files import DamagedStore
 
@@ -481,10 +486,11 @@ class Store:
         target_version: int | None = None,
         busy_timeout_s: float = 10.0,
     ) -> None:
-        self.path = os.fspath(path)
+        self.path: str = os.fspath(path)
         if target_version is not None and not 0 <= target_version <= LATEST_VERSION:
             raise ValueError(f"target_version must be in 0..{LATEST_VERSION}, got {target_version}")
-        on_disk = not self._is_memory(self.path)
+        self.postgres = store_pg.is_url(self.path)
+        on_disk = not self._is_memory(self.path) and not self.postgres
         existed = on_disk and os.path.exists(self.path)
         if on_disk:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -507,7 +513,16 @@ class Store:
         # The last recorded plan's holds, (subject, reason, data JSON) -> row id: the same hold in the next plan
         # extends that row instead of adding one. Empty after a restart, so a restart's first plan starts new rows.
         self._open_holds: dict[tuple[str, str, str], int] = {}
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
+        if self.postgres:
+            self._conn: Any = store_pg.PgConnection(self.path, connect_timeout_s=busy_timeout_s)
+            try:
+                self._migrate(LATEST_VERSION if target_version is None else target_version)
+            except BaseException:
+                self._conn.close()
+                self._conn = None
+                raise
+            return
+        self._conn = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         try:
@@ -539,6 +554,8 @@ class Store:
         the new copy's path (see `burst.store_files.backup`)."""
         if self._is_memory(self.path):
             raise ValueError("an in-memory store has no file to back up")
+        if self.postgres:
+            raise ValueError("a PostgreSQL store is backed up by the server (pg_dump, base backups), not by burst")
         with self._lock:
             return store_files.backup(self._c(), Path(self.path), now, keep=keep)
 
@@ -566,13 +583,14 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({self.path!r})"
+        return f"Store({store_pg.redact(self.path) if self.postgres else self.path!r})"
 
     # ---------------------------------------------------------------- plumbing
 
-    def _c(self) -> sqlite3.Connection:
+    def _c(self) -> Any:
+        """The open connection: a `sqlite3.Connection`, or a `burst.store_pg.PgConnection` speaking the same calls."""
         if self._conn is None:
-            raise sqlite3.ProgrammingError(f"store {self.path!r} is closed")
+            raise sqlite3.ProgrammingError(f"store {self!r} is closed")
         return self._conn
 
     @contextmanager
@@ -582,7 +600,7 @@ class Store:
             yield
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[Any]:
         """One write transaction (BEGIN IMMEDIATE); nested use joins the outer one."""
         with self._lock:
             conn = self._c()
@@ -615,15 +633,37 @@ class Store:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
-            return self._c().execute(sql, params).fetchall()
+            return list(self._c().execute(sql, params).fetchall())
 
     @property
     def schema_version(self) -> int:
-        """The file's schema version (``PRAGMA user_version``)."""
-        return int(self._query("PRAGMA user_version")[0][0])
+        """The store's schema version (``PRAGMA user_version`` on SQLite, the `burst_schema` table on PostgreSQL)."""
+        with self._lock:
+            return self._version(self._c())
+
+    def _version(self, conn: Any) -> int:
+        if not self.postgres:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        table = store_pg.SCHEMA_TABLE
+        if conn.execute("SELECT to_regclass(?)", (table,)).fetchone()[0] is None:
+            return 0
+        row = conn.execute(f"SELECT version FROM {table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def _set_version(self, conn: Any, version: int) -> None:
+        if not self.postgres:
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+            return
+        table = store_pg.SCHEMA_TABLE
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL)")
+        if conn.execute(f"UPDATE {table} SET version = ?", (version,)).rowcount == 0:
+            conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
 
     @property
     def journal_mode(self) -> str:
+        """SQLite's journal mode (``wal``); ``postgresql`` for a server store."""
+        if self.postgres:
+            return "postgresql"
         return str(self._query("PRAGMA journal_mode")[0][0])
 
     def _migrate(self, target: int) -> None:
@@ -637,12 +677,14 @@ class Store:
             if migration.version <= current or migration.version > target:
                 continue
             with self._tx() as conn:
+                if self.postgres:  # the write lock SQLite's BEGIN IMMEDIATE takes, held to the commit
+                    conn.execute("SELECT pg_advisory_xact_lock(?)", (store_pg.MIGRATION_LOCK,))
                 # Re-read under the write lock: another opener may have migrated meanwhile.
-                if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= migration.version:
+                if self._version(conn) >= migration.version:
                     continue
                 for statement in migration.statements:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {migration.version}")
+                    conn.execute(store_pg.pg_ddl(statement) if self.postgres else statement)
+                self._set_version(conn, migration.version)
 
     # ---------------------------------------------------------------- jobs
 
@@ -665,7 +707,7 @@ class Store:
             for job in jobs:
                 self._put_job(conn, job, stamp)
 
-    def _put_job(self, conn: sqlite3.Connection, job: Job, stamp: str) -> None:
+    def _put_job(self, conn: Any, job: Job, stamp: str) -> None:
         row = conn.execute("SELECT state FROM jobs WHERE id = ?", (job.id,)).fetchone()
         if row is not None:
             old = JobState(row[0])
@@ -674,7 +716,7 @@ class Store:
         self._write_job(conn, job, stamp)
 
     @staticmethod
-    def _write_job(conn: sqlite3.Connection, job: Job, stamp: str) -> None:
+    def _write_job(conn: Any, job: Job, stamp: str) -> None:
         if not isinstance(job, Job):
             raise TypeError(f"expected a Job, got {type(job).__name__}")
         conn.execute(
@@ -829,7 +871,7 @@ class Store:
     def forget_node(self, node_id: str) -> bool:
         """Delete a node's row; whether there was one."""
         with self._tx() as conn:
-            gone = conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount > 0
+            gone = bool(conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount > 0)
         if self._node_cache is not None:
             self._node_cache.pop(node_id, None)
             self._live_node_cache.pop(node_id, None)
@@ -852,13 +894,12 @@ class Store:
             raise InvalidIntentTransition(f"an intent is journaled planned or sent, not {status.value}")
         stamp = _ts(at, "at")
         with self._tx() as conn:
-            cur = conn.execute(
+            row = conn.execute(
                 "INSERT INTO intents (key, plan_id, action_json, status, detail, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, '', ?, ?)",
+                "VALUES (?, ?, ?, ?, '', ?, ?) RETURNING id",
                 (key, plan_id, _json(dict(action), "action"), IntentStatus(status).value, stamp, stamp),
-            )
-            assert cur.lastrowid is not None
-            return int(cur.lastrowid)
+            ).fetchone()
+            return int(row[0])
 
     def mark_intent(
         self, intent_id: int, status: IntentStatus | str, at: datetime, detail: str = ""
@@ -959,7 +1000,7 @@ class Store:
 
     def forget_target(self, group_id: str) -> bool:
         with self._tx() as conn:
-            return conn.execute("DELETE FROM group_targets WHERE group_id = ?", (group_id,)).rowcount > 0
+            return bool(conn.execute("DELETE FROM group_targets WHERE group_id = ?", (group_id,)).rowcount > 0)
 
     # ---------------------------------------------------------------- demand history
 
@@ -969,8 +1010,9 @@ class Store:
         with self._tx() as conn:
             for p in points:
                 conn.execute(
-                    "INSERT OR REPLACE INTO demand_history (at, tenant, gpu_model, running_gpus, pending_gpus) "
-                    "VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO demand_history (at, tenant, gpu_model, running_gpus, pending_gpus) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, gpu_model, at) DO UPDATE SET "
+                    "running_gpus = excluded.running_gpus, pending_gpus = excluded.pending_gpus",
                     (
                         _ts(p.at, "DemandPoint.at"),
                         p.tenant,
@@ -1007,7 +1049,7 @@ class Store:
     def prune_demand(self, before: datetime) -> int:
         """Delete demand samples older than `before`; how many went."""
         with self._tx() as conn:
-            return conn.execute("DELETE FROM demand_history WHERE at < ?", (_ts(before, "before"),)).rowcount
+            return int(conn.execute("DELETE FROM demand_history WHERE at < ?", (_ts(before, "before"),)).rowcount)
 
     # ---------------------------------------------------------------- cost ledger
 
@@ -1205,7 +1247,8 @@ class Store:
         """
         where, params = self._loss_where(since, until, tenant)
         rows = self._query(
-            "SELECT tenant, sum(cause = 'interruption'), sum(cause = 'eviction'), sum(cause = 'checkpoint'), "
+            "SELECT tenant, sum(CASE WHEN cause = 'interruption' THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN cause = 'eviction' THEN 1 ELSE 0 END), sum(CASE WHEN cause = 'checkpoint' THEN 1 ELSE 0 END), "
             f"sum(lost_gpu_s), sum(checkpoint_gpu_s) FROM job_losses{where} GROUP BY tenant ORDER BY tenant",
             params,
         )
@@ -1303,12 +1346,13 @@ class Store:
                     if extended:
                         still_open[key] = row_id
                         continue
-                cursor = conn.execute(
-                    "INSERT INTO decisions (at, plan_id, subject, kind, reason, json, last_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                new_id = conn.execute(
+                    "INSERT INTO decisions (at, plan_id, subject, kind, reason, json, last_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (stamp, plan_id, subject, kind, reason, text, stamp),
-                )
-                if kind == "hold" and cursor.lastrowid is not None:
-                    still_open[key] = cursor.lastrowid
+                ).fetchone()[0]
+                if kind == "hold":
+                    still_open[key] = int(new_id)
                 n += 1
         self._open_holds = still_open
         return n
@@ -1344,8 +1388,8 @@ class Store:
         named = json.dumps(name)[1:-1]
         sql = (
             f"SELECT {_DECISION_COLUMNS} FROM decisions WHERE subject IN ({marks}) "
-            "OR (json LIKE ? AND EXISTS (SELECT 1 FROM json_each(decisions.json, '$.node_ids') WHERE value = ?)) "
-            "OR (json LIKE ? AND EXISTS (SELECT 1 FROM json_each(decisions.json, '$.job_ids') WHERE value = ?)) "
+            f"OR (json LIKE ? AND EXISTS (SELECT 1 FROM {self._json_list('node_ids')} WHERE value = ?)) "
+            f"OR (json LIKE ? AND EXISTS (SELECT 1 FROM {self._json_list('job_ids')} WHERE value = ?)) "
             "ORDER BY COALESCE(last_at, at) DESC, id DESC"
         )
         params: list[Any] = [*subjects, f'%"node_ids"%{named}%', name, f'%"job_ids"%{named}%', name]
@@ -1353,6 +1397,14 @@ class Store:
             sql += " LIMIT ?"
             params.append(int(limit))
         return [_decision(row) for row in self._query(sql, params)]
+
+    def _json_list(self, key: str) -> str:
+        """A FROM item whose `value` column is each text in the decision row's JSON list `key` (none if absent)."""
+        if not self.postgres:
+            return f"json_each(decisions.json, '$.{key}')"
+        doc = f"(decisions.json::jsonb -> '{key}')"
+        return (f"jsonb_array_elements_text(CASE WHEN jsonb_typeof{doc} = 'array' THEN {doc} "
+                "ELSE '[]'::jsonb END) AS listed(value)")
 
     # ---------------------------------------------------------------- misc
 

@@ -84,6 +84,9 @@ def _path(value: str) -> str:
     return value
 
 
+POSTGRES_URL_SCHEMES = ("postgresql://", "postgres://")
+"""A `state_path` starting with one of these names a PostgreSQL server, not a file."""
+
 PathStr = Annotated[str, Strict(), AfterValidator(_path), WithJsonSchema({"type": "string", "minLength": 1})]
 """A file-system path as written in the config (relative ones resolve against the config file's directory)."""
 
@@ -536,14 +539,15 @@ class StateBackupDoc(StrictModel):
 class LeaderDoc(StrictModel):
     """Leader election among daemons sharing one state file: only the lease holder acts."""
 
-    enabled: StrictBool = Field(default=False, description="Elect a leader through a lease in the state file.")
+    enabled: StrictBool = Field(default=False, description="Elect a leader through a lease in the state store.")
     lease: PositiveDuration = Field(
         default=30.0, description="Duration of the lease; a standby takes over within it after the leader stops."
     )
     holder: str | None = Field(default=None, strict=True, description="This daemon's name (default host:pid).")
-    kind: Literal["sqlite", "kubernetes"] = Field(
-        default="sqlite", description="sqlite: a lease in the state file; kubernetes: a coordination.k8s.io Lease "
-        "(through workload.kubernetes' connection, else the in-cluster service account)."
+    kind: Literal["store", "sqlite", "kubernetes"] = Field(
+        default="store", description="store: a lease row with a fencing epoch in the state store (the SQLite file, "
+        "or the PostgreSQL database replicas share; sqlite is its older name); kubernetes: a coordination.k8s.io "
+        "Lease (through workload.kubernetes' connection, else the in-cluster service account)."
     )
     name: NonEmptyStr = Field(default="burst-controller", description="kubernetes only: the Lease's name.")
     namespace: NonEmptyStr = Field(default="burst-system", description="kubernetes only: the Lease's namespace.")
@@ -744,7 +748,10 @@ class BurstConfig(StrictModel):
     policies_dir: PathStr = Field(
         default="policies", description="Tenant policy directory, relative to this file."
     )
-    state_path: PathStr = Field(default="burst.db", description="SQLite state file, relative to this file.")
+    state_path: PathStr = Field(
+        default="burst.db", description="The state store: a SQLite file, relative to this file, or a PostgreSQL "
+        "server as a postgresql://user@host:port/database URL (password from PGPASSWORD or ~/.pgpass, not the URL)."
+    )
     state_backup: StateBackupDoc = Field(
         default=StateBackupDoc(), description="Periodic online backups of the state file (not for the quickstart's "
         "temporary one)."
@@ -862,8 +869,11 @@ class BurstConfig(StrictModel):
         """Decide the absolute tenant policy directory (`policies_dir` against the config file's directory)."""
         return self._resolve(self.policies_dir)
 
-    def state_file(self) -> Path:
-        """Decide the absolute state (SQLite) file path (`state_path` against the config file's directory)."""
+    def state_file(self) -> Path | str:
+        """Decide where the state store is: a postgresql:// URL as written, else the absolute SQLite file path
+        (`state_path` against the config file's directory)."""
+        if self.state_path.startswith(POSTGRES_URL_SCHEMES):
+            return self.state_path
         return self._resolve(self.state_path)
 
     def tokens_path(self) -> Path:

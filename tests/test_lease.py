@@ -1,4 +1,5 @@
-"""Leader election: two daemons on one state file and one cloud; only the leader acts, failover within the lease."""
+"""Leader election: two daemons on one state store (a SQLite file, or a PostgreSQL database on a real server the
+tests start) and one cloud; only the leader acts, failover within the lease, a deposed leader's writes refused."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from builders import T0, group, job
 
 from burst.actuator import Actuator
-from burst.lease import Deposed, SqliteLease
+from burst.lease import Deposed, StoreLease
 from burst.model import Action, ActionKind, Plan, Tier
 from burst.reconcile import Controller, TickReport
 from burst.runtime import Runtime, build_runtime, load_run_config, quickstart_config_path
@@ -36,9 +37,9 @@ class Prices:
         return 0.0
 
 
-def daemon(path: Path, name: str, sim: SimProvider, clock: ManualClock) -> tuple[Controller, Store]:
+def daemon(path: Path | str, name: str, sim: SimProvider, clock: ManualClock) -> tuple[Controller, Store]:
     store = Store.open(path)
-    lease = SqliteLease(path, name, duration_s=LEASE_S)
+    lease = StoreLease(path, name, duration_s=LEASE_S)
     actuator = Actuator({"sim": sim}, store, cluster="ha", clock=clock)
     ctl = Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
                      policies=lambda: {}, prices=Prices(), clock=clock, cluster="ha", actuator=actuator, lease=lease)
@@ -46,10 +47,11 @@ def daemon(path: Path, name: str, sim: SimProvider, clock: ManualClock) -> tuple
 
 
 @pytest.fixture
-def cluster(tmp_path: Path):
+def cluster(state_location: Path | str):
+    """Two daemons sharing one store (each backend in turn) and one simulated cloud."""
     clock = ManualClock(T0)
     sim = SimProvider([ONPREM, CLOUD], clock=clock, cluster="ha", initial={"onprem": 1})
-    path = tmp_path / "state.db"
+    path = state_location
     a, store_a = daemon(path, "daemon-a", sim, clock)
     b, store_b = daemon(path, "daemon-b", sim, clock)
     yield a, b, sim, clock, store_a
@@ -174,7 +176,7 @@ def test_sigterm_to_burst_run_releases_the_lease(tmp_path: Path) -> None:
             assert daemon.poll() is None, daemon.communicate()
             assert time.monotonic() < deadline, "burst run never took the lease"
             if lease is None and state.exists():
-                lease = SqliteLease(state, "daemon-b", duration_s=LEASE_S)
+                lease = StoreLease(state, "daemon-b", duration_s=LEASE_S)
             time.sleep(0.05)
         held = lease.current()
         assert held is not None and held.holder == "daemon-a"
@@ -219,7 +221,7 @@ def test_a_leader_that_stalls_past_its_lease_mid_tick_syncs_no_agent_work(tmp_pa
     ctl = Controller(providers={"sim": sim}, source=StoreQueue(store), store=store, policies=lambda: {},
                      prices=Prices(), clock=lambda: next(times), cluster="ha",
                      actuator=Actuator({"sim": sim}, store, cluster="ha", clock=clock),
-                     lease=SqliteLease(tmp_path / "state.db", "daemon-a", duration_s=LEASE_S), agents=agents)
+                     lease=StoreLease(tmp_path / "state.db", "daemon-a", duration_s=LEASE_S), agents=agents)
     with pytest.raises(Deposed, match="expired"):
         ctl.tick()
     assert agents.synced == []  # checkpoint waits and evictions belong to the next leader now

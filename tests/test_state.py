@@ -1,9 +1,12 @@
-"""The JSON codec and the SQLite store, against real files under tmp_path (no mocks)."""
+"""The JSON codec and the store contract, against real SQLite files under tmp_path and a real PostgreSQL
+server the tests start (tests/pg_server.py): every test taking `store`, `ledger_store` or `state_location`
+runs on both backends (no mocks)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -61,8 +64,9 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    with Store.open(db_path) as s:
+def store(state_location: str | Path) -> Iterator[Store]:
+    """A new store, once on SQLite and once on PostgreSQL."""
+    with Store.open(state_location) as s:
         yield s
 
 
@@ -586,10 +590,12 @@ def test_demand_history_windows_and_filters(store: Store) -> None:
     assert min(p.at for p in store.demand_history()) == T0 + timedelta(minutes=30)
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "postgresql"])
 def ledger_store(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Store]:
-    """A file store, or a private in-memory one (which holds its ledger rows back until the ledger is read)."""
-    with Store.open(db_path if request.param == "file" else ":memory:") as s:
+    """A file store, a private in-memory one (which holds its ledger rows back until the ledger is read), or a
+    PostgreSQL one."""
+    where = {"file": db_path, "memory": ":memory:"}.get(request.param) or request.getfixturevalue("pg_url")
+    with Store.open(where) as s:
         yield s
 
 
@@ -709,7 +715,8 @@ def test_job_loss_ledger_windows_filters_and_refusals(store: Store) -> None:
 # ------------------------------------------------------------------ store: concurrency
 
 
-def test_readers_see_committed_data_only_and_are_not_blocked_by_a_writer(db_path: Path) -> None:
+def test_readers_see_committed_data_only_and_are_not_blocked_by_a_writer(state_location: str | Path) -> None:
+    db_path = state_location
     writer = Store.open(db_path)
     reader = Store.open(db_path)
     try:
@@ -730,7 +737,8 @@ def test_readers_see_committed_data_only_and_are_not_blocked_by_a_writer(db_path
         reader.close()
 
 
-def test_concurrent_writer_and_reader_threads_on_one_file(db_path: Path) -> None:
+def test_concurrent_writer_and_reader_threads_on_one_file(state_location: str | Path) -> None:
+    db_path = state_location
     batches, size = 40, 5
     errors: list[BaseException] = []
     done = threading.Event()
@@ -793,7 +801,8 @@ def test_one_store_shared_by_threads(store: Store) -> None:
     assert len(store.jobs()) == 200
 
 
-def test_two_stores_opening_an_old_file_migrate_it_once(db_path: Path) -> None:
+def test_two_stores_opening_an_old_file_migrate_it_once(state_location: str | Path) -> None:
+    db_path = state_location
     Store.open(db_path, target_version=1).close()
     results: list[int] = []
     errors: list[BaseException] = []
@@ -842,3 +851,50 @@ def test_a_v4_file_moves_its_learnt_interruption_rates_into_the_controller_memor
         assert s.runtimes() == {}
         s.record_runtimes([("a", seq, float(seq)) for seq in range(1, 6)], keep=3)
         assert s.runtimes() == {"a": [(3, 3.0), (4, 4.0), (5, 5.0)]}, "a tenant keeps its newest run times"
+
+
+def test_an_old_schema_is_migrated_with_its_data_on_either_backend(state_location: str | Path) -> None:
+    with Store.open(state_location, target_version=1) as v1:
+        assert v1.schema_version == 1
+        v1.add_job(full_job())
+        v1.record_demand([DemandPoint(T0, "a", "A100", 1.0, 2.0)])
+        with v1._tx() as conn:  # a v1 ledger row, as v1 wrote it (no gpu_hours column yet)
+            conn.execute("INSERT INTO cost_ledger (at, tenant, line, group_id, usd) VALUES (?, ?, ?, ?, ?)",
+                         ("2026-03-02T12:00:00.000000+00:00", "a", "steady", "onprem", 4.0))
+    with Store.open(state_location) as s:
+        assert s.schema_version == LATEST_VERSION
+        assert s.get_job("train-42") == full_job()
+        assert s.demand_history() == [DemandPoint(T0, "a", "A100", 1.0, 2.0)]
+        assert s.costs() == [CostEntry(T0, "steady", 4.0, 0.0, "a", "onprem")]
+        s.record_losses([JobLoss(T0, "j", "a", "eviction", 8.0, lost_gpu_s=3600.0)])
+        assert s.loss_totals() == {"a": LossTotals(evictions=1, lost_gpu_hours=8.0 / 8.0)}
+
+
+def test_explain_finds_a_name_inside_decision_lists_on_either_backend(store: Store) -> None:
+    store.record_decisions("p1", T0, [
+        ("group:g1", "terminate", "idle", {"node_ids": ["n-7", "n-8"]}),
+        ("tenant:a", "hold", "unplanned", {"job_ids": ["j-1"]}),
+        ("group:g2", "terminate", "idle", {"node_ids": ["n-70"]}),  # LIKE alone would match n-7
+    ])
+    assert [d.subject for d in store.decisions_about("n-7")] == ["group:g1"]
+    assert [d.subject for d in store.decisions_about("j-1")] == ["tenant:a"]
+    assert store.decisions_about("nobody") == []
+
+
+def test_floats_keep_double_precision_and_names_sort_bytewise_on_either_backend(store: Store) -> None:
+    usd = 0.1 + 0.2  # not representable in 4 bytes
+    store.record_cost(T0, "steady", usd, 1.0 / 3.0, tenant="Zed")
+    store.record_cost(T0, "steady", 1.0, 1.0, tenant="alpha")
+    store.record_cost(T0, "steady", 1.0, 1.0, tenant="_under")
+    assert store.costs()[0].usd == usd and store.costs()[0].gpu_hours == 1.0 / 3.0
+    assert list(store.spend_by_tenant(T0)) == ["Zed", "_under", "alpha"]  # byte order, as SQLite sorts
+
+
+def test_a_postgresql_url_that_cannot_be_reached_is_one_clear_error() -> None:
+    from burst.store_pg import StoreUnavailable
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreUnavailable, match=rf"postgresql://burst:\*\*\*@127.0.0.1:{port}/x: cannot connect"):
+        Store.open(f"postgresql://burst:secret@127.0.0.1:{port}/x")

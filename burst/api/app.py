@@ -198,7 +198,7 @@ def _not_found(job_id: str) -> HTTPException:
 
 def api_app(
     *,
-    store_path: Path,
+    store_path: Path | str,
     tokens: ApiTokens,
     view: DaemonView,
     clock: Callable[[], datetime],

@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from burst.catalog import COST_LINES
+from burst.state_option import StateLocation
+from burst.store_pg import location_exists, shown
 
 MAX_HORIZON_S = 30 * 86400.0
 
@@ -60,8 +62,8 @@ def _config(config_path: Path | None) -> Any:
 @click.option("--from-store", is_flag=True,
               help="Forecast from the state store's demand history and take the job mix from its jobs instead "
                    "(the default on the quickstart).")
-@click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite state file for --from-store and month-to-date spend (default: the config's state_path, "
+@click.option("--state", "state", type=StateLocation(), default=None,
+              help="State store (SQLite file or postgresql:// URL) for --from-store and month-to-date spend (default: the config's state_path, "
                    "or the quickstart's).")
 @click.option("--horizon", "horizon", default="7d", show_default=True, help="How far to project: 7d or 30d (1h to 30d).")
 @click.option("--at", "at", default=None,
@@ -81,7 +83,7 @@ def _config(config_path: Path | None) -> Any:
               help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier, what_if, spot_from_history.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
-def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | None,
+def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | str | None,
              horizon: str, at: str | None, what_if_paths: tuple[Path, ...], strategy: str, seed: int, workers: int | None,
              spot_history_path: Path | None, as_json: bool, report_dir: Path | None) -> None:
     """Project next week's or month's cost per tenant and cost line, with P50 and P90 totals.
@@ -146,7 +148,7 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
             history = tuple(j for j in trace.jobs if j.submitted_at < start)
             series = series_of_jobs(history, start)
         else:
-            if not store_path.exists():
+            if not location_exists(store_path):
                 hint = "run burst run first" if config_path is None and state is None else "give --state"
                 raise click.ClickException(f"{store_path}: no state file to read demand history from ({hint})")
             with _store(Store, store_path) as store:
@@ -166,7 +168,7 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     say(f"fitting the demand forecast on {series.history_s / 86400:.1f} days of history ...")
     forecast = fit_forecast(series, horizon_s)
     say(f"forecast by {forecast.model}; simulating {2 * (1 + len(what_ifs))} run(s) of {horizon_s / 3600:g} h ...")
-    stats = Trace(path=history_path or store_path, format="history", jobs=tuple(history)).stats()
+    stats = Trace(path=history_path or Path(shown(store_path)), format="history", jobs=tuple(history)).stats()
     runs = 2 * (1 + len(what_ifs))
     try:
         projection = project(
@@ -212,8 +214,14 @@ def _hour_after(at: datetime) -> datetime:
 class _store:
     """A read-only use of the store that closes it."""
 
-    def __init__(self, cls: Any, path: Path) -> None:
-        self.store = cls.open(path)
+    def __init__(self, cls: Any, path: Path | str) -> None:
+        from burst.store_files import DamagedStore
+        from burst.store_pg import StoreUnavailable
+
+        try:
+            self.store = cls.open(path)
+        except (DamagedStore, StoreUnavailable) as exc:
+            raise click.ClickException(str(exc)) from None
 
     def __enter__(self) -> Any:
         return self.store
@@ -277,8 +285,8 @@ def _print_projection(projection: Any) -> None:
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="burst.yaml naming the node groups (GPU models, prices) and the state file (default: the "
                    "quickstart and its saved state, unless --state is given).")
-@click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite state file whose cost ledger is metered (default: the config's state_path, or the "
+@click.option("--state", "state", type=StateLocation(), default=None,
+              help="State store (SQLite file or postgresql:// URL) whose cost ledger is metered (default: the config's state_path, or the "
                    "quickstart's); alone, GPU models come from the groups the state's last run recorded.")
 @click.option("--tenant", default=None, help="Only this tenant.")
 @click.option("--since", default=None,
@@ -290,7 +298,7 @@ def _print_projection(projection: Any) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: since, until, tenants, warm_pool, network (schema: --schema).")
 @click.option("--schema", "schema", is_flag=True, help="Print the JSON Schema of --json's object and exit.")
-def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, since: str | None, until: str | None,
+def usage_cmd(config_path: Path | None, state: Path | str | None, tenant: str | None, since: str | None, until: str | None,
               root_volume_gb: float, as_json: bool, schema: bool) -> None:
     """Meter the cost ledger: GPU-hours per tenant by cost line and GPU model, and warm-pool node-, GPU- and storage-hours.
 
@@ -314,13 +322,13 @@ def usage_cmd(config_path: Path | None, state: Path | None, tenant: str | None, 
     # --state alone meters that file without a config; neither is the quickstart's saved state.
     config = _config(config_path) if config_path is not None or state is None else None
     path = state_path_for(config_path, state)
-    if not Path(path).exists():
+    if not location_exists(path):
         hint = " (run burst run first)" if config_path is None and state is None else ""
         raise click.ClickException(f"{path}: no state file{hint}")
     t1 = _instant(until, "--until") if until else None
     groups = {g.id: g for g in config.node_groups_model()} if config is not None else {}
     catalog = catalog_from_config(config) if config is not None else None
-    with _store(Store, Path(path)) as store:
+    with _store(Store, path) as store:
         now = recorded_now(config, store)
         t0 = _instant(since, "--since") if since else month_start(now)
         rows = store.costs(since=t0, until=t1)
