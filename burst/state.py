@@ -1317,6 +1317,17 @@ class Store:
             out.setdefault(str(tenant), []).append((int(seq), float(seconds)))
         return out
 
+    def claim_meta(self, key: str, value: str) -> str:
+        """Set `key` to `value` unless it has a value already; the value it has now (the first claim wins)."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", (key, str(value)))
+            return str(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
+
+    def meta_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every meta key starting with `prefix`, with its value."""
+        rows = self._query("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix))
+        return {str(k): str(v) for k, v in rows}
+
     # ---------------------------------------------------------------- decision log
 
     def record_decisions(

@@ -70,7 +70,8 @@ def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
     generated into) `tokens_dir`."""
     config = runtime.config
     try:
-        tokens = load_api_tokens(tokens_dir, runtime.reloader.current.keys())
+        shared = runtime.store if runtime.store.postgres else None  # replicas on other hosts share its hashes
+        tokens = load_api_tokens(tokens_dir, runtime.reloader.current.keys(), shared=shared)
     except (OSError, ValueError) as exc:
         raise ApiStartError(f"api: {exc}") from None
     hub = runtime.hub

@@ -5,18 +5,48 @@ Tokens live in a directory, one file each: `admin.token` and
 URL-safe) and written readable by its owner only (0600), in a directory
 only its owner may enter (0700, tightened if it was looser), so the operator
 hands each tenant its file. Comparison is constant-time.
+
+Replicas share their tokens through the state store (`SharedTokens`): each
+token's SHA-256 is kept there (never the token), so a token any replica holds
+in a file (a Kubernetes Secret mounted on every replica, or one minted on
+first start) is accepted by every replica. A token is minted only where the
+store has none for that principal yet (the first replica to claim it wins,
+the others keep no copy), and never into a directory burst may not write (a
+Secret mount): a missing file there is said in a warning, not made up.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import logging
 import os
 import secrets
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 ADMIN = "admin"
+SHARED_PREFIX = "api_token_sha256:"
+"""Meta keys of the shared token hashes: ``api_token_sha256:admin``, ``api_token_sha256:tenant-<name>``."""
+
+log = logging.getLogger("burst.api")
+
+
+def digest(token: str) -> str:
+    """The hex SHA-256 of a token, as the store keeps it."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokenHashes(Protocol):
+    """Where replicas share token hashes (the state store's meta table)."""
+
+    def meta_with_prefix(self, prefix: str) -> dict[str, str]: ...
+
+    def claim_meta(self, key: str, value: str) -> str: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -34,20 +64,39 @@ class Principal:
         return self.is_admin or self.tenant == tenant
 
 
+def _principal(name: str) -> Principal | None:
+    """The principal a token name (``admin``, ``tenant-<name>``) stands for."""
+    if name == ADMIN:
+        return Principal(None)
+    return Principal(name.removeprefix("tenant-")) if name.startswith("tenant-") else None
+
+
 @dataclass(frozen=True)
 class ApiTokens:
-    """The admin token and the tenants' tokens."""
+    """The tokens this replica holds (admin's, tenants'), and the hashes every replica shares (when any).
+
+    `admin` is "" where this replica holds no copy of the admin token (another
+    replica, or the Secret, has it; its hash is shared).
+    """
 
     admin: str
     tenants: dict[str, str]
+    shared: TokenHashes | None = field(default=None, compare=False)
 
     def resolve(self, token: str) -> Principal | None:
-        """The principal a bearer token stands for, or None if it is nobody's."""
-        if hmac.compare_digest(self.admin.encode(), token.encode()):
+        """The principal a bearer token stands for, or None if it is nobody's (held here, else shared)."""
+        if not token:
+            return None
+        if self.admin and hmac.compare_digest(self.admin.encode(), token.encode()):
             return Principal(None)
         for tenant, expected in sorted(self.tenants.items()):
             if hmac.compare_digest(expected.encode(), token.encode()):
                 return Principal(tenant)
+        if self.shared is not None:
+            mine = digest(token)
+            for key, stored in sorted(self.shared.meta_with_prefix(SHARED_PREFIX).items()):
+                if hmac.compare_digest(stored.encode(), mine.encode()):
+                    return _principal(key.removeprefix(SHARED_PREFIX))
         return None
 
 
@@ -64,10 +113,46 @@ def _read_or_create(path: Path) -> str:
     return token
 
 
-def load_api_tokens(directory: Path, tenants: Iterable[str]) -> ApiTokens:
-    """The tokens in `directory` (made 0700), generating (0600) the admin's and each tenant's that is missing."""
+def _shared_token(directory: Path, name: str, shared: TokenHashes, writable: bool) -> str:
+    """This replica's copy of token `name` ("" when it holds none), its hash shared through `shared`."""
+    path = directory / f"{name}.token"
+    key = SHARED_PREFIX + name
+    if path.exists():
+        token = _read_or_create(path)
+        shared.set_meta(key, digest(token))  # the file (a Secret) is the truth: a rotated one replaces the hash
+        return token
+    if not writable:
+        if key not in shared.meta_with_prefix(key):
+            log.warning("api token missing: add it to the mounted tokens (none is minted into a read-only "
+                        "directory)", extra={"file": str(path)})
+        return ""
+    token = secrets.token_urlsafe(32)
+    if shared.claim_meta(key, digest(token)) != digest(token):
+        return ""  # another replica minted it first: its hash stands, and this replica keeps no copy
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def load_api_tokens(directory: Path, tenants: Iterable[str], *, shared: TokenHashes | None = None) -> ApiTokens:
+    """The tokens in `directory` (made 0700 when burst owns it), generating (0600) the admin's and each
+    tenant's that is missing; with `shared` (the state store), only those no replica has minted yet, and
+    their hashes are shared (see the module docstring)."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if directory.stat().st_mode & 0o077:
+    mode = directory.stat()
+    if mode.st_uid == os.geteuid() and mode.st_mode & 0o077:
         directory.chmod(0o700)
-    admin = _read_or_create(directory / f"{ADMIN}.token")
-    return ApiTokens(admin=admin, tenants={t: _read_or_create(directory / f"tenant-{t}.token") for t in sorted(set(tenants))})
+    names = [ADMIN, *(f"tenant-{t}" for t in sorted(set(tenants)))]
+    if shared is None:
+        held = {n: _read_or_create(directory / f"{n}.token") for n in names}
+    else:
+        writable = os.access(directory, os.W_OK)
+        held = {n: _shared_token(directory, n, shared, writable) for n in names}
+    return ApiTokens(admin=held[ADMIN], tenants={n.removeprefix("tenant-"): t for n, t in held.items()
+                                                 if n != ADMIN and t}, shared=shared)
+
+
+def token_hashes(shared: TokenHashes) -> Mapping[str, str]:
+    """The shared token hashes by token name (``admin``, ``tenant-<name>``)."""
+    return {k.removeprefix(SHARED_PREFIX): v for k, v in shared.meta_with_prefix(SHARED_PREFIX).items()}
