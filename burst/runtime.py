@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from burst import store_files, store_pg
+from burst import retention, store_files, store_pg
 from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
@@ -30,6 +30,7 @@ from burst.lease import LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
+from burst.retention import RetentionReport
 from burst.state import MetaKey, Store
 from burst.wakeup import JobWatch, NodeWatch, NoticeWatch, Wakeup, Watch
 from burst.workloads.base import JobSource
@@ -122,6 +123,7 @@ class Runtime:
     config_file: Path | None = None  # the burst.yaml the daemon re-reads on SIGHUP or change; None = never
     _reload_requested: bool = False
     _backed_up_at: datetime | None = None
+    _retained_at: datetime | None = None
     _policy_stamp: tuple[tuple[str, int, int], ...] | None = None
     _config_stamp: tuple[int, int] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
@@ -263,6 +265,20 @@ class Runtime:
         log.error("config reload failed; the last good config stays in force", extra={"errors": errors})
         return errors
 
+    def retain_if_due(self, now: datetime) -> RetentionReport | None:
+        """Apply the config's retention (roll the old ledger up, prune finished rows) when its interval has
+        passed on the controller's clock since the last pass; what went, or None."""
+        settings = self.config.retention
+        if self._retained_at is not None and (now - self._retained_at).total_seconds() < settings.interval:
+            return None
+        self._retained_at = now
+        report = retention.apply(self.store, settings, now)
+        if report.ledger_read or any(report.deleted.values()):
+            log.info("retention applied", extra={"ledger_rows_rolled_up": report.ledger_read,
+                                                  "hourly_rows_written": report.ledger_written,
+                                                  "deleted": report.deleted})
+        return report
+
     def backup_if_due(self, now: datetime) -> Path | None:
         """Back the state file up (`state_backup` in burst.yaml) when its interval has passed since the last
         backup; the new backup, or None. Never for the quickstart's temporary store, nor with `keep: 0`."""
@@ -288,6 +304,7 @@ class Runtime:
         """Feed the metrics (and any other listener, e.g. the API's view) one tick's report and duration."""
         self.reload_if_changed()
         if report is not None and not report.standby:
+            self.retain_if_due(report.at)
             self.backup_if_due(report.at)
         if report is None:
             self.metrics.tick_failed(seconds)

@@ -56,7 +56,7 @@ from types import TracebackType
 from typing import Any
 
 from burst import codec, store_files, store_pg
-from burst.model import JOB_TRANSITIONS, DemandPoint, Job, JobState, Node, NodeState
+from burst.model import JOB_TRANSITIONS, TERMINAL_JOB_STATES, DemandPoint, Job, JobState, Node, NodeState
 from burst.store_files import DamagedStore
 
 __all__ = [
@@ -1178,6 +1178,83 @@ class Store:
         ):
             out[line] = float(usd)
         return out
+
+    def roll_up_costs(self, before: datetime) -> tuple[int, int]:
+        """Replace the ledger rows of each whole UTC hour before `before` by one row per (hour, tenant, line,
+        group) holding their sums, stamped at the hour's start; (rows read, rows written).
+
+        Sums over any window whose edges fall on hour boundaries are unchanged
+        (`burst usage` meters months), so old ledger rows cost one row per
+        hour and key, not one per tick. Hours rolled up once are not read
+        again (meta ``ledger.rolled_up_until``).
+        """
+        cutoff = _ts(before.astimezone(UTC).replace(minute=0, second=0, microsecond=0), "before")
+        with self._lock:
+            self._write_pending_costs()
+            with self._tx() as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'ledger.rolled_up_until'").fetchone()
+                since = row[0] if row else ""
+                if cutoff <= since:
+                    return 0, 0
+                window = ("at >= ? AND at < ?", (since, cutoff))
+                hour = "substr(at, 1, 13) || ':00:00.000000+00:00'"
+                sums = conn.execute(
+                    f"SELECT {hour}, tenant, line, group_id, sum(usd), sum(gpu_hours), count(*) FROM cost_ledger "
+                    f"WHERE {window[0]} GROUP BY {hour}, tenant, line, group_id "
+                    "ORDER BY 1, COALESCE(tenant, ''), line, COALESCE(group_id, '')",
+                    window[1],
+                ).fetchall()
+                read = sum(int(r[6]) for r in sums)
+                conn.execute(f"DELETE FROM cost_ledger WHERE {window[0]}", window[1])
+                if sums:
+                    conn.executemany(
+                        "INSERT INTO cost_ledger (at, tenant, line, group_id, usd, gpu_hours) VALUES (?, ?, ?, ?, ?, ?)",
+                        [(h, t, ln, g, float(u), float(gh)) for h, t, ln, g, u, gh, _ in sums],
+                    )
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('ledger.rolled_up_until', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (cutoff,),
+                )
+                return read, len(sums)
+
+    def prune_finished(self, before: datetime) -> dict[str, int]:
+        """Delete what is finished and older than `before`; how many rows went, by table.
+
+        Finished jobs (a terminal state, last written before `before`),
+        decisions whose last plan was before it, intents with an outcome
+        (confirmed or failed) from before it, nodes terminated before it and
+        job-loss rows from before it. Pending and running jobs, unconfirmed intents and live nodes stay
+        whatever their age.
+        """
+        stamp = _ts(before, "before")
+        terminal = sorted(s.value for s in TERMINAL_JOB_STATES)
+        outcomes = [IntentStatus.CONFIRMED.value, IntentStatus.FAILED.value]
+        with self._tx() as conn:
+            gone = {
+                "jobs": conn.execute(
+                    f"DELETE FROM jobs WHERE state IN ({_placeholders(len(terminal))}) AND updated_at < ?",
+                    (*terminal, stamp)).rowcount,
+                "decisions": conn.execute(
+                    "DELETE FROM decisions WHERE COALESCE(last_at, at) < ?", (stamp,)).rowcount,
+                "intents": conn.execute(
+                    f"DELETE FROM intents WHERE status IN ({_placeholders(len(outcomes))}) AND updated_at < ?",
+                    (*outcomes, stamp)).rowcount,
+                "nodes": conn.execute(
+                    "DELETE FROM nodes WHERE state = ? AND updated_at < ?", (NodeState.TERMINATED.value, stamp)).rowcount,
+                "job_losses": conn.execute("DELETE FROM job_losses WHERE at < ?", (stamp,)).rowcount,
+            }
+        if gone["nodes"]:
+            self._node_cache = None  # re-read: terminated rows went
+        return {k: int(v) for k, v in gone.items()}
+
+    def row_counts(self) -> dict[str, int]:
+        """How many rows each of the store's tables holds."""
+        tables = ("jobs", "nodes", "intents", "group_targets", "demand_history", "cost_ledger", "job_losses",
+                  "decisions", "meta")
+        with self._lock:
+            self._write_pending_costs()
+            return {t: int(self._query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
 
     # ---------------------------------------------------------------- job-loss ledger
 

@@ -536,6 +536,30 @@ class StateBackupDoc(StrictModel):
     )
 
 
+MONTH_S = 31 * 86400.0
+"""The longest month: ledger rows younger than this are never rolled up, so month-to-date figures read raw rows."""
+
+
+class RetentionDoc(StrictModel):
+    """How long the state store keeps what it no longer acts on, so it stays bounded (checked every `interval`)."""
+
+    ledger_rollup_after: Annotated[PositiveDuration, Field(ge=MONTH_S)] = Field(
+        default=35 * 86400.0, description="Cost-ledger rows older than this (at least 31d) roll up into one row per "
+        "hour, tenant, line and group; sums over whole hours (burst usage's months) stay exact (default 35d)."
+    )
+    finished_after: PositiveDuration = Field(
+        default=35 * 86400.0, description="Finished jobs, decisions, intents with an outcome and terminated nodes "
+        "older than this are deleted (default 35d); pending and running jobs and unconfirmed intents never are."
+    )
+    demand_history: Annotated[PositiveDuration, Field(ge=MONTH_S)] = Field(
+        default=35 * 86400.0, description="Demand samples older than this are deleted (at least 31d: forecasts read "
+        "the last 30 days; default 35d)."
+    )
+    interval: PositiveDuration = Field(
+        default=3600.0, description="How often, on the controller's clock, the leader applies retention (default 1h)."
+    )
+
+
 class LeaderDoc(StrictModel):
     """Leader election among daemons sharing one state file: only the lease holder acts."""
 
@@ -755,6 +779,9 @@ class BurstConfig(StrictModel):
     state_backup: StateBackupDoc = Field(
         default=StateBackupDoc(), description="Periodic online backups of the state file (not for the quickstart's "
         "temporary one)."
+    )
+    retention: RetentionDoc = Field(
+        default=RetentionDoc(), description="How long the state store keeps old rows (ledger roll-up, pruning)."
     )
     loop_interval: Annotated[PositiveDuration, Field(le=MAX_LOOP_INTERVAL_S)] = Field(
         default=10.0, description="The heartbeat: longest duration between reconcile ticks (default 10 s, at most "

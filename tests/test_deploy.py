@@ -33,7 +33,11 @@ MODELS = {
 
 
 def manifests() -> list[dict[str, object]]:
-    return [d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / "burst.yaml").read_text()) if d]
+    """The sqlite-pvc overlay's objects as written (its Deployment is the base's; the overlay's is a patch)."""
+    kube = DEPLOY / "kubernetes"
+    files = [*sorted((kube / "base").glob("*.yaml")), kube / "overlays" / "sqlite-pvc" / "config.yaml",
+             kube / "overlays" / "sqlite-pvc" / "pvc.yaml"]
+    return [d for f in files if f.name != "kustomization.yaml" for d in yaml.safe_load_all(f.read_text()) if d]
 
 
 def test_kubernetes_manifests_load_into_the_clients_models() -> None:
