@@ -8,20 +8,26 @@ restarted daemon reads the month so far back from the ledger); `MeteredProvider`
 count its errors. Everything lives in one `CollectorRegistry` per daemon (not
 prometheus_client's global one), served on the API's `/metrics`.
 
-Metric names (all prefixed `burst_`):
+Metric names (all prefixed `burst_`) follow Prometheus' conventions: base
+units (seconds, not hours), counters end in `_total` and leave rates to
+PromQL (`rate(burst_spend_usd_total[1h]) * 3600` is USD per hour), and the
+month-to-date gauges say so in their names. Every replica exports its own;
+`leader` tells them apart by role, Prometheus' `instance` label by name.
 
 | metric | type | labels |
 | --- | --- | --- |
+| build_info | gauge (1) | version, python |
+| leader | gauge | — (1 while this replica leads or runs without a lease, 0 on standby) |
 | capacity_gpus | gauge | tier, group, state (ready / booting / warm) |
 | demand_gpus | gauge | tenant, state (running / pending) |
 | pending_jobs | gauge | tenant |
 | queue_wait_seconds | histogram | tenant (observed when a job starts) |
-| spend_usd_per_hour | gauge | tenant |
+| spend_usd_total | counter | tenant (USD charged to the tenant, from the ledger, since this replica started) |
 | budget_remaining_usd | gauge | tenant (month budget less month-to-date spend) |
-| gpu_hours_month | gauge | tenant, line (cost line: steady / elastic_on_demand / elastic_spot), gpu_model (month to date, from the ledger) |
-| spend_month_usd | gauge | tenant (month-to-date USD charged to the tenant, from the ledger) |
+| month_to_date_gpu_seconds | gauge | tenant, line (cost line: steady / elastic_on_demand / elastic_spot), gpu_model (from the ledger) |
+| month_to_date_spend_usd | gauge | tenant (USD charged to the tenant this UTC month, from the ledger) |
 | interruptions_total | counter | group |
-| lost_gpu_hours_total | counter | tenant (work lost beyond the last checkpoint) |
+| lost_gpu_seconds_total | counter | tenant (GPU-seconds of work lost beyond the last checkpoint) |
 | forecast_p50_gpus | gauge | tenant, gpu_model (the forecast at the plan's instant) |
 | forecast_abs_error_gpus | gauge | tenant, gpu_model (abs(demand now - its forecast P50 now)) |
 | forecast_backtest_p90_pinball_gpus | gauge | tenant, gpu_model, model (the serving model's P90 pinball loss in the backtest that chose it) |
@@ -34,6 +40,7 @@ Metric names (all prefixed `burst_`):
 
 from __future__ import annotations
 
+import platform
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,7 +49,7 @@ from typing import Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from burst.costing import spend_rate_by_tenant
+import burst
 from burst.model import (
     ActionKind,
     EventKind,
@@ -88,10 +95,17 @@ class ControllerMetrics:
         self.pending = Gauge("burst_pending_jobs", "Jobs waiting for GPUs, by tenant", ["tenant"], registry=r)
         self.queue_wait = Histogram("burst_queue_wait_seconds", "Wait from submission to start, by tenant", ["tenant"],
                                     buckets=WAIT_BUCKETS, registry=r)
-        self.spend = Gauge("burst_spend_usd_per_hour", "Spend rate by tenant (USD/hour)", ["tenant"], registry=r)
+        self.build_info = Gauge("burst_build_info", "burst's version and Python (always 1)", ["version", "python"],
+                                registry=r)
+        self.build_info.labels(burst.__version__, platform.python_version()).set(1)
+        self.leader = Gauge("burst_leader", "1 while this replica leads (or runs without a lease), 0 on standby",
+                            registry=r)
+        self.spend = Counter("burst_spend_usd", "USD charged to each tenant (from the cost ledger), since start",
+                             ["tenant"], registry=r)
         self.budget_left = Gauge("burst_budget_remaining_usd", "Monthly budget less month-to-date spend", ["tenant"], registry=r)
         self.interruptions = Counter("burst_interruptions", "Spot interruption notices, by group", ["group"], registry=r)
-        self.lost = Counter("burst_lost_gpu_hours", "GPU-hours of work lost beyond the last checkpoint", ["tenant"], registry=r)
+        self.lost = Counter("burst_lost_gpu_seconds", "GPU-seconds of work lost beyond the last checkpoint", ["tenant"],
+                            registry=r)
         self.forecast = Gauge("burst_forecast_p50_gpus", "Forecast P50 demand now", ["tenant", "gpu_model"], registry=r)
         self.forecast_score = Gauge("burst_forecast_backtest_p90_pinball_gpus",
                                     "The serving model's P90 pinball loss in the backtest that chose it",
@@ -105,11 +119,12 @@ class ControllerMetrics:
         self.ticks = Counter("burst_ticks", "Reconcile ticks run", registry=r)
         self.tick_errors = Counter("burst_tick_errors", "Reconcile ticks that raised", registry=r)
         self.actions = Counter("burst_actions", "Provider actions executed, by kind and outcome", ["kind", "outcome"], registry=r)
-        self.gpu_hours_month = Gauge("burst_gpu_hours_month", "GPU-hours tenants' jobs held this UTC month, "
-                                     "by cost line and GPU model (from the cost ledger)", ["tenant", "line", "gpu_model"],
-                                     registry=r)
-        self.spend_month = Gauge("burst_spend_month_usd", "USD charged to each tenant this UTC month (from the cost ledger)",
-                                 ["tenant"], registry=r)
+        self.gpu_seconds_month = Gauge("burst_month_to_date_gpu_seconds", "GPU-seconds tenants' jobs held this UTC "
+                                       "month, by cost line and GPU model (from the cost ledger)",
+                                       ["tenant", "line", "gpu_model"], registry=r)
+        self.spend_month = Gauge("burst_month_to_date_spend_usd", "USD charged to each tenant this UTC month (from the "
+                                 "cost ledger)", ["tenant"], registry=r)
+        self._spend_started = False
         self._known_tenants: set[str] = set()
         self._ledger_month: datetime | None = None
         self._ledger_cursor = 0
@@ -129,12 +144,11 @@ class ControllerMetrics:
         """Update every tick-driven metric from one tick's report."""
         self.ticks.inc()
         self.tick_seconds.observe(seconds)
+        self.leader.set(0 if report.standby else 1)
         snapshot = report.snapshot
         if snapshot is not None:
             self._capacity(snapshot.groups, snapshot.nodes)
             self._demand(snapshot.jobs)
-            if prices is not None:
-                self._spend(snapshot.groups, snapshot.nodes, snapshot.jobs, prices)
             self._forecasts(forecasts, snapshot.jobs, report.at)
         if snapshot is not None:
             placed = {a.target for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
@@ -142,7 +156,7 @@ class ControllerMetrics:
                 if job.id in placed and job.state is JobState.PENDING:
                     self.queue_wait.labels(job.tenant).observe(max(0.0, (report.at - job.submitted_at).total_seconds()))
         for job, lost_s in [*report.job_events.requeued, *report.job_events.evicted]:
-            self.lost.labels(job.tenant).inc(lost_s * job.gpu_demand / 3600.0)
+            self.lost.labels(job.tenant).inc(lost_s * job.gpu_demand)
         self._events(report.provider_events)
         for outcome in report.outcomes:
             self.actions.labels(outcome.action.kind.value, "ok" if outcome.ok else "failed").inc()
@@ -161,7 +175,7 @@ class ControllerMetrics:
         """
         month = at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         if month != self._ledger_month:
-            self.gpu_hours_month.clear()
+            self.gpu_seconds_month.clear()
             self.spend_month.clear()
             self._month_gh.clear()
             self._month_usd.clear()
@@ -171,8 +185,13 @@ class ControllerMetrics:
         for (tenant, line, group_id), (gpu_hours, usd) in rows.items():
             self._month_gh[(tenant, line, model.get(group_id or "", "unknown"))] += gpu_hours
             self._month_usd[tenant] += usd
+            if self._spend_started:  # the month so far, read back at start, is not spent by this replica
+                self.spend.labels(tenant).inc(usd)
+            else:
+                self.spend.labels(tenant)
+        self._spend_started = True
         for labels, value in self._month_gh.items():
-            self.gpu_hours_month.labels(*labels).set(value)
+            self.gpu_seconds_month.labels(*labels).set(value * 3600.0)
         for tenant, value in self._month_usd.items():
             self.spend_month.labels(tenant).set(value)
 
@@ -212,12 +231,6 @@ class ControllerMetrics:
             self.demand.labels(tenant, "pending").set(pending.get(tenant, 0.0))
             self.pending.labels(tenant).set(count.get(tenant, 0))
         self._known_tenants = set(running) | set(pending) | set(self._known_tenants)
-
-    def _spend(self, groups: Sequence[NodeGroup], nodes: Sequence[Node], jobs: Sequence[Job],
-               prices: Callable[[NodeGroup], float]) -> None:
-        rate = spend_rate_by_tenant(groups, nodes, jobs, prices)
-        for tenant in set(rate) | self._known_tenants:
-            self.spend.labels(tenant).set(rate.get(tenant, 0.0))
 
     def _forecasts(self, forecasts: Sequence[Forecast], jobs: Sequence[Job], now: datetime) -> None:
         demand: dict[tuple[str, str], float] = defaultdict(float)

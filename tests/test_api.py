@@ -254,8 +254,14 @@ def test_metrics_scrape_parses_and_counts_the_ticks(daemon) -> None:
     assert ready["onprem-a100"] == 32
     calls = [s for s in families["burst_provider_call_seconds"].samples if s.name.endswith("_count")]
     assert {s.labels["method"] for s in calls} >= {"refresh", "nodes", "target"}
-    for name in ("burst_demand_gpus", "burst_pending_jobs", "burst_tick_seconds", "burst_spend_usd_per_hour"):
+    for name in ("burst_demand_gpus", "burst_pending_jobs", "burst_tick_seconds", "burst_spend_usd", "burst_leader",
+                 "burst_build_info", "burst_lost_gpu_seconds", "burst_month_to_date_spend_usd"):
         assert name in families
+    assert [s.value for s in families["burst_leader"].samples] == [1.0], "no lease: this replica acts"
+    (info,) = families["burst_build_info"].samples
+    assert info.value == 1.0 and info.labels["version"] == "0.1.0"
+    spent = {s.labels["tenant"]: s.value for s in families["burst_spend_usd"].samples if s.name == "burst_spend_usd_total"}
+    assert spent and all(v >= 0 for v in spent.values())
 
 
 def test_metrics_usage_gauges_match_the_daemons_cost_ledger(daemon) -> None:
@@ -263,11 +269,11 @@ def test_metrics_usage_gauges_match_the_daemons_cost_ledger(daemon) -> None:
     text = httpx.get(f"{api.url}/metrics", headers=token(api, "admin")).text
     families = {f.name: f for f in text_string_to_metric_families(text)}
     month = runtime.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    spend = {s.labels["tenant"]: s.value for s in families["burst_spend_month_usd"].samples}
+    spend = {s.labels["tenant"]: s.value for s in families["burst_month_to_date_spend_usd"].samples}
     gpu_hours: dict[str, float] = {}
-    for s in families["burst_gpu_hours_month"].samples:
+    for s in families["burst_month_to_date_gpu_seconds"].samples:
         assert s.labels["line"] in ("steady", "elastic_on_demand", "elastic_spot") and s.labels["gpu_model"] == "A100"
-        gpu_hours[s.labels["tenant"]] = gpu_hours.get(s.labels["tenant"], 0.0) + s.value
+        gpu_hours[s.labels["tenant"]] = gpu_hours.get(s.labels["tenant"], 0.0) + s.value / 3600.0
     ledger_usd = runtime.store.spend_by_tenant(since=month)
     assert ledger_usd and set(spend) == set(ledger_usd)
     assert spend == pytest.approx(ledger_usd, rel=1e-12)

@@ -129,3 +129,16 @@ def test_dashboard_queries_only_metrics_burst_exports(tmp_path: Path) -> None:
     dashboard = json.loads((DEPLOY / "grafana" / "burst-dashboard.json").read_text())
     used = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"\bburst_[a-z_]+", t["expr"])}
     assert used and used <= exported, used - exported
+
+
+def test_every_dashboard_panel_has_a_unit_and_follows_the_replica_filter() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "burst-dashboard.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["instance"]["label"] == "replica" and variables["instance"]["includeAll"] is True
+    for panel in dashboard["panels"]:
+        assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']}: no unit"
+        for target in panel["targets"]:
+            selectors = re.findall(r"\bburst_[a-z_]+(\{[^}]*\})?", target["expr"])
+            assert selectors and all('instance=~"$instance"' in s for s in selectors), target["expr"]
+    names = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"\bburst_[a-z_]+", t["expr"])}
+    assert not any(n.endswith(("_hours_total", "_per_hour", "_month")) for n in names), "base units, counters, to-date"

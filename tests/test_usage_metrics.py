@@ -31,7 +31,7 @@ def scrape(metrics: ControllerMetrics) -> dict[str, dict[tuple[tuple[str, str], 
     text = generate_latest(metrics.registry).decode()
     out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
     for family in text_string_to_metric_families(text):
-        if family.name in ("burst_gpu_hours_month", "burst_spend_month_usd"):
+        if family.name in ("burst_month_to_date_gpu_seconds", "burst_month_to_date_spend_usd"):
             out[family.name] = {tuple(sorted(s.labels.items())): s.value for s in family.samples}
     return out
 
@@ -59,9 +59,10 @@ def test_usage_gauges_add_up_the_months_ledger_rows_incrementally(store: Store) 
     metrics = ControllerMetrics()
     metrics.observe_ledger(store, T0 + timedelta(minutes=1), GROUPS)
     assert scrape(metrics) == {
-        "burst_gpu_hours_month": {gh("a", "steady", "A100"): 8.0, gh("a", "elastic_on_demand", "A100"): 3.5,
-                                  gh("b", "elastic_spot", "H100"): 2.25},
-        "burst_spend_month_usd": {(("tenant", "a"),): 30.0, (("tenant", "b"),): 5.0},
+        "burst_month_to_date_gpu_seconds": {gh("a", "steady", "A100"): 8.0 * 3600,
+                                            gh("a", "elastic_on_demand", "A100"): 3.5 * 3600,
+                                  gh("b", "elastic_spot", "H100"): 2.25 * 3600},
+        "burst_month_to_date_spend_usd": {(("tenant", "a"),): 30.0, (("tenant", "b"),): 5.0},
     }
     # The next tick's rows are added to the totals; a row of a group no longer configured counts as "unknown".
     store.record_costs([
@@ -71,10 +72,10 @@ def test_usage_gauges_add_up_the_months_ledger_rows_incrementally(store: Store) 
     metrics.observe_ledger(store, T0 + timedelta(minutes=2), GROUPS)
     metrics.observe_ledger(store, T0 + timedelta(minutes=3), GROUPS)  # nothing new: nothing counted twice
     got = scrape(metrics)
-    assert got["burst_gpu_hours_month"] == {
-        gh("a", "steady", "A100"): 9.0, gh("a", "elastic_on_demand", "A100"): 3.5,
-        gh("b", "elastic_spot", "H100"): 2.25, gh("b", "elastic_spot", "unknown"): 0.75}
-    assert got["burst_spend_month_usd"] == {(("tenant", "a"),): 31.25, (("tenant", "b"),): 5.5}
+    assert got["burst_month_to_date_gpu_seconds"] == {
+        gh("a", "steady", "A100"): 9.0 * 3600, gh("a", "elastic_on_demand", "A100"): 3.5 * 3600,
+        gh("b", "elastic_spot", "H100"): 2.25 * 3600, gh("b", "elastic_spot", "unknown"): 0.75 * 3600}
+    assert got["burst_month_to_date_spend_usd"] == {(("tenant", "a"),): 31.25, (("tenant", "b"),): 5.5}
 
 
 def test_usage_gauges_start_again_at_the_month_start_and_a_restart_reads_the_month_back(store: Store) -> None:
@@ -83,12 +84,12 @@ def test_usage_gauges_start_again_at_the_month_start_and_a_restart_reads_the_mon
     store.record_costs([CostEntry(march_end, "elastic_on_demand", 7.0, 2.0, "a", "od")])
     metrics = ControllerMetrics()
     metrics.observe_ledger(store, march_end, GROUPS)
-    assert scrape(metrics)["burst_spend_month_usd"] == {(("tenant", "a"),): 7.0}
+    assert scrape(metrics)["burst_month_to_date_spend_usd"] == {(("tenant", "a"),): 7.0}
     store.record_costs([CostEntry(april, "elastic_spot", 4.0, 1.5, "b", "spot")])
     metrics.observe_ledger(store, april, GROUPS)
     assert scrape(metrics) == {  # March's label sets are gone, April has b's row only
-        "burst_gpu_hours_month": {gh("b", "elastic_spot", "H100"): 1.5},
-        "burst_spend_month_usd": {(("tenant", "b"),): 4.0},
+        "burst_month_to_date_gpu_seconds": {gh("b", "elastic_spot", "H100"): 1.5 * 3600},
+        "burst_month_to_date_spend_usd": {(("tenant", "b"),): 4.0},
     }
     restarted = ControllerMetrics()
     restarted.observe_ledger(store, april + timedelta(minutes=1), GROUPS)
@@ -105,3 +106,22 @@ def test_tenant_usage_query_sums_per_key_and_returns_the_cursor(store: Store) ->
     assert (rows, cursor) == ({("a", "steady", "onprem"): (9.0, 12.0)}, 2)
     assert store.tenant_usage(T0, after_id=cursor) == ({}, 2)  # the overhead row (id 3) has no tenant
     assert store.tenant_usage(T0 + timedelta(minutes=1)) == ({("a", "steady", "onprem"): (1.0, 2.0)}, 2)
+
+
+def test_spend_is_a_counter_of_what_was_charged_since_start_and_never_goes_back_at_the_month_start(store: Store) -> None:
+    march_end = datetime(2026, 3, 31, 23, 59, tzinfo=UTC)
+    store.record_costs([CostEntry(march_end - timedelta(hours=1), "steady", 100.0, 8.0, "a", "onprem")])
+    metrics = ControllerMetrics()
+
+    def spent() -> dict[str, float]:
+        text = generate_latest(metrics.registry).decode()
+        return {s.labels["tenant"]: s.value for f in text_string_to_metric_families(text)
+                for s in f.samples if s.name == "burst_spend_usd_total"}
+
+    metrics.observe_ledger(store, march_end, GROUPS)
+    assert spent() == {"a": 0.0}, "the month so far was spent before this replica started"
+    store.record_costs([CostEntry(march_end, "elastic_on_demand", 7.0, 2.0, "a", "od")])
+    metrics.observe_ledger(store, march_end + timedelta(seconds=30), GROUPS)
+    store.record_costs([CostEntry(datetime(2026, 4, 1, 0, 1, tzinfo=UTC), "elastic_spot", 4.0, 1.5, "a", "spot")])
+    metrics.observe_ledger(store, datetime(2026, 4, 1, 0, 1, tzinfo=UTC), GROUPS)
+    assert spent() == {"a": 11.0}, "a counter keeps counting across the month start (the gauges start again)"
