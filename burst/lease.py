@@ -128,10 +128,18 @@ class StoreLease:
             self._conn = sqlite3.connect(location, timeout=10.0, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA busy_timeout = 10000")
             text = "TEXT"
-        self._conn.execute(
-            f"CREATE TABLE IF NOT EXISTS leases (name {text} PRIMARY KEY, holder {text} NOT NULL, "
-            f"epoch INTEGER NOT NULL, expires_at {text} NOT NULL)"
-        )
+        self._conn.execute("BEGIN IMMEDIATE")  # replicas starting together create the table once
+        try:
+            if self._postgres:
+                self._conn.execute("SELECT pg_advisory_xact_lock(?)", (LEASE_LOCK,))
+            self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS leases (name {text} PRIMARY KEY, holder {text} NOT NULL, "
+                f"epoch INTEGER NOT NULL, expires_at {text} NOT NULL)"
+            )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
 
     def _read(self) -> LeaseState | None:
         row = self._conn.execute("SELECT holder, epoch, expires_at FROM leases WHERE name = ?", (self.name,)).fetchone()

@@ -67,20 +67,45 @@ class PgConnection:
     """A psycopg 3 connection in autocommit mode, driven with the store's explicit BEGIN / COMMIT / ROLLBACK."""
 
     def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+        self.url = url
+        self.connect_timeout_s = connect_timeout_s
+        self._conn = self._connect()
+
+    def _connect(self) -> Any:
         import psycopg
 
-        self.url = url
         try:
-            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s)))
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)))
         except psycopg.OperationalError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreUnavailable(f"{redact(url)}: cannot connect ({first})") from None
+            raise StoreUnavailable(f"{redact(self.url)}: cannot connect ({first})") from None
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; the psycopg cursor (``fetchone``, ``fetchall``, ``rowcount``)."""
+        """Run one statement; the psycopg cursor (``fetchone``, ``fetchall``, ``rowcount``).
+
+        A connection the server dropped (a restart, a failover of the
+        database) is opened again, and a statement outside a transaction (a
+        read, or BEGIN) run again on it; a transaction it broke fails, and is
+        retried by whoever runs it (the next tick).
+        """
+        import psycopg
+
         if sql == "BEGIN IMMEDIATE":
             sql = "BEGIN"
-        return self._conn.execute(pg_sql(sql), tuple(params))
+        outside = not self.in_transaction  # a statement outside a transaction may run again: nothing happened
+        if self._conn.broken and outside:
+            self._reconnect()
+        try:
+            return self._conn.execute(pg_sql(sql), tuple(params))
+        except psycopg.OperationalError:
+            if not (outside and self._conn.broken):
+                raise
+            self._reconnect()
+            return self._conn.execute(pg_sql(sql), tuple(params))
+
+    def _reconnect(self) -> None:
+        self._conn.close()
+        self._conn = self._connect()
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         """Run one statement once per row of parameters (psycopg pipelines them)."""
@@ -92,7 +117,7 @@ class PgConnection:
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
 
-        return self._conn.info.transaction_status != TransactionStatus.IDLE
+        return bool(self._conn.info.transaction_status not in (TransactionStatus.IDLE, TransactionStatus.UNKNOWN))
 
     def close(self) -> None:
         self._conn.close()

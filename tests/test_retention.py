@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from burst import retention
 from burst.cli import main
 from burst.model import JobState, NodeState
-from burst.state import CostEntry, IntentStatus, Store
+from burst.state import CostEntry, IntentStatus, JobLoss, Store
 from policies.config import RetentionDoc
 
 MONTH = datetime(2026, 3, 1, tzinfo=UTC)
@@ -71,13 +71,16 @@ def test_finished_rows_are_pruned_and_live_ones_kept_whatever_their_age(state_lo
         store.mark_intent(settled, IntentStatus.FAILED, old)
         waiting = store.record_intent("k2", "p1", {"kind": "scale_up"}, old)
         store.record_decisions("p1", old, [("group:g", "hold", "old", {})])
+        store.record_losses([JobLoss(old, "done", "a", "eviction", 1.0, lost_gpu_s=60.0),
+                             JobLoss(new, "running", "a", "checkpoint", 1.0, checkpoint_gpu_s=30.0)])
         store.record_decisions("p2", new, [("group:g", "scale_up", "new", {})])
         for state in (NodeState.TERMINATING, NodeState.TERMINATED):
             node = store.get_node("gone")
             assert node is not None
             store.put_node(node.transition(state, old) if node.state is not state else node, at=old)
         gone = store.prune_finished(T0 - timedelta(days=35))
-        assert gone == {"jobs": 1, "decisions": 1, "intents": 1, "nodes": 1, "job_losses": 0}
+        assert gone == {"jobs": 1, "decisions": 1, "intents": 1, "nodes": 1, "job_losses": 1}
+        assert [loss.job_id for loss in store.job_losses()] == ["running"]
         assert sorted(j.id for j in store.jobs()) == ["fresh", "pending", "running"]
         assert [d.reason for d in store.decisions()] == ["new"]
         assert [i.id for i in store.intents()] == [waiting]

@@ -898,3 +898,20 @@ def test_a_postgresql_url_that_cannot_be_reached_is_one_clear_error() -> None:
         port = s.getsockname()[1]
     with pytest.raises(StoreUnavailable, match=rf"postgresql://burst:\*\*\*@127.0.0.1:{port}/x: cannot connect"):
         Store.open(f"postgresql://burst:secret@127.0.0.1:{port}/x")
+
+
+def test_a_postgresql_store_reconnects_after_the_server_drops_its_connection(pg_url: str) -> None:
+    import psycopg
+
+    with Store.open(pg_url) as store:
+        store.add_job(job("j1"))
+        (pid,) = store._query("SELECT pg_backend_pid()")[0]
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert [j.id for j in store.jobs()] == ["j1"], "a read outside a transaction runs again on a new connection"
+        store.add_job(job("j2"))
+        assert store._query("SELECT pg_backend_pid()")[0][0] != pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (store._query("SELECT pg_backend_pid()")[0][0],))
+        store.put_job(job("j3"))  # the write's BEGIN meets the dropped connection first: it reconnects
+        assert [j.id for j in store.jobs()] == ["j1", "j2", "j3"]
