@@ -391,6 +391,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DELETE FROM meta WHERE key = 'spot.interruptions'",
         ),
     ),
+    Migration(
+        6,
+        "API token hashes replicas share (SHA-256 of each token, never the token)",
+        (
+            """CREATE TABLE api_token_hashes (
+                name TEXT PRIMARY KEY,
+                sha256 TEXT NOT NULL CHECK (length(sha256) = 64)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -1251,7 +1261,7 @@ class Store:
     def row_counts(self) -> dict[str, int]:
         """How many rows each of the store's tables holds."""
         tables = ("jobs", "nodes", "intents", "group_targets", "demand_history", "cost_ledger", "job_losses",
-                  "decisions", "meta")
+                  "decisions", "api_token_hashes", "meta")
         with self._lock:
             self._write_pending_costs()
             return {t: int(self._query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
@@ -1394,16 +1404,25 @@ class Store:
             out.setdefault(str(tenant), []).append((int(seq), float(seconds)))
         return out
 
-    def claim_meta(self, key: str, value: str) -> str:
-        """Set `key` to `value` unless it has a value already; the value it has now (the first claim wins)."""
-        with self._tx() as conn:
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", (key, str(value)))
-            return str(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
+    # ---------------------------------------------------------------- API token hashes
 
-    def meta_with_prefix(self, prefix: str) -> dict[str, str]:
-        """Every meta key starting with `prefix`, with its value."""
-        rows = self._query("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix))
-        return {str(k): str(v) for k, v in rows}
+    def token_hashes(self) -> dict[str, str]:
+        """The API token hashes replicas share: {token name (``admin``, ``tenant-<name>``): hex SHA-256}."""
+        return {str(n): str(h) for n, h in self._query("SELECT name, sha256 FROM api_token_hashes ORDER BY name")}
+
+    def put_token_hash(self, name: str, sha256: str) -> None:
+        """Set token `name`'s hash (a token file, the operator's truth, replaces whatever was shared)."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO api_token_hashes (name, sha256) VALUES (?, ?) "
+                         "ON CONFLICT(name) DO UPDATE SET sha256 = excluded.sha256", (name, sha256))
+
+    def claim_token_hash(self, name: str, sha256: str) -> str:
+        """Share `sha256` as token `name`'s hash unless one is shared already; the hash shared now (the first
+        claim wins)."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO api_token_hashes (name, sha256) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
+                         (name, sha256))
+            return str(conn.execute("SELECT sha256 FROM api_token_hashes WHERE name = ?", (name,)).fetchone()[0])
 
     # ---------------------------------------------------------------- decision log
 

@@ -22,14 +22,12 @@ import hmac
 import logging
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 ADMIN = "admin"
-SHARED_PREFIX = "api_token_sha256:"
-"""Meta keys of the shared token hashes: ``api_token_sha256:admin``, ``api_token_sha256:tenant-<name>``."""
 
 log = logging.getLogger("burst.api")
 
@@ -40,13 +38,13 @@ def digest(token: str) -> str:
 
 
 class TokenHashes(Protocol):
-    """Where replicas share token hashes (the state store's meta table)."""
+    """Where replicas share token hashes by token name (`burst.state.Store`'s api_token_hashes table)."""
 
-    def meta_with_prefix(self, prefix: str) -> dict[str, str]: ...
+    def token_hashes(self) -> dict[str, str]: ...
 
-    def claim_meta(self, key: str, value: str) -> str: ...
+    def claim_token_hash(self, name: str, sha256: str) -> str: ...
 
-    def set_meta(self, key: str, value: str) -> None: ...
+    def put_token_hash(self, name: str, sha256: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -94,9 +92,9 @@ class ApiTokens:
                 return Principal(tenant)
         if self.shared is not None:
             mine = digest(token)
-            for key, stored in sorted(self.shared.meta_with_prefix(SHARED_PREFIX).items()):
+            for name, stored in sorted(self.shared.token_hashes().items()):
                 if hmac.compare_digest(stored.encode(), mine.encode()):
-                    return _principal(key.removeprefix(SHARED_PREFIX))
+                    return _principal(name)
         return None
 
 
@@ -116,18 +114,17 @@ def _read_or_create(path: Path) -> str:
 def _shared_token(directory: Path, name: str, shared: TokenHashes, writable: bool) -> str:
     """This replica's copy of token `name` ("" when it holds none), its hash shared through `shared`."""
     path = directory / f"{name}.token"
-    key = SHARED_PREFIX + name
     if path.exists():
         token = _read_or_create(path)
-        shared.set_meta(key, digest(token))  # the file (a Secret) is the truth: a rotated one replaces the hash
+        shared.put_token_hash(name, digest(token))  # the file (a Secret) is the truth: rotation replaces the hash
         return token
     if not writable:
-        if key not in shared.meta_with_prefix(key):
+        if name not in shared.token_hashes():
             log.warning("api token missing: add it to the mounted tokens (none is minted into a read-only "
                         "directory)", extra={"file": str(path)})
         return ""
     token = secrets.token_urlsafe(32)
-    if shared.claim_meta(key, digest(token)) != digest(token):
+    if shared.claim_token_hash(name, digest(token)) != digest(token):
         return ""  # another replica minted it first: its hash stands, and this replica keeps no copy
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -152,7 +149,3 @@ def load_api_tokens(directory: Path, tenants: Iterable[str], *, shared: TokenHas
     return ApiTokens(admin=held[ADMIN], tenants={n.removeprefix("tenant-"): t for n, t in held.items()
                                                  if n != ADMIN and t}, shared=shared)
 
-
-def token_hashes(shared: TokenHashes) -> Mapping[str, str]:
-    """The shared token hashes by token name (``admin``, ``tenant-<name>``)."""
-    return {k.removeprefix(SHARED_PREFIX): v for k, v in shared.meta_with_prefix(SHARED_PREFIX).items()}

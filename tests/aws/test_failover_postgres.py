@@ -138,7 +138,7 @@ def committed(url: str) -> dict[str, dict[Any, Any]]:
             "ledger": {row[0]: tuple(row[1:]) for row in store._query(
                 "SELECT id, at, tenant, line, group_id, usd, gpu_hours FROM cost_ledger")},
             "decisions": {d.id: (d.at, d.plan_id, d.subject, d.kind, d.reason) for d in store.decisions(limit=None)},
-            "tokens": store.meta_with_prefix("api_token_sha256:"),
+            "tokens": store.token_hashes(),
         }
 
 
