@@ -125,6 +125,8 @@ class MetaKey(StrEnum):
     """The instant up to which a synthetic workload has submitted its jobs."""
     GROUP_GPU_MODELS = "node_groups.gpu_models"
     """{group id: GPU model} of every group a run on this state has had (`burst usage --state`)."""
+    LEDGER_ROLLED_UP_UNTIL = "ledger.rolled_up_until"
+    """The instant before which the cost ledger holds hourly rows only (`Store.roll_up_costs`)."""
 
 
 class IntentStatus(StrEnum):
@@ -1196,13 +1198,14 @@ class Store:
         Sums over any window whose edges fall on hour boundaries are unchanged
         (`burst usage` meters months), so old ledger rows cost one row per
         hour and key, not one per tick. Hours rolled up once are not read
-        again (meta ``ledger.rolled_up_until``).
+        again (`MetaKey.LEDGER_ROLLED_UP_UNTIL`).
         """
         cutoff = _ts(before.astimezone(UTC).replace(minute=0, second=0, microsecond=0), "before")
         with self._lock:
             self._write_pending_costs()
             with self._tx() as conn:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'ledger.rolled_up_until'").fetchone()
+                key = MetaKey.LEDGER_ROLLED_UP_UNTIL.value
+                row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
                 since = row[0] if row else ""
                 if cutoff <= since:
                     return 0, 0
@@ -1222,9 +1225,8 @@ class Store:
                         [(h, t, ln, g, float(u), float(gh)) for h, t, ln, g, u, gh, _ in sums],
                     )
                 conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('ledger.rolled_up_until', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (cutoff,),
+                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (key, cutoff),
                 )
                 return read, len(sums)
 
@@ -1392,7 +1394,8 @@ class Store:
         for tenant, seq, _ in values:
             newest[tenant] = max(seq, newest.get(tenant, seq))
         with self._tx() as conn:
-            conn.executemany("INSERT OR REPLACE INTO job_runtimes (tenant, seq, seconds) VALUES (?, ?, ?)", values)
+            conn.executemany("INSERT INTO job_runtimes (tenant, seq, seconds) VALUES (?, ?, ?) "
+                             "ON CONFLICT (tenant, seq) DO UPDATE SET seconds = excluded.seconds", values)
             conn.executemany("DELETE FROM job_runtimes WHERE tenant = ? AND seq <= ?",
                              [(t, seq - keep) for t, seq in newest.items() if seq > keep])
         return len(values)

@@ -11,7 +11,7 @@ plan.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -41,14 +41,30 @@ class Prices:
         return 1.0
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Path | str]:
+    """Each named store's location, on one backend per run: SQLite files, or databases on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return lambda name: tmp_path / f"{name}.db"
+    server = request.getfixturevalue("pg_server")
+    made: dict[str, str] = {}
+
+    def database(name: str) -> str:
+        if name not in made:
+            made[name] = server.fresh_database()
+        return made[name]
+
+    return database
+
+
 def controller(store: Store, sim: SimProvider, clock: ManualClock, policies: object = None) -> Controller:
     return Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
                       policies=policies or (lambda: POLICIES), prices=Prices(), clock=clock, cluster="test",
                       interruption_cooldown_s=900.0)
 
 
-def until_the_notice(tmp: Path, name: str, checkpoint_s: float | None = None, run_s: float = 60.0
-                     ) -> tuple[Controller, Store, SimProvider, ManualClock, str]:
+def until_the_notice(where: Callable[[str], Path | str], name: str, checkpoint_s: float | None = None,
+                     run_s: float = 60.0) -> tuple[Controller, Store, SimProvider, ManualClock, str]:
     """Run to a spot node serving a job, with an interruption notice read between ticks (and od out of stock).
 
     `checkpoint_s`: the job's measured checkpoint, `run_s` how long it runs before the notice; with enough
@@ -56,7 +72,7 @@ def until_the_notice(tmp: Path, name: str, checkpoint_s: float | None = None, ru
     where without one the job is evicted at once and its emptied node released."""
     clock = ManualClock(T0)
     sim = SimProvider([OD, SPOT], clock=clock, cluster="test", capacity={"od": 0})
-    store = Store.open(tmp / f"{name}.db")
+    store = Store.open(where(name))
     ctl = controller(store, sim, clock)
     StoreQueue(store).submit(job("ft", tenant="t", gpus=8, duration_s=7200.0, fault_tolerant=True,
                                  checkpoint_interval_s=600.0, checkpoint_duration_s=checkpoint_s))
@@ -80,12 +96,12 @@ def same_plan(report: TickReport) -> list[tuple[str, str, str]]:
     return [(a.kind.value, a.target, a.reason) for a in report.plan.actions]
 
 
-def test_a_cooldown_and_a_drained_notice_survive_a_restart(tmp_path: Path) -> None:
-    running, _, _, clock_a, node_a = until_the_notice(tmp_path, "running")
+def test_a_cooldown_and_a_drained_notice_survive_a_restart(where: Callable[[str], Path | str]) -> None:
+    running, _, _, clock_a, node_a = until_the_notice(where, "running")
     kept = running.tick()
-    dropped, old_store, sim, clock, node = until_the_notice(tmp_path, "restarted")
+    dropped, old_store, sim, clock, node = until_the_notice(where, "restarted")
     # The daemon dies here; a new one opens the same state file (the old one is never closed: a crash).
-    store = Store.open(tmp_path / "restarted.db")
+    store = Store.open(where("restarted"))
     after = controller(store, sim, clock).tick()
     assert after.snapshot is not None and kept.snapshot is not None
     assert after.snapshot.notices == {node: T0 + timedelta(seconds=BOOT_S + 1 + 60 + NOTICE_S)}
@@ -103,8 +119,8 @@ def test_a_cooldown_and_a_drained_notice_survive_a_restart(tmp_path: Path) -> No
     running.store.close()
 
 
-def test_events_read_by_a_tick_that_died_are_applied_by_the_next(tmp_path: Path) -> None:
-    ctl, store, sim, clock, node = until_the_notice(tmp_path, "died", checkpoint_s=60.0, run_s=300.0)
+def test_events_read_by_a_tick_that_died_are_applied_by_the_next(where: Callable[[str], Path | str]) -> None:
+    ctl, store, sim, clock, node = until_the_notice(where, "died", checkpoint_s=60.0, run_s=300.0)
     ctl.tick()  # applies the drained notice: a checkpoint is asked; the node stays until it lands
     clock.advance(5)
     sim.inject_rebalance(node)
@@ -115,7 +131,7 @@ def test_events_read_by_a_tick_that_died_are_applied_by_the_next(tmp_path: Path)
     with pytest.raises(RuntimeError):
         controller(store, sim, clock, policies=broken).tick()  # polled the rebalance, then died before recording
     assert sim.poll_events() == []
-    again = Store.open(tmp_path / "died.db")
+    again = Store.open(where("died"))
     report = controller(again, sim, clock).tick()
     assert report.snapshot is not None and node in report.snapshot.rebalances
     assert [e.kind for e in report.provider_events] == [EventKind.REBALANCE]
@@ -124,8 +140,8 @@ def test_events_read_by_a_tick_that_died_are_applied_by_the_next(tmp_path: Path)
     store.close()
 
 
-def test_the_memory_round_trips_through_the_store(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "m.db")
+def test_the_memory_round_trips_through_the_store(where: Callable[[str], Path | str]) -> None:
+    store = Store.open(where("m"))
     memory = ControllerMemory.load(store)
     memory.start_cooldown("od", T0 + timedelta(minutes=10), "a launch failed at 12:00: InsufficientCapacity")
     memory.start_cooldown("od", T0 + timedelta(minutes=5), "shorter: ignored")
