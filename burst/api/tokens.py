@@ -6,13 +6,14 @@ URL-safe) and written readable by its owner only (0600), in a directory
 only its owner may enter (0700, tightened if it was looser), so the operator
 hands each tenant its file. Comparison is constant-time.
 
-Replicas share their tokens through the state store (`SharedTokens`): each
+Replicas share their tokens through the state store (`TokenHashes`): each
 token's SHA-256 is kept there (never the token), so a token any replica holds
 in a file (a Kubernetes Secret mounted on every replica, or one minted on
 first start) is accepted by every replica. A token is minted only where the
 store has none for that principal yet (the first replica to claim it wins,
-the others keep no copy), and never into a directory burst may not write (a
-Secret mount): a missing file there is said in a warning, not made up.
+the others keep no copy). No token is ever minted into a directory burst may
+not write (a read-only Secret mount), shared or not: a missing file there is
+said in a warning, and that principal has no token until the Secret has it.
 """
 
 from __future__ import annotations
@@ -111,6 +112,16 @@ def _read_or_create(path: Path) -> str:
     return token
 
 
+def _own_token(directory: Path, name: str, writable: bool) -> str:
+    """Token `name` from its file, minted if missing and `directory` is burst's to write ("" otherwise)."""
+    path = directory / f"{name}.token"
+    if path.exists() or writable:
+        return _read_or_create(path)
+    log.warning("api token missing: add it to the mounted tokens (none is minted into a read-only directory)",
+                extra={"file": str(path)})
+    return ""
+
+
 def _shared_token(directory: Path, name: str, shared: TokenHashes, writable: bool) -> str:
     """This replica's copy of token `name` ("" when it holds none), its hash shared through `shared`."""
     path = directory / f"{name}.token"
@@ -141,10 +152,10 @@ def load_api_tokens(directory: Path, tenants: Iterable[str], *, shared: TokenHas
     if mode.st_uid == os.geteuid() and mode.st_mode & 0o077:
         directory.chmod(0o700)
     names = [ADMIN, *(f"tenant-{t}" for t in sorted(set(tenants)))]
+    writable = os.access(directory, os.W_OK)
     if shared is None:
-        held = {n: _read_or_create(directory / f"{n}.token") for n in names}
+        held = {n: _own_token(directory, n, writable) for n in names}
     else:
-        writable = os.access(directory, os.W_OK)
         held = {n: _shared_token(directory, n, shared, writable) for n in names}
     return ApiTokens(admin=held[ADMIN], tenants={n.removeprefix("tenant-"): t for n, t in held.items()
                                                  if n != ADMIN and t}, shared=shared)
