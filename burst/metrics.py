@@ -22,7 +22,7 @@ month-to-date gauges say so in their names. Every replica exports its own;
 | demand_gpus | gauge | tenant, state (running / pending) |
 | pending_jobs | gauge | tenant |
 | queue_wait_seconds | histogram | tenant (observed when a job starts) |
-| spend_usd_total | counter | tenant (USD charged to the tenant, from the ledger, since this replica started) |
+| spend_usd_total | counter | tenant (USD charged to the tenant, from the ledger, while this replica led: the sum over replicas is the spend) |
 | budget_remaining_usd | gauge | tenant (month budget less month-to-date spend) |
 | month_to_date_gpu_seconds | gauge | tenant, line (cost line: steady / elastic_on_demand / elastic_spot), gpu_model (from the ledger) |
 | month_to_date_spend_usd | gauge | tenant (USD charged to the tenant this UTC month, from the ledger) |
@@ -165,13 +165,16 @@ class ControllerMetrics:
             if cap is not None:
                 self.budget_left.labels(tenant).set(cap - (spend_month_usd or {}).get(tenant, 0.0))
 
-    def observe_ledger(self, ledger: TenantLedger, at: datetime, groups: Iterable[NodeGroup] = ()) -> None:
+    def observe_ledger(
+        self, ledger: TenantLedger, at: datetime, groups: Iterable[NodeGroup] = (), *, leading: bool = True
+    ) -> None:
         """Add the ledger's tenant rows newer than the last call to the month-to-date usage gauges.
 
         `groups` name each row's GPU model (rows of groups not among them count
         under ``unknown``). At the first call of a UTC month the totals start
         again from zero (the last month's label sets are removed), and the
-        month so far is read back from the ledger.
+        month so far is read back from the ledger. The spend counter counts
+        the new rows only while `leading`, so each row is counted by one replica.
         """
         month = at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         if month != self._ledger_month:
@@ -185,7 +188,7 @@ class ControllerMetrics:
         for (tenant, line, group_id), (gpu_hours, usd) in rows.items():
             self._month_gh[(tenant, line, model.get(group_id or "", "unknown"))] += gpu_hours
             self._month_usd[tenant] += usd
-            if self._spend_started:  # the month so far, read back at start, is not spent by this replica
+            if self._spend_started and leading:  # the month so far, read back at start, was not spent here
                 self.spend.labels(tenant).inc(usd)
             else:
                 self.spend.labels(tenant)

@@ -318,7 +318,8 @@ class Runtime:
                 spend_month_usd=report.snapshot.spend_month_usd if report.snapshot else None,
                 prices=self.catalog.group_price,
             )
-            self.metrics.observe_ledger(self.store, report.at, report.snapshot.groups if report.snapshot else ())
+            self.metrics.observe_ledger(self.store, report.at, report.snapshot.groups if report.snapshot else (),
+                                        leading=not report.standby)
         for listener in self.on_tick_timed:
             listener(report, seconds)
 

@@ -125,3 +125,6 @@ def test_spend_is_a_counter_of_what_was_charged_since_start_and_never_goes_back_
     store.record_costs([CostEntry(datetime(2026, 4, 1, 0, 1, tzinfo=UTC), "elastic_spot", 4.0, 1.5, "a", "spot")])
     metrics.observe_ledger(store, datetime(2026, 4, 1, 0, 1, tzinfo=UTC), GROUPS)
     assert spent() == {"a": 11.0}, "a counter keeps counting across the month start (the gauges start again)"
+    store.record_costs([CostEntry(datetime(2026, 4, 1, 0, 2, tzinfo=UTC), "elastic_spot", 2.0, 1.0, "a", "spot")])
+    metrics.observe_ledger(store, datetime(2026, 4, 1, 0, 2, tzinfo=UTC), GROUPS, leading=False)
+    assert spent() == {"a": 11.0}, "a standby counts nothing: the leader has counted it"
