@@ -26,11 +26,18 @@ Contract shared by every method (each docstring adds its own):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
-from typing import Protocol, TypeAlias, runtime_checkable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol, TypeAlias, TypeVar, runtime_checkable
+
+import tenacity
 
 from burst.model import Node, NodeGroup, NodeId, Offering, ProviderEvent, WarmState
+
+log = logging.getLogger("burst.providers")
+T = TypeVar("T")
 
 Clock: TypeAlias = Callable[[], datetime]
 """Returns the current time (timezone-aware UTC). Injected so tests and the simulator control time."""
@@ -83,6 +90,149 @@ class CredentialsError(ProviderError):
 
 class InvalidTarget(ProviderError, ValueError):
     """A size outside the group's [min_size, max_size] (or negative). A bug in the caller: nothing was applied."""
+
+
+class BackendUnavailable(ProviderError):
+    """The backend did not answer usefully (5xx, throttled past the retries, a lost response, an unfinished
+    operation) or its circuit breaker is open.
+
+    Nothing is known to have been applied. The caller retries on a later tick
+    with the same key (a resend is applied at most once: by the request id, the
+    node name or the absolute size each backend's idempotency rests on).
+    """
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """How often and how long a transient failure is retried (jittered exponential backoff, wall time)."""
+
+    attempts: int = 5
+    initial_wait_s: float = 0.2
+    max_wait_s: float = 5.0
+
+
+class CircuitBreaker:
+    """Opens after `failure_threshold` consecutive failed calls; half-opens `cool_off_s` later (on `clock`)."""
+
+    def __init__(self, clock: Clock, *, failure_threshold: int = 5, cool_off_s: float = 60.0,
+                 backend: str = "AWS") -> None:
+        if failure_threshold < 1 or cool_off_s < 0:
+            raise ValueError("failure_threshold must be >= 1 and cool_off_s >= 0")
+        self.clock = clock
+        self.backend = backend
+        self.failure_threshold = failure_threshold
+        self.cool_off = timedelta(seconds=cool_off_s)
+        self.failures = 0
+        self.opened_at: datetime | None = None
+        self.trips = 0
+
+    @property
+    def state(self) -> str:
+        """closed, open or half_open."""
+        if self.opened_at is None:
+            return "closed"
+        return "half_open" if self.clock() >= self.opened_at + self.cool_off else "open"
+
+    def before(self, what: str) -> None:
+        """Raise BackendUnavailable while open; let one trial through when half-open."""
+        if self.state == "open":
+            assert self.opened_at is not None
+            until = self.opened_at + self.cool_off
+            raise BackendUnavailable(
+                f"{self.backend} circuit breaker open after {self.failures} consecutive failures; {what} not sent "
+                f"until {until.isoformat()}"
+            )
+
+    def success(self) -> None:
+        if self.opened_at is not None:
+            log.info(f"{self.backend} circuit breaker closed")
+        self.failures = 0
+        self.opened_at = None
+
+    def failure(self) -> None:
+        self.failures += 1
+        if self.opened_at is not None or self.failures >= self.failure_threshold:
+            if self.opened_at is None:
+                self.trips += 1
+                log.warning(f"{self.backend} circuit breaker opened", extra={"failures": self.failures})
+            self.opened_at = self.clock()  # a failed half-open trial re-opens it for another cool-off
+
+
+@dataclass(frozen=True)
+class ErrorMapping:
+    """How one backend's SDK fails: which exceptions are its own, which are worth retrying, the typed error of
+    each, and a short description of one for logs."""
+
+    backend: str  # as logs name it ("AWS", "Compute API", "libcloud")
+    sdk_errors: tuple[type[BaseException], ...]  # mapped by `map_error`; anything else is a bug, not the backend
+    is_transient: Callable[[BaseException], bool]
+    map_error: Callable[[BaseException, str], ProviderError]
+    describe: Callable[[BaseException], str]
+
+
+class Caller:
+    """Runs backend calls with retries of transient failures, an optional circuit breaker and error mapping:
+    every provider module's one way of calling its SDK."""
+
+    def __init__(self, retry: RetrySettings, errors: ErrorMapping, *, breaker: CircuitBreaker | None = None) -> None:
+        self.retry = retry
+        self.errors = errors
+        self.breaker = breaker
+
+    def run(self, what: str, fn: Callable[[], T], *, before_retry: Callable[[], None] | None = None) -> T:
+        """Run `fn` (one or more SDK calls that are safe to repeat) as operation `what`; raise a ProviderError.
+
+        A transient failure is retried (`RetrySettings`); `before_retry`, when given, runs before every attempt
+        after the first (a create re-reads the listing there, so a retry after a lost response finds the node
+        the first attempt made). An SDK error is mapped to its typed error (a BackendUnavailable counts against
+        the breaker, any definite answer closes it); another exception goes up as it is, unless transient
+        (then BackendUnavailable).
+        """
+        errors = self.errors
+        if self.breaker is not None:
+            self.breaker.before(what)
+        attempt = 0
+
+        def once() -> T:
+            nonlocal attempt
+            attempt += 1
+            if attempt > 1 and before_retry is not None:
+                before_retry()
+            return fn()
+
+        def note_retry(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            log.info(f"retrying {errors.backend} call", extra={
+                "operation": what, "attempt": state.attempt_number, "error": "" if exc is None else errors.describe(exc)})
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(errors.is_transient),
+            wait=tenacity.wait_random_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s),
+            stop=tenacity.stop_after_attempt(max(1, self.retry.attempts)),
+            reraise=True,
+            before_sleep=note_retry,
+        )
+        try:
+            result = retrying(once)
+        except ProviderError:
+            if self.breaker is not None:
+                self.breaker.success()  # the backend answered; the caller's own check failed
+            raise
+        except errors.sdk_errors as exc:
+            mapped = errors.map_error(exc, what)
+            if self.breaker is not None:
+                if isinstance(mapped, BackendUnavailable):
+                    self.breaker.failure()
+                else:
+                    self.breaker.success()  # a definite answer: the service is up
+            raise mapped from None
+        except Exception as exc:
+            if errors.is_transient(exc):
+                raise BackendUnavailable(f"{what} failed: {type(exc).__name__}") from None
+            raise
+        if self.breaker is not None:
+            self.breaker.success()
+        return result
 
 
 @runtime_checkable

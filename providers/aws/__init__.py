@@ -6,7 +6,6 @@ this package imports boto3/botocore: burst imports it only when a config has
 aws groups.
 """
 
-from providers.aws.errors import BackendUnavailable, CircuitBreaker, RetrySettings
 from providers.aws.provider import (
     AWS_API_ACTIONS,
     AWS_IAM_PERMISSIONS,
@@ -14,6 +13,7 @@ from providers.aws.provider import (
     AwsProvider,
     client_token,
 )
+from providers.base import BackendUnavailable, CircuitBreaker, RetrySettings
 
 __all__ = [
     "AWS_API_ACTIONS",

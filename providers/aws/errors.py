@@ -24,12 +24,7 @@ fix, never a key, token or secret.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
 
-import tenacity
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -44,8 +39,9 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from providers.base import (
-    Clock,
+    BackendUnavailable,
     CredentialsError,
+    ErrorMapping,
     InsufficientCapacity,
     NotFound,
     NotSupported,
@@ -55,7 +51,6 @@ from providers.base import (
 
 log = logging.getLogger("burst.providers.aws")
 
-T = TypeVar("T")
 
 THROTTLING_CODES = frozenset(
     {
@@ -95,15 +90,6 @@ CREDENTIALS_FIX = (
     "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run burst with an IAM role "
     "(boto3's default credential chain)"
 )
-
-
-class BackendUnavailable(ProviderError):
-    """AWS did not answer usefully (5xx, throttled past the retries, lost responses) or the breaker is open.
-
-    Nothing is known to have been applied. The caller retries on a later tick
-    (mutating calls with the same key: sizes are absolute, so a resend cannot
-    double a launch).
-    """
 
 
 def boto_config(*, connect_timeout_s: float = 5.0, read_timeout_s: float = 20.0) -> Config:
@@ -174,102 +160,15 @@ def _message(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-@dataclass(frozen=True)
-class RetrySettings:
-    """How often and how long a transient failure is retried (jittered exponential backoff, wall time)."""
-
-    attempts: int = 5
-    initial_wait_s: float = 0.2
-    max_wait_s: float = 5.0
-
-
-class CircuitBreaker:
-    """Opens after `failure_threshold` consecutive failed calls; half-opens `cool_off_s` later (on `clock`)."""
-
-    def __init__(self, clock: Clock, *, failure_threshold: int = 5, cool_off_s: float = 60.0) -> None:
-        if failure_threshold < 1 or cool_off_s < 0:
-            raise ValueError("failure_threshold must be >= 1 and cool_off_s >= 0")
-        self.clock = clock
-        self.failure_threshold = failure_threshold
-        self.cool_off = timedelta(seconds=cool_off_s)
-        self.failures = 0
-        self.opened_at: datetime | None = None
-        self.trips = 0
-
-    @property
-    def state(self) -> str:
-        """closed, open or half_open."""
-        if self.opened_at is None:
-            return "closed"
-        return "half_open" if self.clock() >= self.opened_at + self.cool_off else "open"
-
-    def before(self, what: str) -> None:
-        """Raise BackendUnavailable while open; let one trial through when half-open."""
-        if self.state == "open":
-            assert self.opened_at is not None
-            until = self.opened_at + self.cool_off
-            raise BackendUnavailable(
-                f"AWS circuit breaker open after {self.failures} consecutive failures; {what} not sent "
-                f"until {until.isoformat()}"
-            )
-
-    def success(self) -> None:
-        if self.opened_at is not None:
-            log.info("AWS circuit breaker closed")
-        self.failures = 0
-        self.opened_at = None
-
-    def failure(self) -> None:
-        self.failures += 1
-        if self.opened_at is not None or self.failures >= self.failure_threshold:
-            if self.opened_at is None:
-                self.trips += 1
-                log.warning("AWS circuit breaker opened", extra={"failures": self.failures})
-            self.opened_at = self.clock()  # a failed half-open trial re-opens it for another cool-off
-
-
-class Caller:
-    """Calls one boto3 operation with retries, the breaker and error mapping (see the module docstring)."""
-
-    def __init__(self, breaker: CircuitBreaker, retry: RetrySettings) -> None:
-        self.breaker = breaker
-        self.retry = retry
-
-    def call(self, client: Any, operation: str, **params: Any) -> Any:
-        """`client.<operation>(**params)`; returns the response dict or raises a ProviderError."""
-        return self.run(operation, lambda: getattr(client, operation)(**params))
-
-    def run(self, what: str, fn: Callable[[], T]) -> T:
-        """Run `fn` (one or more SDK calls that are safe to repeat) under the retry policy and the breaker."""
-        self.breaker.before(what)
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(is_transient),
-            wait=tenacity.wait_random_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s),
-            stop=tenacity.stop_after_attempt(max(1, self.retry.attempts)),
-            reraise=True,
-            before_sleep=lambda state: log.info(
-                "retrying AWS call",
-                extra={"operation": what, "attempt": state.attempt_number, "error": _describe(state)},
-            ),
-        )
-        try:
-            result = retrying(fn)
-        except ProviderError:
-            self.breaker.success()  # AWS answered; the caller's own check failed
-            raise
-        except (ClientError, BotoCoreError, ResponseParserError) as exc:
-            mapped = map_error(exc, what)
-            if isinstance(mapped, BackendUnavailable):
-                self.breaker.failure()
-            else:
-                self.breaker.success()  # a definite answer: the service is up
-            raise mapped from None
-        self.breaker.success()
-        return result
-
-
-def _describe(state: tenacity.RetryCallState) -> str:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    if exc is None:
-        return ""
+def _describe(exc: BaseException) -> str:
     return error_code(exc) or type(exc).__name__
+
+
+ERRORS = ErrorMapping(
+    backend="AWS",
+    sdk_errors=(ClientError, BotoCoreError, ResponseParserError),
+    is_transient=is_transient,
+    map_error=map_error,
+    describe=_describe,
+)
+"""How boto3 fails, for `providers.base.Caller` (with the breaker: see the module docstring)."""

@@ -65,15 +65,18 @@ from burst.model import (
     WarmState,
 )
 from providers.aws import discovery, events
-from providers.aws.errors import Caller, CircuitBreaker, RetrySettings, boto_config, error_code
+from providers.aws.errors import ERRORS, boto_config, error_code
 from providers.aws.prices import ICE_COOLDOWN_S, IceCooldowns, PriceLookup, latest_spot_prices
 from providers.base import (
+    Caller,
+    CircuitBreaker,
     Clock,
     InsufficientCapacity,
     InvalidTarget,
     NotFound,
     NotSupported,
     ProviderError,
+    RetrySettings,
 )
 
 log = logging.getLogger("burst.providers.aws")
@@ -206,7 +209,7 @@ class AwsProvider:
         self._launch_hook = launch_hook
         self._terminate_hook = terminate_hook
         self.breaker = CircuitBreaker(clock, failure_threshold=breaker_failures, cool_off_s=breaker_cool_off_s)
-        self._caller = Caller(self.breaker, retry or RetrySettings())
+        self._caller = Caller(retry or RetrySettings(), ERRORS, breaker=self.breaker)
         self._ice = IceCooldowns(clock, ice_cooldown_s)
         session = session or boto3.session.Session()
         cfg = boto_config()
@@ -239,7 +242,7 @@ class AwsProvider:
     # ------------------------------------------------------------ discovery
 
     def _call(self, client: Any, operation: str, **params: Any) -> Any:
-        return self._caller.call(client, operation, **params)
+        return self._caller.run(operation, lambda: getattr(client, operation)(**params))
 
     def _describe_asgs(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -7,7 +7,7 @@ Importing this package imports google-cloud-compute: burst imports it only
 when a config has gcp groups.
 """
 
-from providers.gcp.errors import BackendUnavailable, RetrySettings
+from providers.base import BackendUnavailable, RetrySettings
 from providers.gcp.provider import (
     GCP_API_METHODS,
     GCP_IAM_PERMISSIONS,

@@ -21,16 +21,15 @@ key or the contents of a key file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Iterable
 
-import tenacity
 from google.api_core import exceptions as core
 from google.auth import exceptions as auth_exceptions
 
 from providers.base import (
+    BackendUnavailable,
     CredentialsError,
+    ErrorMapping,
     InsufficientCapacity,
     NotFound,
     NotSupported,
@@ -40,7 +39,6 @@ from providers.base import (
 
 log = logging.getLogger("burst.providers.gcp")
 
-T = TypeVar("T")
 
 CAPACITY_CODES = frozenset(
     {
@@ -65,15 +63,6 @@ PERMISSIONS_FIX = (
     "grant it to burst's service account (providers.gcp.GCP_API_METHODS lists every method burst calls; "
     "the README lists the IAM permissions)"
 )
-
-
-class BackendUnavailable(ProviderError):
-    """The Compute API did not answer usefully (5xx, 429 past the retries, lost responses, an unfinished operation).
-
-    Nothing is known to have been applied. The caller retries on a later tick
-    with the same key: the request carries the same requestId, so the API
-    applies it at most once.
-    """
 
 
 def reasons(exc: BaseException) -> list[str]:
@@ -146,48 +135,17 @@ def map_operation_error(errors: Iterable[tuple[str, str]], what: str) -> Provide
     return BackendUnavailable(f"operation failed on {what}: {text}")
 
 
-@dataclass(frozen=True)
-class RetrySettings:
-    """How often and how long a transient failure is retried (jittered exponential backoff, wall time)."""
-
-    attempts: int = 5
-    initial_wait_s: float = 0.2
-    max_wait_s: float = 5.0
-
-
-class Caller:
-    """Calls one Compute API method with retries and error mapping, and records which methods it called."""
-
-    def __init__(self, retry: RetrySettings) -> None:
-        self.retry = retry
-
-    def call(self, method: str, fn: Callable[[], T]) -> T:
-        """Run `fn` (one SDK call, safe to repeat) as Compute API method `method`; raise a ProviderError."""
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(is_transient),
-            wait=tenacity.wait_random_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s),
-            stop=tenacity.stop_after_attempt(max(1, self.retry.attempts)),
-            reraise=True,
-            before_sleep=lambda state: log.info(
-                "retrying Compute API call",
-                extra={"method": method, "attempt": state.attempt_number, "error": _describe(state)},
-            ),
-        )
-        try:
-            return retrying(fn)
-        except ProviderError:
-            raise
-        except (core.GoogleAPIError, auth_exceptions.GoogleAuthError, OSError) as exc:
-            raise map_error(exc, method) from None
-        except Exception as exc:  # requests' errors and anything else the transport raises
-            if is_transient(exc):
-                raise BackendUnavailable(f"{method} failed: {type(exc).__name__}") from None
-            raise
-
-
-def _describe(state: tenacity.RetryCallState) -> str:
-    exc: Any = state.outcome.exception() if state.outcome is not None else None
-    if exc is None:
-        return ""
+def _describe(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     return f"HTTP {code}" if code else type(exc).__name__
+
+
+ERRORS = ErrorMapping(
+    backend="Compute API",
+    sdk_errors=(core.GoogleAPIError, auth_exceptions.GoogleAuthError, OSError),
+    is_transient=is_transient,
+    map_error=map_error,
+    describe=_describe,
+)
+"""How google-cloud-compute fails, for `providers.base.Caller` (requests' errors outside these: a transient one is
+BackendUnavailable)."""

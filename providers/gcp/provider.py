@@ -75,20 +75,21 @@ from burst.model import (
     WarmState,
 )
 from providers.base import (
+    BackendUnavailable,
+    Caller,
     Clock,
     CredentialsError,
     InsufficientCapacity,
     InvalidTarget,
     NotFound,
     NotSupported,
+    RetrySettings,
 )
 from providers.gcp import discovery, events
 from providers.gcp.errors import (
     CAPACITY_CODES,
     CREDENTIALS_FIX,
-    BackendUnavailable,
-    Caller,
-    RetrySettings,
+    ERRORS,
     map_operation_error,
 )
 from providers.gcp.prices import STOCKOUT_COOLDOWN_S, PriceLookup, StockoutCooldowns
@@ -238,7 +239,7 @@ class GcpProvider:
         self._default_boot = default_boot_latency_s
         self._waits = max(1, operation_waits)
         self._timeout = timeout_s
-        self._caller = Caller(retry or RetrySettings())
+        self._caller = Caller(retry or RetrySettings(), ERRORS)
         self._stockouts = StockoutCooldowns(clock, stockout_cooldown_s)
         self.called: set[str] = set()
         credentials = credentials if credentials is not None else _credentials(endpoint)
@@ -269,12 +270,12 @@ class GcpProvider:
     def _call(self, method: str, fn: Callable[..., Any], /, **params: Any) -> Any:
         """One Compute API call (`fn(**params)`), with the library's own retries off: `Caller` retries."""
         self.called.add(method)
-        return self._caller.call(method, lambda: fn(**params, retry=None, timeout=self._timeout))
+        return self._caller.run(method, lambda: fn(**params, retry=None, timeout=self._timeout))
 
     def _list(self, method: str, fn: Callable[..., Any], /, **params: Any) -> list[Any]:
         """Every item of a paged list call (each page fetched under the same retries)."""
         self.called.add(method)
-        return self._caller.call(method, lambda: list(fn(**params, retry=None, timeout=self._timeout)))
+        return self._caller.run(method, lambda: list(fn(**params, retry=None, timeout=self._timeout)))
 
     def _await(self, op: Any, zone: str, method: str) -> None:
         """Wait for a zone operation to be DONE (zoneOperations.wait) and raise its error, typed."""

@@ -5,8 +5,9 @@ driver by its libcloud name. Importing this package imports libcloud: burst
 imports it only when a config has libcloud groups.
 """
 
+from providers.base import BackendUnavailable, RetrySettings
 from providers.libcloud.connect import connect
-from providers.libcloud.errors import BackendUnavailable, RetrySettings, map_error
+from providers.libcloud.errors import map_error
 from providers.libcloud.provider import (
     CLUSTER_KEY,
     GROUP_KEY,

@@ -26,19 +26,18 @@ a key or secret.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
 
-import tenacity
 from libcloud.common.exceptions import BaseHTTPError, RateLimitReachedError
 from libcloud.common.types import InvalidCredsError, LibcloudError, MalformedResponseError
 from libcloud.common.types import ProviderError as LibcloudProviderError
 
 from providers.base import (
+    BackendUnavailable,
     CredentialsError,
+    ErrorMapping,
     InsufficientCapacity,
     NotFound,
     NotSupported,
@@ -48,7 +47,6 @@ from providers.base import (
 
 log = logging.getLogger("burst.providers.libcloud")
 
-T = TypeVar("T")
 
 THROTTLING = re.compile(r"RequestLimitExceeded|Throttl|TooManyRequests|Too Many Requests|rate limit", re.I)
 QUOTA = re.compile(
@@ -67,15 +65,6 @@ AUTH = re.compile(
     re.I,
 )
 NOT_FOUND = re.compile(r"NotFound|not found|does not exist", re.I)
-
-
-class BackendUnavailable(ProviderError):
-    """The cloud did not answer usefully (5xx, throttled past the retries, lost responses, an unmapped error).
-
-    Nothing is known to have been applied. The caller retries on a later
-    tick; creates are safe to resend because nodes are named by key and a
-    node of that name counts as done.
-    """
 
 
 def http_status(exc: BaseException) -> int:
@@ -137,56 +126,17 @@ def map_error(exc: BaseException, what: str, *, credentials_fix: str) -> Provide
     return BackendUnavailable(f"{what} failed: {type(exc).__name__}: {message}")
 
 
-@dataclass(frozen=True)
-class RetrySettings:
-    """How often and how long a transient failure is retried (jittered exponential backoff, wall time)."""
-
-    attempts: int = 5
-    initial_wait_s: float = 0.2
-    max_wait_s: float = 5.0
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {message_of(exc)}"
 
 
-class Caller:
-    """Runs driver calls with retries and error mapping (see the module docstring)."""
-
-    def __init__(self, retry: RetrySettings, *, credentials_fix: str) -> None:
-        self.retry = retry
-        self.credentials_fix = credentials_fix
-
-    def run(self, what: str, fn: Callable[[], T], *, before_retry: Callable[[], None] | None = None) -> T:
-        """Run `fn` under the retry policy; raise a ProviderError for any failure.
-
-        `before_retry`, when given, runs before every attempt after the first
-        (a create re-reads the listing there, so a retry after a lost response
-        finds the node the first attempt made instead of making another).
-        """
-        attempt = 0
-
-        def once() -> T:
-            nonlocal attempt
-            attempt += 1
-            if attempt > 1 and before_retry is not None:
-                before_retry()
-            return fn()
-
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(is_transient),
-            wait=tenacity.wait_random_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s),
-            stop=tenacity.stop_after_attempt(max(1, self.retry.attempts)),
-            reraise=True,
-            before_sleep=lambda state: log.info(
-                "retrying libcloud call",
-                extra={"operation": what, "attempt": state.attempt_number, "error": _describe(state)},
-            ),
-        )
-        try:
-            return retrying(once)
-        except ProviderError:
-            raise
-        except Exception as exc:  # every driver exception is mapped: none leaves the provider
-            raise map_error(exc, what, credentials_fix=self.credentials_fix) from None
-
-
-def _describe(state: tenacity.RetryCallState) -> str:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    return "" if exc is None else f"{type(exc).__name__}: {message_of(exc)}"
+def error_mapping(credentials_fix: str) -> ErrorMapping:
+    """How a libcloud driver fails, for `providers.base.Caller`: every driver exception is mapped (none leaves
+    the provider), credential errors naming `credentials_fix`."""
+    return ErrorMapping(
+        backend="libcloud",
+        sdk_errors=(Exception,),
+        is_transient=is_transient,
+        map_error=functools.partial(map_error, credentials_fix=credentials_fix),
+        describe=_describe,
+    )

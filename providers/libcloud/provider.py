@@ -80,14 +80,16 @@ from burst.model import (
     WarmState,
 )
 from providers.base import (
+    Caller,
     Clock,
     InsufficientCapacity,
     InvalidTarget,
     NotFound,
     NotSupported,
     ProviderError,
+    RetrySettings,
 )
-from providers.libcloud.errors import Caller, RetrySettings
+from providers.libcloud.errors import error_mapping
 
 log = logging.getLogger("burst.providers.libcloud")
 
@@ -211,7 +213,7 @@ class LibcloudProvider:
         self._warm_pools = self.stop_start if warm_pools is None else (warm_pools and self.stop_start)
         self._grace = timedelta(seconds=list_grace_s)
         self._cooldown = timedelta(seconds=capacity_cooldown_s)
-        self._caller = Caller(retry or RetrySettings(), credentials_fix=credentials_fix)
+        self._caller = Caller(retry or RetrySettings(), error_mapping(credentials_fix))
         self._create_params = _parameters(getattr(driver, "create_node", None))
         self._keys: set[tuple[str, str]] = set()
         self._members: dict[NodeId, _Member] = {}
