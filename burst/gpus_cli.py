@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from burst.model import NodeGroup
     from providers.onprem.discovery import DiscoveryResult
 
 
@@ -54,19 +53,13 @@ def gpus_cmd(config_path: Path | None, group_id: str | None, node_id: str | None
     from rich.console import Console
     from rich.table import Table
 
+    from burst.runtime import ConfigError, config_node_groups
     from providers.onprem.discovery import discover
 
-    groups: tuple[NodeGroup, ...] = ()
-    if config_path is not None:
-        from burst.runtime import ConfigError, load_run_config
-        from policies import PolicyValidationError
-
-        try:
-            groups = load_run_config(config_path).node_groups_model()
-        except PolicyValidationError as exc:
-            raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-        except (ConfigError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+    try:
+        groups = config_node_groups(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     found = discover(node_id, groups=groups, group_id=group_id)
     if as_json:
         click.echo(json.dumps(_document(found), indent=2, sort_keys=True, default=str))

@@ -44,7 +44,7 @@ import platform
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -65,6 +65,7 @@ from burst.model import (
     ProviderEvent,
     TenantName,
     WarmState,
+    month_start,
 )
 from burst.reconcile import TickReport
 from providers.base import Provider
@@ -176,7 +177,7 @@ class ControllerMetrics:
         month so far is read back from the ledger. The spend counter counts
         the new rows only while `leading`, so each row is counted by one replica.
         """
-        month = at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        month = month_start(at)
         if month != self._ledger_month:
             self.gpu_seconds_month.clear()
             self.spend_month.clear()

@@ -14,7 +14,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -505,6 +505,12 @@ class Budget:
 
     usd_per_hour: float | None = None
     usd_per_month: float | None = None
+
+
+def month_start(at: datetime) -> datetime:
+    """The first instant of `at`'s calendar month (UTC): where monthly budgets, spend and usage start again."""
+    at = at.astimezone(UTC)
+    return datetime(at.year, at.month, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

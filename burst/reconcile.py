@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from burst import progress
@@ -72,6 +72,7 @@ from burst.model import (
     Snapshot,
     TenantName,
     WarmState,
+    month_start,
 )
 from burst.planner import PIPELINE, PlanIds, Step, plan
 from burst.planner.notice import STEP as NOTICE_STEP
@@ -609,12 +610,6 @@ def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:
         DemandPoint(at=now, tenant=t, gpu_model=m, running_gpus=running.get((t, m), 0.0), pending_gpus=pending.get((t, m), 0.0))
         for t, m in sorted(set(running) | set(pending))
     ]
-
-
-def month_start(now: datetime) -> datetime:
-    """The first instant of `now`'s calendar month (UTC): where monthly budgets reset."""
-    now = now.astimezone(UTC)
-    return datetime(now.year, now.month, 1, tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- the loop

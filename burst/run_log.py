@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from burst.actuator import EXECUTORS, Executor
-from burst.model import ActionKind, JobState, NodeState
-from burst.reconcile import LoopStats, TickReport, month_start
+from burst.model import ActionKind, JobState, NodeState, month_start
+from burst.reconcile import LoopStats, TickReport
 from burst.runtime import Runtime
 
 SIGNS = {ActionKind.SCALE_UP: "+", ActionKind.SCALE_DOWN: "-", ActionKind.TERMINATE_NODES: "-"}

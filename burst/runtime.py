@@ -62,6 +62,19 @@ def quickstart_config_path() -> Path:
     return Path(str(resources.files("burst") / "data" / "quickstart" / "burst.yaml"))
 
 
+def config_node_groups(path: Path | None) -> tuple[NodeGroup, ...]:
+    """The node groups burst.yaml at `path` lists (none without a path); a config that does not load is a
+    `ConfigError` naming every problem."""
+    if path is None:
+        return ()
+    try:
+        return load_run_config(path).node_groups_model()
+    except PolicyValidationError as exc:
+        raise ConfigError("\n".join(str(e) for e in exc.errors)) from None
+    except ValueError as exc:  # a ConfigError too
+        raise ConfigError(str(exc)) from None
+
+
 def load_run_config(path: Path | None) -> BurstConfig:
     """The config at `path`, or the embedded quickstart when `path` is None."""
     return load_config(path if path is not None else quickstart_config_path())
@@ -769,6 +782,7 @@ __all__ = [
     "Runtime",
     "build_runtime",
     "catalog_from_config",
+    "config_node_groups",
     "declared_groups",
     "load_run_config",
     "quickstart_config_path",

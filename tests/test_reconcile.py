@@ -22,8 +22,9 @@ from burst.model import (
     SpotPolicy,
     Tier,
     default_policy,
+    month_start,
 )
-from burst.reconcile import Controller, demand_points, month_start, run_loop, with_idle_since
+from burst.reconcile import Controller, demand_points, run_loop, with_idle_since
 from burst.state import Store
 from burst.workloads.queue import MemoryQueue, StoreQueue
 from providers.base import ProviderError

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from burst.model import NodeGroup
+    pass
 
 DEFAULT_TOKENS_FILE = Path("agent-tokens.yaml")
 
@@ -70,17 +70,12 @@ def agent_cmd(controller: str, node_id: str | None, token_file: Path, config_pat
     if not token:
         raise click.ClickException(f"--token-file {token_file} is empty")
     every = _duration(interval, "--interval")
-    groups: tuple[NodeGroup, ...] = ()
-    if config_path is not None:
-        from burst.runtime import ConfigError, load_run_config
-        from policies import PolicyValidationError
+    from burst.runtime import ConfigError, config_node_groups
 
-        try:
-            groups = load_run_config(config_path).node_groups_model()
-        except PolicyValidationError as exc:
-            raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-        except (ConfigError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+    try:
+        groups = config_node_groups(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     name = node_id or socket.gethostname()
 
     def inventory() -> tuple[str, list[GpuSummary]]:

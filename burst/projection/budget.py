@@ -11,15 +11,10 @@ the ledger interval where it happens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from burst.model import month_start
 from burst.state import CostEntry
-
-
-def month_start(at: datetime) -> datetime:
-    """The first instant of `at`'s calendar month (UTC)."""
-    at = at.astimezone(UTC)
-    return at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def spend_points(ledger: Iterable[CostEntry], tenant: str) -> list[tuple[datetime, float]]:
@@ -68,4 +63,4 @@ def month_to_date(spend: Mapping[str, float], tenant: str) -> float:
     return float(spend.get(tenant, 0.0))
 
 
-__all__ = ["breach_at", "month_start", "month_to_date", "spend_points"]
+__all__ = ["breach_at", "month_to_date", "spend_points"]

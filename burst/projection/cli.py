@@ -101,8 +101,8 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     import dataclasses
 
     from burst.catalog import UnknownInstanceType, read_spot_history
+    from burst.model import month_start
     from burst.projection.arrivals import job_mix
-    from burst.projection.budget import month_start
     from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs, series_of_points
     from burst.projection.project import project
     from burst.projection.whatif import WhatIfError, load_what_if
@@ -310,7 +310,7 @@ def usage_cmd(config_path: Path | None, state: Path | str | None, tenant: str | 
     node-hours × --root-volume-gb. Cross-zone and egress GB are null: no
     provider reports them, so nothing is metered or estimated.
     """
-    from burst.projection.budget import month_start
+    from burst.model import month_start
     from burst.projection.usage import USAGE_JSON_SCHEMA, meter
     from burst.quickstart import recorded_now, state_path_for
     from burst.runtime import catalog_from_config
