@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from burst.model import CapacityType, EventKind, Node, NodeState, WarmState
+import pytest
+from builders import job
+
+from burst.model import (
+    ActionKind,
+    CapacityType,
+    EventKind,
+    Node,
+    NodeGroup,
+    NodeState,
+    Policy,
+    SpotPolicy,
+    WarmState,
+)
+from burst.reconcile import Controller
+from burst.state import Store
+from burst.workloads.queue import StoreQueue
 from providers.base import InvalidTarget, NotFound, NotSupported, Provider
 
 from .conftest import Harness
@@ -179,3 +195,48 @@ def test_listing_lags_at_most_the_documented_delay(harness: Harness) -> None:
         step_s=1.0,
     )
     assert waited <= harness.max_list_delay_s
+
+
+class FlatPrices:
+    """Spot cheaper than on-demand, so fault-tolerant work goes to the harness's spot group."""
+
+    def group_price(self, g: NodeGroup) -> float:
+        return 12.0 if g.capacity_type is CapacityType.SPOT else 32.0
+
+    def standby_price(self, g: NodeGroup) -> float:
+        return 0.0
+
+
+@pytest.mark.slow
+def test_an_interruption_reaches_the_eviction_path(harness: Harness, tmp_path: Path) -> None:
+    """Through the real Controller: a backend's interruption notice (an SQS message on AWS, a preemption operation
+    on GCP) is a typed event, the node's deadline is in the plan's snapshot, and the job on it is asked to
+    checkpoint (ten minutes of unsaved work are more than a fresh checkpoint costs)."""
+    if harness.interrupt is None:
+        pytest.skip(f"{harness.name}: no way to trigger an interruption")
+    store = Store.open(tmp_path / "burst.db")
+    clock = harness.clock
+    store.add_job(job("ft", tenant="batch", gpus=8, submitted=clock(), fault_tolerant=True,
+                      checkpoint_interval_s=1800.0, checkpoint_duration_s=20.0, duration_s=4 * 3600.0), at=clock())
+    ctl = Controller(providers={harness.name: harness.provider}, source=StoreQueue(store, complete_by_duration=True),
+                     store=store, policies=lambda: {"batch": Policy(tenant="batch", spot=SpotPolicy(allowed=True))},
+                     prices=FlatPrices(), clock=clock, cluster=harness.cluster)
+    running = None
+    for _ in range(10):
+        ctl.tick()
+        clock.advance(60)
+        running = store.get_job("ft")
+        if running is not None and running.node_ids:
+            break
+    assert running is not None and running.node_ids, "the job was never placed"
+    (node_id,) = running.node_ids
+    assert harness.provider.nodes()[node_id].group_id == harness.spot_group_id
+    clock.advance(600)
+    ctl.tick()
+    harness.interrupt(node_id)
+    report = ctl.tick()
+    interruptions = [e for e in report.provider_events if e.kind is EventKind.INTERRUPTION]
+    assert [e.node_id for e in interruptions] == [node_id]
+    assert report.snapshot is not None and report.snapshot.notices[node_id] == interruptions[0].deadline
+    assert [a.target for a in report.plan.of_kind(ActionKind.REQUEST_CHECKPOINT)] == ["ft"], report.plan.to_json()
+    store.close()
