@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import click
 import yaml
@@ -73,9 +73,9 @@ class Outputs:
 
 
 def _providers() -> tuple[str, ...]:
-    from policies.schema import ProviderName
+    from policies.schema import PROVIDER_NAMES
 
-    return tuple(get_args(ProviderName))
+    return tuple(PROVIDER_NAMES)
 
 
 def _whole(value: Any, where: str, name: str, *, low: int) -> int:

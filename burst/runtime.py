@@ -28,7 +28,8 @@ from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow
 from burst.lease import LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
-from burst.model import CapacityType, DemandPoint, NodeGroup, Policy, TenantName
+from burst.model import DemandPoint, NodeGroup, Policy, TenantName
+from burst.provider_specs import PROVIDERS, ConfigError, ProviderContext
 from burst.reconcile import Controller, LoopStats, TickReport, run_loop
 from burst.retention import RetentionReport
 from burst.state import MetaKey, Store
@@ -51,10 +52,6 @@ log = logging.getLogger(__name__)
 
 NOTICE_READ_S = 1.0
 """Between ticks, a cloud's event source (an SQS receive, a zone operations list) is read at most once a wall second."""
-
-
-class ConfigError(ValueError):
-    """A config that cannot be run (one line naming what and how to fix it)."""
 
 
 def quickstart_config_path() -> Path:
@@ -359,24 +356,17 @@ def validate_config(config: BurstConfig, config_file: Path | None = None) -> Cat
     with the `FILE:LINE: field: message` of the setting at fault.
     """
     groups = config.node_groups_model()
-    discover_aws, discover_gcp = _discovers(config)
-    if not groups and not discover_aws and not discover_gcp:
+    if not groups and not _discovers(config):
         raise ConfigError("node_groups: the config has no node groups; add at least one")
-    unsupported = sorted({g.provider for g in groups} - {"sim", "aws", "gcp", "libcloud", "onprem"})
+    unsupported = sorted({g.provider for g in groups} - set(PROVIDERS))
     if unsupported:
         raise ConfigError(
             f"node_groups: provider(s) {', '.join(unsupported)} are not available in this build of burst; "
-            "use provider sim, aws, gcp, libcloud or onprem for these groups"
+            f"use provider {', '.join(list(PROVIDERS)[:-1])} or {list(PROVIDERS)[-1]} for these groups"
         )
-    if any(g.provider == "onprem" for g in groups) and config.onprem is None:
-        raise ConfigError("node_groups: provider onprem needs an onprem: section with its inventory file")
-    if any(g.provider == "aws" for g in groups) and config.aws is None:
-        raise ConfigError("node_groups: provider aws needs an aws: section with at least its region")
-    if any(g.provider == "gcp" for g in groups) and config.gcp is None:
-        raise ConfigError("node_groups: provider gcp needs a gcp: section with its project and zones (or region)")
-    if any(g.provider == "libcloud" for g in groups) and config.libcloud is None:
-        raise ConfigError("node_groups: provider libcloud needs a libcloud: section with its driver and each "
-                          "group's size and image")
+    for spec in PROVIDERS.values():
+        if spec.section is not None and spec.settings(config) is None and any(g.provider == spec.name for g in groups):
+            raise ConfigError(f"node_groups: provider {spec.name} needs {spec.section_fix}")
     catalog = catalog_from_config(config)
     for g in groups:
         catalog.group_price(g)
@@ -402,18 +392,14 @@ def located(config_file: Path, message: str) -> PolicyError:
 
 def declared_groups(config: BurstConfig) -> tuple[NodeGroup, ...] | None:
     """The node groups `config` fixes by itself, or None when a provider discovers more (tags, Terraform outputs)."""
-    if any(_discovers(config)) or config.aws_terraform_outputs() is not None:
+    if _discovers(config) or config.aws_terraform_outputs() is not None:
         return None
     return config.node_groups_model()
 
 
-def _discovers(config: BurstConfig) -> tuple[bool, bool]:
-    """Whether the AWS and GCP providers discover their groups (the config lists none of theirs)."""
-    groups = config.node_groups_model()
-    return (
-        config.aws is not None and config.aws.discover and not any(g.provider == "aws" for g in groups),
-        config.gcp is not None and config.gcp.discover and not any(g.provider == "gcp" for g in groups),
-    )
+def _discovers(config: BurstConfig) -> bool:
+    """Whether a provider discovers node groups the config does not list (tags, Terraform outputs)."""
+    return any(spec.discovers(config) for spec in PROVIDERS.values())
 
 
 def build_runtime(
@@ -437,7 +423,6 @@ def build_runtime(
     """
     catalog = validate_config(config, config_file)
     groups = config.node_groups_model()
-    discover_aws, discover_gcp = _discovers(config)
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
     path: Path | str = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
     if store_pg.is_url(path):
@@ -458,32 +443,19 @@ def build_runtime(
         sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
         _record_gpu_models(store, groups)
         clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
-        providers: dict[str, Provider] = {}
-        sim_groups = tuple(g for g in groups if g.provider == "sim")
-        if sim_groups:
-            providers["sim"] = _sim_provider(config, sim_groups, catalog, clock)
-        if config.aws is not None and (discover_aws or any(g.provider == "aws" for g in groups)):
-            providers["aws"] = _aws_provider(config, tuple(g for g in groups if g.provider == "aws"), catalog, clock)
-            if not providers["aws"].node_groups():
-                raise ConfigError("aws: no node groups found: tag Auto Scaling groups with burst:cluster "
-                                  f"{config.cluster} or set aws.terraform_outputs")
-            for g in providers["aws"].node_groups():
-                catalog.group_price(g)
-        if config.gcp is not None and (discover_gcp or any(g.provider == "gcp" for g in groups)):
-            providers["gcp"] = _gcp_provider(config, tuple(g for g in groups if g.provider == "gcp"), catalog, clock)
-            if not providers["gcp"].node_groups():
-                raise ConfigError("gcp: no node groups found: label managed instance groups' templates with "
-                                  f"burst-cluster {config.cluster} (and burst-max-size), or list them in node_groups")
-            for g in providers["gcp"].node_groups():
-                catalog.group_price(g)
-        libcloud_groups = tuple(g for g in groups if g.provider == "libcloud")
-        if libcloud_groups:
-            providers["libcloud"] = _libcloud_provider(config, libcloud_groups, catalog, clock)
         metrics = ControllerMetrics()
         hub = _agent_hub(config)
-        onprem_groups = tuple(g for g in groups if g.provider == "onprem")
-        if onprem_groups:
-            providers["onprem"] = _onprem_provider(config, onprem_groups, catalog, clock, hub)
+        providers: dict[str, Provider] = {}
+        for spec in PROVIDERS.values():
+            if not spec.wanted(config):
+                continue
+            listed = tuple(g for g in groups if g.provider == spec.name)
+            provider = providers[spec.name] = spec.build(ProviderContext(config, listed, catalog, clock, hub))
+            if spec.none_found:  # it may have found groups the config does not list: each must have a price
+                if not provider.node_groups():
+                    raise ConfigError(spec.none_found.format(cluster=config.cluster))
+                for g in provider.node_groups():
+                    catalog.group_price(g)
         kube = _kubernetes(config)
         holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
         lease: LeaderLease | None = StoreLease(path, holder, duration_s=config.leader.lease) \
@@ -603,136 +575,6 @@ def _sim_clock(config: BurstConfig, store: Store, override: datetime | None) -> 
     if override is None and last is not None:
         start = max(start, datetime.fromisoformat(last))
     return ManualClock(start)
-
-
-def _sim_provider(
-    config: BurstConfig, groups: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
-) -> SimProvider:
-    docs = {d.id: d for d in config.node_groups}
-    return SimProvider(
-        groups,
-        clock=clock,
-        cluster=config.cluster,
-        prices={g.id: catalog.group_price(g) for g in groups},
-        standby_prices={g.id: catalog.standby_price(g) for g in groups},
-        spot_hazard_per_hour={g.id: docs[g.id].spot_hazard_per_hour for g in groups},
-        initial={g.id: docs[g.id].effective_initial_size for g in groups},
-    )
-
-
-def _gcp_provider(
-    config: BurstConfig, listed: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
-) -> Provider:
-    """The GCP provider for the config's gcp section: the listed gcp groups, else those it discovers."""
-    from providers.base import ProviderError
-    from providers.gcp import GcpProvider  # google-cloud-compute is loaded only when a config uses GCP
-    from providers.gcp.discovery import DiscoveryError
-
-    gcp = config.gcp
-    assert gcp is not None
-
-    def price(instance_type: str, region: str, capacity: CapacityType) -> float | None:
-        row = catalog.find("gcp", instance_type, region)
-        return row.cloud_price(capacity) if row is not None else None
-
-    try:
-        return GcpProvider(
-            cluster=config.cluster,
-            project=gcp.project,
-            zones=tuple(gcp.zones),
-            region=gcp.region,
-            clock=clock,
-            endpoint=gcp.endpoint,
-            groups=listed or None,
-            prices=price,
-        )
-    except (ProviderError, DiscoveryError) as exc:
-        raise ConfigError(f"gcp: {exc}") from None
-
-
-def _aws_provider(
-    config: BurstConfig, listed: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
-) -> Provider:
-    """The AWS provider for the config's aws section: the listed aws groups, else those it discovers."""
-    from providers.aws import AwsProvider  # boto3 is loaded only when a config uses AWS
-    from providers.aws.discovery import DiscoveryError
-    from providers.base import ProviderError
-
-    aws = config.aws
-    assert aws is not None
-
-    def price(instance_type: str, region: str, capacity: CapacityType) -> float | None:
-        row = catalog.find("aws", instance_type, region)
-        return row.cloud_price(capacity) if row is not None else None
-
-    try:
-        return AwsProvider(
-            cluster=config.cluster,
-            region=aws.region,
-            clock=clock,
-            endpoint_url=aws.endpoint_url,
-            groups=listed or None,
-            terraform_outputs=config.aws_terraform_outputs(),
-            events_queue_url=aws.events_queue_url,
-            prices=price,
-            sqs_wait_s=0 if config.clock == "sim" else 1,  # no long poll on a simulated clock
-            launch_hook=aws.launch_hook,
-            terminate_hook=aws.terminate_hook,
-        )
-    except (ProviderError, DiscoveryError) as exc:
-        raise ConfigError(f"aws: {exc}") from None
-
-
-def _libcloud_provider(
-    config: BurstConfig, groups: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime]
-) -> Provider:
-    """The libcloud provider for the config's libcloud section and its node groups."""
-    from providers.base import ProviderError
-    from providers.libcloud import GroupSpec, LibcloudConfigError, LibcloudProvider, connect
-
-    doc = config.libcloud
-    assert doc is not None
-    missing = [g.id for g in groups if g.id not in doc.groups]
-    if missing:
-        raise ConfigError(f"libcloud.groups: no size and image for node group(s) {', '.join(missing)}; "
-                          "add an entry per libcloud group")
-
-    def price(instance_type: str, region: str, capacity: CapacityType) -> float | None:
-        row = catalog.find("libcloud", instance_type, region)
-        return row.cloud_price(capacity) if row is not None else None
-
-    specs = {gid: GroupSpec(size=g.size, image=g.image, location=g.location, create_args=dict(g.create_args))
-             for gid, g in doc.groups.items()}
-    try:
-        driver = connect(doc.driver, key_env=doc.key_env, secret_env=doc.secret_env, args=doc.driver_args)
-        return LibcloudProvider(driver, groups, specs, cluster=config.cluster, clock=clock, prices=price,
-                                metadata_arg=doc.metadata_arg)
-    except (ProviderError, LibcloudConfigError) as exc:
-        raise ConfigError(f"libcloud: {exc}") from None
-
-
-def _onprem_provider(
-    config: BurstConfig, groups: tuple[NodeGroup, ...], catalog: Catalog, clock: Callable[[], datetime],
-    hub: AgentHub | None,
-) -> Provider:
-    """The onprem provider: the groups' hosts from the inventory file, power commands from the onprem section,
-    node states from the agents' heartbeats when the agent link is on (else hosts are READY as declared)."""
-    from providers.onprem.provider import InventoryError, OnPremProvider, PowerCommands, load_inventory
-
-    doc, path = config.onprem, config.onprem_inventory_path()
-    assert doc is not None and path is not None
-    docs = {d.id: d for d in config.node_groups}
-    commands = PowerCommands(power_on=tuple(doc.power_on) if doc.power_on else None,
-                             power_off=tuple(doc.power_off) if doc.power_off else None, timeout_s=doc.command_timeout)
-    heartbeats = (lambda: {nid: v.last_seen for nid, v in hub.views().items()}) if hub is not None else None
-    try:
-        return OnPremProvider(groups, load_inventory(path), clock=clock, cluster=config.cluster,
-                              prices={g.id: catalog.group_price(g) for g in groups}, commands=commands,
-                              heartbeats=heartbeats, heartbeat_timeout_s=doc.heartbeat_timeout,
-                              resume_timeout_s=doc.resume_timeout,
-                              initial={g.id: docs[g.id].effective_initial_size for g in groups})
-    except InventoryError as exc:
-        raise ConfigError(f"onprem.inventory: {exc}") from None
 
 
 def _kubernetes(config: BurstConfig, *, need: bool = False) -> KubernetesParts | None:

@@ -14,6 +14,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     Strict,
     StrictBool,
     StrictInt,
@@ -21,6 +23,7 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
+from pydantic_core import PydanticCustomError, core_schema
 
 from burst.bounds import (
     MAX_LIST_LENGTH,
@@ -50,8 +53,34 @@ PREEMPTION = "read by the planner's priority preemption step"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 """Tenant names (and so policy file stems): letters, digits, '.', '_', '-', at most 63 characters."""
 
-ProviderName = Literal["sim", "onprem", "aws", "gcp", "libcloud"]
-"""The provider backends burst has (see providers/)."""
+PROVIDER_NAMES: list[str] = ["sim", "onprem", "aws", "gcp", "libcloud"]
+"""The provider backends a config or policy may name (see providers/), in the order errors and the JSON schema
+list them. `burst.provider_specs.register` adds a provider's name here: nothing else in policies names one."""
+
+
+def _provider_name(value: Any) -> str:
+    if isinstance(value, str) and value in PROVIDER_NAMES:
+        return value
+    expected = ", ".join(repr(n) for n in PROVIDER_NAMES[:-1]) + f" or {PROVIDER_NAMES[-1]!r}"
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+class _ProviderNameType:
+    """A registered provider's name: validated against `PROVIDER_NAMES` when read, an enum in the JSON schema."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(_provider_name)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        return {"enum": list(PROVIDER_NAMES), "type": "string"}
+
+
+ProviderName = Annotated[str, _ProviderNameType]
+"""A provider backend's name (one of `PROVIDER_NAMES`)."""
 
 
 class StrictModel(BaseModel):
