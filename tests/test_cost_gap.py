@@ -75,6 +75,19 @@ def test_on_the_floor_fault_tolerant_overflow_runs_on_spot_and_wide_jobs_take_wh
     assert bound.spot_gpu_hours == pytest.approx(4.0)
 
 
+def test_on_the_floor_a_gang_job_that_cannot_move_stays_within_one_tier() -> None:
+    """One 8-GPU on-prem node, free. G (cannot move, 16 GPUs, 1 h) does not fit on-prem whole, so both its nodes
+    are cloud nodes (no controller places one job across tiers); H (cannot move, 8 GPUs, 2 h) then takes the
+    on-prem node (split, G would have held it and H opened a third cloud node)."""
+    jobs = [_job("g", 16, 0, 1), _job("h", 8, 0.5, 2)]
+    setup = _setup(jobs, 1)
+    _, od, _ = setup.groups
+    bound = floor(setup, jobs, start=T0, end=T0 + timedelta(hours=3))
+    assert bound.cost_by_tier["elastic_on_demand"] == pytest.approx(2 * 3900 / 3600 * setup.catalog.group_price(od))
+    assert bound.spend is not None
+    assert bound.spend.onprem_other_gpu_s == pytest.approx(8 * 7200.0)  # H's two hours, none of G's
+
+
 def test_the_waterfall_of_a_scripted_run_names_where_the_money_went() -> None:
     """A (8 GPUs, 1 h) fits on-prem; B (8 GPUs, 30 min, cannot go to spot) needs a cloud node.
 

@@ -9,7 +9,14 @@ for its duration (cut at the end of the run); then:
   bars spot) is placed at submission first-fit on whole nodes: the steady
   tier's nodes first, then open on-demand nodes, else a new on-demand node of
   the cheapest on-demand group. A job wider than a node takes whole nodes for
-  each full node's worth of GPUs and first-fit for the rest;
+  each full node's worth of GPUs and first-fit for the rest, all within one
+  tier: on the steady tier when every piece fits there, else every piece in
+  the cloud. No controller the floor is measured against can split one job
+  across tiers: burst's placement and the frozen baseline's (which Karpenter
+  shares) place a job on one group's nodes only (ready, booting or launched
+  for it, `burst.planner.placement`), and a gang job spanning on-prem and
+  cloud nodes would run over the WAN link between them. A floor that split
+  it would be a point no controller can reach;
 - each on-demand node pays its group's boot latency before its first job
   (the boot is charged in full, even before the run's start) and is released
   the instant its last such job ends;
@@ -67,6 +74,23 @@ def _chunks(demand: float, per_node: float) -> list[float]:
     whole = int(demand // per_node) if demand > per_node else 0
     rest = demand - whole * per_node
     return [per_node] * whole + ([rest] if rest > 1e-9 else [])
+
+
+def _first_fit(nodes: Sequence[_Node], pieces: Sequence[float], *, opens: bool) -> list[_Node | None] | None:
+    """Each piece's host among `nodes`, first-fit in order. A piece that fits nowhere gets None (a new node) when
+    the tier `opens` nodes (the cloud); on a fixed tier (the steady one) the whole job does not fit: None."""
+    free = [n.gpus - n.used for n in nodes]
+    hosts: list[_Node | None] = []
+    for piece in pieces:
+        at = next((k for k, f in enumerate(free) if f >= piece - 1e-9), None)
+        if at is None:
+            if not opens:
+                return None
+            hosts.append(None)
+            continue
+        free[at] -= piece
+        hosts.append(nodes[at])
+    return hosts
 
 
 def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetime) -> StrategyResult:
@@ -134,11 +158,11 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
                 else:
                     onprem_used -= gpus
             continue
+        pieces = _chunks(demand, per_node)
+        hosts = _first_fit(onprem, pieces, opens=False) or _first_fit(cloud, pieces, opens=True)
+        assert hosts is not None  # the cloud always opens what it lacks
         spots: list[tuple[_Node, float]] = []
-        for piece in _chunks(demand, per_node):
-            host = next((n for n in onprem if n.gpus - n.used >= piece - 1e-9), None)
-            if host is None:
-                host = next((n for n in cloud if n.gpus - n.used >= piece - 1e-9), None)
+        for piece, host in zip(pieces, hosts, strict=True):
             if host is None:
                 host = _Node(per_node, opened_s=t, cloud=True)
                 cloud.append(host)
