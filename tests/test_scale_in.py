@@ -74,6 +74,27 @@ def test_with_a_forecast_a_node_past_break_even_stays_only_while_forecast_demand
     assert step(0.0).actions == [], "both needed: both kept past break-even"
 
 
+def test_with_a_forecast_an_idle_node_no_demand_would_use_goes_at_once_not_at_break_even() -> None:
+    """Idle 2 min (inside break-even): without a forecast it is kept; with one that needs none of it, released now,
+    and one the forecast needs is kept. The minimum billed time still holds."""
+    young = idle_for(120.0, nid="od-0")
+    snap = Snapshot(groups=(OD,), nodes=(young,), jobs=(), targets={"od": 1})
+
+    def step(spare_gpus: float | None, node: Node = young) -> PlanContext:
+        ctx = build_context(dataclasses.replace(snap, nodes=(node,)), (), {}, PRICES, T0)
+        if spare_gpus is not None:
+            ctx.forecast_spare_gpus["A100"] = spare_gpus
+        release_idle(ctx)
+        return ctx
+
+    assert step(None).actions == [], "no forecast: kept to break-even"
+    (down,) = step(8.0).actions
+    assert (down.kind, down.node_ids) == (ActionKind.SCALE_DOWN, ("od-0",))
+    assert "forecast demand within the pre-scaling lead time would not use" in down.reason
+    assert step(0.0).actions == [], "the forecast needs it: kept"
+    assert step(8.0, idle_for(20.0, age_s=30.0)).actions == [], "inside the 60 s minimum billed time"
+
+
 def test_the_frozen_baseline_still_keeps_idle_nodes_its_fixed_ten_minutes() -> None:
     snap = Snapshot(groups=(OD,), nodes=(idle_for(BOOT_S),), jobs=(), targets={"od": 1})
     baseline = plan(snap, [], {}, PRICES, now=T0, ids=PlanIds("p"), pipeline=BASELINE_PIPELINE)

@@ -31,11 +31,12 @@ launched in the cheapest on-demand elastic group with room (spot capacity is
 not pre-scaled: a forecast does not say which jobs will be fault-tolerant),
 within max size, the burst quota and hard budgets, or held with the reason.
 
-Scale-in stays reactive: this step adds capacity only. It records how many
-GPUs of supply exceed the need per GPU model (`ctx.forecast_spare_gpus`),
-and the scale-down step releases idle nodes only out of that spare, so
-capacity launched for a coming ramp is not released and relaunched on the
-next tick. As with AWS predictive scaling, a forecast fitted on less than
+This step adds capacity only. It records how many GPUs of supply exceed
+the need per GPU model (`ctx.forecast_spare_gpus`, only for models some
+tenant's forecast was used for), and the scale-down step keeps idle nodes
+by it (`burst.planner.scale_down`): the need is kept, so capacity launched
+for a coming ramp is not released and relaunched on the next tick, and an
+idle node beyond it is released at once. As with AWS predictive scaling, a forecast fitted on less than
 `MIN_HISTORY_S` (24 h) of history does not pre-scale. A pooled forecast
 (`ALL_TENANTS`) is anchored on every tenant's demand. Demand of `ANY_MODEL`
 counts every group as supply, so with mixed GPU models it is an
@@ -109,11 +110,13 @@ def prescale_elastic(ctx: PlanContext) -> None:
     for model in sorted(by_model):
         supply = sum(c.planned_size * c.gpn for c in ctx.groups.values() if serves(c.group, model))
         free = float(supply)
+        trusted = False  # whether any tenant's forecast of this model is one pre-scaling (and scale-in) may use
         for f in sorted(by_model[model], key=lambda f: (-ctx.policy(f.tenant).priority, f.tenant)):
             policy = ctx.policy(f.tenant)
             q = policy.prescale.quantile
             if q is None or q not in f.quantiles or f.history_s < MIN_HISTORY_S:
                 continue
+            trusted = True
             options = prescale_options(ctx, policy, model)
             lead = lead_time_s(options[0].group, policy) if options else policy.prescale.buffer_s
             now_gpus = demanded[(f.tenant, model)]
@@ -145,7 +148,8 @@ def prescale_elastic(ctx: PlanContext) -> None:
             free += _launch(ctx, f.tenant, policy, options, min(-free, case.nodes * first.gpn),
                             f"{label} exceeds the {supply} GPU(s) ready, booting and planned; "
                             f"{case.says(wait_usd, source)}")
-        ctx.forecast_spare_gpus[model] = free
+        if trusted:
+            ctx.forecast_spare_gpus[model] = free
 
 
 def _demand_now(ctx: PlanContext) -> dict[tuple[str, str], float]:

@@ -7,12 +7,17 @@ would: its group's boot latency of paid time (the ski-rental break-even, which
 never pays more than twice what hindsight would have). So:
 
 - with no forecast, an idle cloud node is released once idle for its group's
-  boot latency (`idle_release_s`);
+  boot latency (`idle_release_s`): not knowing whether work comes, waiting
+  one boot's worth of paid time bounds the loss either way;
 - with a forecast (the prescale step leaves `ctx.forecast_spare_gpus`: supply
-  above the forecast's need within the lead time, per GPU model), a node past
-  break-even is kept only while that demand would use it (however long idle);
+  above the forecast's need within the lead time, per GPU model), an idle
+  node is kept only while that demand would use it, however long idle; one
+  beyond it is released at once, not kept to break-even: the forecast says
+  no work comes for it within a boot, which is what break-even waits to
+  learn. That is where a forecast saves money;
 - a group's `scale_down_cooldown_s` is an explicit override of the idle time
-  (on-prem power saving sets it to the suspend time);
+  (on-prem power saving sets it to the suspend time) and applies with a
+  forecast too;
 - never before the node has been billed its minimum, never below the group's
   min size, never in a group this plan scales up; the oldest-idle go first.
 Idle nodes kept are reported as a hold with the reason.
@@ -140,6 +145,9 @@ def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
         spares = {m: spare for m, spare in ctx.forecast_spare_gpus.items() if serves(group, m)}
         forecast_bound = min((max(0, math.floor(spare / cap.gpn + 1e-9)) for spare in spares.values()), default=removable)
         keep_s = idle_release_s(group, break_even=break_even)
+        by_forecast = break_even and bool(spares) and group.scale_down_cooldown_s is None
+        if by_forecast:
+            keep_s = 0.0  # the forecast decides: what it needs is kept (forecast_bound), the rest goes now
         billed_s = min_billed_s(group) if break_even else 0.0
         due = [node_id for seconds, age, node_id in idle if seconds >= keep_s and age >= billed_s]
         held_for_forecast = len(due) > forecast_bound and forecast_bound < removable
@@ -154,6 +162,10 @@ def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
                 reason = (f"power off {len(due)} on-prem node(s) idle for at least the "
                           f"{keep_s / 60:g} min suspend time ({cap.target} -> "
                           f"{cap.target - len(due)} nodes on)")
+            elif by_forecast:
+                reason = (f"{len(due)} idle node(s) that forecast demand within the pre-scaling lead time would "
+                          f"not use, released now rather than kept to break-even "
+                          f"({cap.target} -> {cap.target - len(due)} nodes)")
             else:
                 reason = (f"{len(due)} node(s) idle for at least {_rule(group, break_even)} "
                           f"({cap.target} -> {cap.target - len(due)} nodes)")
