@@ -16,6 +16,7 @@ from rich.table import Table
 from burst.catalog import COST_LINES
 from burst.state_option import StateLocation
 from burst.store_pg import location_exists, shown
+from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 
 MAX_HORIZON_S = 30 * 86400.0
 
@@ -73,27 +74,34 @@ def _config(config_path: Path | None) -> Any:
               help="What-if YAML (keys name, spot, hot_pool_nodes, steady_gpus_delta, region); repeatable.")
 @click.option("--strategy", default="burst", show_default=True, type=click.Choice(["burst", "burst-no-forecast"]),
               help="Strategy simulated: the full planner with forecasts, or without (faster).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of synthetic arrivals, fault tolerance, spot interruptions.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the sampled demand paths, synthetic arrivals, fault tolerance, spot interruptions.")
+@click.option("--paths", "paths", type=click.IntRange(min=MIN_PATHS), default=DEFAULT_PATHS, show_default=True,
+              help=f"Demand paths sampled from the forecast; P10/P50/P90 are quantiles of their simulated costs "
+                   f"(at least {MIN_PATHS}).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Simulations run in parallel (default: one per CPU, at most the runs needed).")
 @click.option("--spot-history", "spot_history_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Spot price history CSV (burst/data/spot_history.csv's columns) added to the shipped one; "
                                  "spot is priced at its last 30 days' median.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier, what_if, spot_from_history.")
+              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier (each p10/p50/p90), paths, what_if, "
+                   "spot_from_history.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
 def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | str | None,
-             horizon: str, at: str | None, what_if_paths: tuple[Path, ...], strategy: str, seed: int, workers: int | None,
+             horizon: str, at: str | None, what_if_paths: tuple[Path, ...], strategy: str, seed: int, paths: int,
+             workers: int | None,
              spot_history_path: Path | None, as_json: bool, report_dir: Path | None) -> None:
-    """Project next week's or month's cost per tenant and cost line, with P50 and P90 totals.
+    """Project next week's or month's cost per tenant and cost line, with P10, P50 and P90 totals.
 
-    Fits the demand forecast on the history, turns its P50 and P90 paths into
-    synthetic jobs of the history's size and duration mix, replays them with
-    the real planner in the simulator, and prints cost per tenant and per line
-    (steady, elastic_on_demand, elastic_spot, hot_pool), queue waits, budget
-    status and capacity advice; each what-if is run on the same jobs and shown
-    beside the baseline. Spot is priced at the time-weighted median of the
+    Fits the demand forecast on the history, samples --paths demand paths from
+    it (correlated across steps as its errors were), turns each into synthetic
+    jobs of the history's size and duration mix, replays them with the real
+    planner in the simulator, and prints the P10/P50/P90 of the runs' costs
+    per tenant and per line (steady, elastic_on_demand, elastic_spot,
+    hot_pool), queue waits, budget status and capacity advice of the median
+    run; each what-if is run on the same jobs and shown beside the baseline. Spot is priced at the time-weighted median of the
     spot price history's last 30 days before the start, per offering, where
     the history covers it (else the catalog's flat spot price). Progress goes
     to stderr.
@@ -166,16 +174,17 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     if not mix:
         raise click.ClickException("history: no job with a duration to take the size and duration mix from")
     say(f"fitting the demand forecast on {series.history_s / 86400:.1f} days of history ...")
-    forecast = fit_forecast(series, horizon_s)
-    say(f"forecast by {forecast.model}; simulating {2 * (1 + len(what_ifs))} run(s) of {horizon_s / 3600:g} h ...")
+    forecast, dependence = fit_forecast(series, horizon_s)
+    runs = paths * (1 + len(what_ifs))
+    say(f"forecast by {forecast.model}; simulating {paths} demand path(s) x {1 + len(what_ifs)} option(s) of "
+        f"{horizon_s / 3600:g} h ...")
     stats = Trace(path=history_path or Path(shown(store_path)), format="history", jobs=tuple(history)).stats()
-    runs = 2 * (1 + len(what_ifs))
     try:
         projection = project(
             setup, stats, forecast, mix, start=start, horizon_s=horizon_s, strategy=strategy, what_ifs=what_ifs,
             seed=seed, month_to_date=month_to_date, prior=history,
             workers=workers or max(1, min(runs, os.cpu_count() or 1)),
-            on_progress=lambda what, i, n: say(f"  [{i}/{n}] {what} done"),
+            on_progress=lambda what, i, n: say(f"  [{i}/{n}] {what} done"), paths=paths, dependence=dependence,
         )
     except (WhatIfError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -235,39 +244,38 @@ def _money(x: float) -> str:
 
 
 def _print_projection(projection: Any) -> None:
+    from burst.projection.project import QUANTILES
+
     console = Console(width=None)
     base = projection.baseline
-    table = Table(title=f"candidates: {projection.horizon_s / 3600:g} h from {projection.start:%Y-%m-%d %H:%M} UTC")
-    for col in ("option", "USD/hour", "P50 total $", "P90 total $", "wait P50 s", "wait P95 s"):
+    table = Table(title=f"candidates: {projection.horizon_s / 3600:g} h from {projection.start:%Y-%m-%d %H:%M} UTC, "
+                        f"{len(projection.paths)} demand paths")
+    for col in ("option", "USD/hour (P50)", "P10 total $", "P50 total $", "P90 total $", "wait P50 s", "wait P95 s"):
         table.add_column(col, justify="left" if col == "option" else "right")
     for s in projection.scenarios():
-        table.add_row(s.name, f"{s.usd_per_hour():,.2f}", _money(s.p50.cost_usd), _money(s.p90.cost_usd),
-                      f"{s.p50.wait_p50_s:,.0f}", f"{s.p50.wait_p95_s:,.0f}")
+        median = s.median_run
+        table.add_row(s.name, f"{s.usd_per_hour():,.2f}", *(_money(s.cost(q)) for q in QUANTILES),
+                      f"{median.wait_p50_s:,.0f}", f"{median.wait_p95_s:,.0f}")
     console.print(table)
-    table = Table(title="per cost line $ (P50 / P90)")
+    table = Table(title="per cost line $ (P10 / P50 / P90)")
     table.add_column("option")
     for line in COST_LINES:
         table.add_column(line, justify="right")
     for s in projection.scenarios():
-        table.add_row(s.name, *(f"{_money(s.p50.cost_by_tier.get(ln, 0.0))} / {_money(s.p90.cost_by_tier.get(ln, 0.0))}"
-                                for ln in COST_LINES))
+        table.add_row(s.name, *(" / ".join(_money(s.line_cost(ln, q)) for q in QUANTILES) for ln in COST_LINES))
     console.print(table)
     table = Table(title="per tenant (baseline; idle capacity and hot pools are on no tenant)")
-    for col in ("tenant", "P50 $", "P90 $", "budget $/month", "exceeds budget at"):
+    for col in ("tenant", "P10 $", "P50 $", "P90 $", "budget $/month", "exceeds budget at (median run)"):
         table.add_column(col, justify="left" if col == "tenant" else "right")
-    below = []
     for t in base.tenants():
         budget = base.budgets.get(t)
         breach = base.exceeds_at.get(t)
-        p50, p90 = base.p50.cost_by_tenant.get(t, 0.0), base.p90.cost_by_tenant.get(t, 0.0)
-        if p90 < p50 - 0.5:
-            below.append(t)
-        table.add_row(t, _money(p50), _money(p90) + (" *" if t in below else ""),
+        table.add_row(t, *(_money(base.tenant_cost(t, q)) for q in QUANTILES),
                       "" if budget is None else _money(budget), breach.isoformat() if breach else "")
     console.print(table)
-    if below:
-        click.echo(f"* the P90 demand run cost {', '.join(below)} less than the P50 one: the others' extra demand "
-                   "pushed some of its work past the horizon or onto cheaper capacity")
+    click.echo(f"P10/P50/P90: quantiles of the costs of {len(projection.paths)} sampled demand paths' runs, each line and "
+               f"tenant on its own (they need not add up); steps correlated as the forecast's errors were "
+               f"({projection.dependence.source})")
     cap = projection.capacity
     if cap is not None:
         if cap.add_gpus:

@@ -3,30 +3,36 @@
 The series is every tenant's and GPU model's demand summed (GPUs of jobs
 submitted and not yet done, for a trace; running + pending GPUs, for the
 store), at `STEP_S`, over the `HISTORY_S` before the cutoff. It is fitted with
-burst's forecaster (`forecasting.models.forecast_series`: Prophet, with its
-fallbacks and guardrails) over the horizon.
+the forecaster the daemon runs (`forecasting.select.SelectingForecaster`: the
+model a backtest on the series' own past chose, its quantiles calibrated per
+horizon step, with its fallbacks and guardrails) over the horizon, and the
+dependence of that model's errors across steps is learnt from the same
+backtest (`forecasting.paths`), so demand paths can be sampled from it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from burst.model import DemandPoint, Forecast, Job
 from burst.sim.forecasts import trace_demand
-from forecasting.models import DemandSeries, forecast_series
+from forecasting.models import DemandSeries
+from forecasting.paths import Dependence, forecast_with_dependence
 
 STEP_S = 3600.0
 HISTORY_S = 30 * 86400.0
 
-Fit = Callable[..., Forecast]
-
-
 def series_of_jobs(jobs: Iterable[Job], cutoff: datetime, *, step_s: float = STEP_S, history_s: float = HISTORY_S) -> DemandSeries:
-    """The pooled unconstrained demand of `jobs` over [cutoff - history_s, cutoff)."""
+    """The pooled unconstrained demand of `jobs` over [cutoff - history_s, cutoff), from the step of their first
+    submission on: before it the jobs say nothing, which is not zero demand (a run of zeros there would read as a
+    rising trend)."""
+    jobs = list(jobs)
     since = cutoff - timedelta(seconds=history_s)
-    return _summed(trace_demand(jobs, since, cutoff, step_s), since, cutoff, step_s)
+    first = min((j.submitted_at for j in jobs), default=since)
+    points = trace_demand(jobs, since, cutoff, step_s)
+    return _summed([p for p in points if p.at > first - timedelta(seconds=step_s)], since, cutoff, step_s)
 
 
 def series_of_points(points: Iterable[DemandPoint], cutoff: datetime, *, step_s: float = STEP_S,
@@ -54,9 +60,10 @@ def _summed(points: Sequence[DemandPoint], since: datetime, cutoff: datetime, st
     return DemandSeries("all", "any", times, tuple(values), step_s)
 
 
-def fit_forecast(series: DemandSeries, horizon_s: float, fit: Fit = forecast_series) -> Forecast:
-    """The forecast of `series` over `horizon_s` after its last step (its P50, P90 and P99 paths)."""
-    return fit(series, horizon_s=horizon_s)
+def fit_forecast(series: DemandSeries, horizon_s: float) -> tuple[Forecast, Dependence]:
+    """The forecast of `series` over `horizon_s` after its last step (its P10 to P99 paths) and how its errors are
+    correlated across steps."""
+    return forecast_with_dependence(series, horizon_s)
 
 
 __all__ = ["HISTORY_S", "STEP_S", "fit_forecast", "series_of_jobs", "series_of_points"]

@@ -1,23 +1,30 @@
-"""One cost projection: a forecast's P50 and P90 paths, as synthetic jobs, through the simulator's real planner.
+"""One cost projection: sampled demand paths, as synthetic jobs, through the simulator's real planner.
 
-For the baseline and for each what-if, the same two job sets (from the P50
-and the P90 path, `burst.projection.arrivals`; fault tolerance marked by the
-baseline's policies, so every scenario sees identical work) are replayed with
-`burst.sim.engine.simulate` over [start, start + horizon). Each run gives the
-bill per cost line (`steady`, `elastic_on_demand`, `elastic_spot`,
-`hot_pool`: the sim provider's, so the lines add up to the total), the
-controller's ledger per tenant (GPU-hours each tenant's jobs held at the
-node's rate: idle capacity and hot pools are overhead on no tenant, so tenant
-figures add up to less than the total) and queue waits.
+The forecast gives each step's demand distribution; `forecasting.paths`
+draws `paths` whole demand paths from it (default `DEFAULT_PATHS`, seeded),
+correlated across steps as the forecaster's out-of-sample errors were. Each
+path becomes synthetic jobs (`burst.projection.arrivals`; every path draws
+from the same seeded job stream, fault tolerance marked by the baseline's
+policies), and for the baseline and for each what-if every path's jobs are
+replayed with `burst.sim.engine.simulate` over [start, start + horizon), so
+every scenario sees identical work. Each run gives the bill per cost line
+(`steady`, `elastic_on_demand`, `elastic_spot`, `hot_pool`: the sim
+provider's, so the lines add up to the total), the controller's ledger per
+tenant (GPU-hours each tenant's jobs held at the node's rate: idle capacity
+and hot pools are overhead on no tenant, so tenant figures add up to less
+than the total) and queue waits.
+
+A scenario's P10, P50 and P90 are quantiles of those runs' costs: of the
+total, and of each cost line and tenant taken on its own (so the lines'
+P90s need not add up to the total's). They are not the cost of a quantile
+path: a planner's cost is not linear in demand, and a path at its 90th
+percentile at every step is far rarer than one in ten. Budget breaches, the
+capacity advice and the waits shown are those of the median run (the run
+whose total is the P50, the lower of two).
 
 Spot is priced by `spot_from_history`: the last 30 days' time-weighted
 median of the catalog's spot price history per offering, held flat over the
 horizon, where the history covers it; the catalog's flat spot price elsewhere.
-
-The P90 figures are those of the P90 path's run, not a quantile of the cost:
-a planner's cost is not linear in demand, so this is the cost of a demand
-path that the forecast puts at its 90th percentile at every step, an upper
-band rather than a calibrated quantile.
 """
 
 from __future__ import annotations
@@ -39,56 +46,74 @@ from burst.projection.whatif import WhatIf, run_for
 from burst.sim.engine import StrategyResult, simulate
 from burst.sim.setup import SimSetup, with_fault_tolerance
 from burst.sim.traces import TraceStats
+from forecasting.paths import COMONOTONE, DEFAULT_PATHS, Dependence, quantile, sample_paths
 
-PATHS = (0.5, 0.9)
 BASELINE = "baseline"
+QUANTILES = (0.1, 0.5, 0.9)
 
 Progress = Callable[[str, int, int], None]
 """Called with (what finished, runs done, runs in all)."""
 
 
+def _q(q: float) -> str:
+    return f"p{round(q * 100)}"
+
+
 @dataclass
 class Scenario:
-    """The baseline or one what-if: its P50 and P90 runs and each tenant's budget status."""
+    """The baseline or one what-if: its run of every sampled demand path and each tenant's budget status."""
 
     name: str
-    p50: StrategyResult
-    p90: StrategyResult
+    runs: tuple[StrategyResult, ...]  # one per sampled path, in path order
     horizon_h: float
     budgets: dict[str, float | None]
     exceeds_at: dict[str, datetime | None]
 
+    @property
+    def median_run(self) -> StrategyResult:
+        """The run whose total cost is the P50 of the runs' totals (the lower of the two middle ones)."""
+        ordered = sorted(self.runs, key=lambda r: r.cost_usd)
+        return ordered[(len(ordered) - 1) // 2]
+
+    def cost(self, q: float) -> float:
+        """The `q` quantile of the runs' total cost."""
+        return quantile([r.cost_usd for r in self.runs], q)
+
+    def line_cost(self, line: str, q: float) -> float:
+        """The `q` quantile of the runs' cost on cost line `line`."""
+        return quantile([r.cost_by_tier.get(line, 0.0) for r in self.runs], q)
+
+    def tenant_cost(self, tenant: str, q: float) -> float:
+        """The `q` quantile of the runs' cost held by `tenant`'s jobs."""
+        return quantile([r.cost_by_tenant.get(tenant, 0.0) for r in self.runs], q)
+
     def tenants(self) -> list[str]:
-        return sorted(set(self.p50.cost_by_tenant) | set(self.p90.cost_by_tenant) | set(self.budgets))
+        return sorted({t for r in self.runs for t in r.cost_by_tenant} | set(self.budgets))
 
     def to_json(self) -> dict[str, Any]:
         """The `burst cost --json` object of one scenario."""
         return {
             "horizon_h": round(self.horizon_h, 4),
-            "total_usd": {"p50": round(self.p50.cost_usd, 4), "p90": round(self.p90.cost_usd, 4)},
+            "total_usd": {_q(q): round(self.cost(q), 4) for q in QUANTILES},
             "by_tenant": {
                 t: {
-                    "p50": round(self.p50.cost_by_tenant.get(t, 0.0), 4),
-                    "p90": round(self.p90.cost_by_tenant.get(t, 0.0), 4),
+                    **{_q(q): round(self.tenant_cost(t, q), 4) for q in QUANTILES},
                     "budget_usd_month": self.budgets.get(t),
                     "exceeds_budget_at": (lambda at: at.isoformat() if at else None)(self.exceeds_at.get(t)),
                 }
                 for t in self.tenants()
             },
-            "by_tier": {
-                line: {"p50": round(self.p50.cost_by_tier.get(line, 0.0), 4),
-                       "p90": round(self.p90.cost_by_tier.get(line, 0.0), 4)}
-                for line in COST_LINES
-            },
+            "by_tier": {line: {_q(q): round(self.line_cost(line, q), 4) for q in QUANTILES} for line in COST_LINES},
         }
 
     def usd_per_hour(self) -> float:
-        return self.p50.cost_usd / self.horizon_h if self.horizon_h else 0.0
+        """The P50 total per hour of the horizon."""
+        return self.cost(0.5) / self.horizon_h if self.horizon_h else 0.0
 
 
 @dataclass
 class Projection:
-    """A whole projection: the forecast it came from, the baseline, the what-ifs and the capacity advice."""
+    """A whole projection: the forecast and paths it came from, the baseline, the what-ifs and the capacity advice."""
 
     start: datetime
     horizon_s: float
@@ -98,15 +123,20 @@ class Projection:
     capacity: CapacityAdvice | None = None
     assumptions: tuple[str, ...] = ()
     spot_from_history: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    paths: tuple[tuple[float, ...], ...] = ()
+    dependence: Dependence = COMONOTONE
 
     def to_json(self) -> dict[str, Any]:
-        """The `burst cost --json` object: the baseline's keys, `what_if`, and `spot_from_history`.
+        """The `burst cost --json` object: the baseline's keys, `paths`, `what_if`, and `spot_from_history`.
 
-        `spot_from_history` maps "provider/instance_type/region" to the spot
-        USD/hour the projection used from the history (`spot_from_history`'s rule);
-        offerings not in it were priced at the catalog's flat spot price.
+        `paths` is how many demand paths were sampled and how their steps were
+        correlated; `spot_from_history` maps "provider/instance_type/region" to
+        the spot USD/hour the projection used from the history
+        (`spot_from_history`'s rule); offerings not in it were priced at the
+        catalog's flat spot price.
         """
-        return {**self.baseline.to_json(), "what_if": {n: s.to_json() for n, s in self.what_if.items()},
+        return {**self.baseline.to_json(), "paths": {"count": len(self.paths), **self.dependence.to_json()},
+                "what_if": {n: s.to_json() for n, s in self.what_if.items()},
                 "spot_from_history": {"/".join(k): round(v, 6) for k, v in sorted(self.spot_from_history.items())}}
 
     def scenarios(self) -> list[Scenario]:
@@ -139,18 +169,25 @@ def spot_rule(used: Mapping[tuple[str, str, str], float]) -> str:
 
 def path_jobs(forecast: Forecast, q: float, start: datetime, horizon_s: float, mix: Sequence[JobTemplate],
               setup: SimSetup, seed: int) -> list[Job]:
-    """The synthetic jobs of the forecast's `q` path over the horizon, fault tolerance marked by `setup`.
+    """The synthetic jobs of the forecast's `q` quantile path over the horizon (`demand_jobs`)."""
+    return demand_jobs(forecast.quantiles[q][:_steps(forecast, horizon_s)], _step_s(forecast), start, mix, setup, seed)
+
+
+def demand_jobs(path: Sequence[float], step_s: float, start: datetime, mix: Sequence[JobTemplate], setup: SimSetup,
+                seed: int) -> list[Job]:
+    """The synthetic jobs of one demand path from `start`, fault tolerance marked by `setup`.
 
     Every path draws from the same seeded stream under the same job ids, so
-    the n-th job of the P90 path is the n-th of the P50 path (same tenant,
+    the n-th job of a higher path is the n-th of a lower one (same tenant,
     size, duration and fault tolerance): a path above another at every step
     owes at least its jobs, tenant by tenant, and differs only by more.
     """
-    step_s = _step_s(forecast)
-    steps = max(1, math.ceil(horizon_s / step_s - 1e-9))
-    path = list(forecast.quantiles[q][:steps])
-    jobs = synthetic_jobs(start, step_s, path, mix, seed=seed, prefix="proj")
+    jobs = synthetic_jobs(start, step_s, list(path), mix, seed=seed, prefix="proj")
     return with_fault_tolerance(jobs, setup, seed)
+
+
+def _steps(forecast: Forecast, horizon_s: float) -> int:
+    return max(1, math.ceil(horizon_s / _step_s(forecast) - 1e-9))
 
 
 def _step_s(forecast: Forecast) -> float:
@@ -180,41 +217,52 @@ def project(
     prior: Sequence[Job] = (),
     workers: int = 1,
     on_progress: Progress | None = None,
+    paths: int = DEFAULT_PATHS,
+    dependence: Dependence = COMONOTONE,
 ) -> Projection:
-    """Project the cost of `forecast` over [start, start + horizon_s) (module doc); deterministic for a seed."""
+    """Project the cost of `forecast` over [start, start + horizon_s) from `paths` sampled demand paths (module
+    doc); deterministic for a seed. Paths that come out equal are simulated once."""
     end = start + timedelta(seconds=horizon_s)
     setup, spot_used = spot_from_history(setup, start)
-    jobs = {q: path_jobs(forecast, q, start, horizon_s, mix, setup, seed) for q in PATHS}
+    demand = [tuple(p) for p in sample_paths(forecast, dependence, paths, seed=seed, steps=_steps(forecast, horizon_s))]
+    distinct = list(dict.fromkeys(demand))
+    jobs = {p: demand_jobs(p, _step_s(forecast), start, mix, setup, seed) for p in distinct}
     for each in what_ifs:  # fail on a what-if the set-up cannot take before any simulation starts
         run_for(strategy, setup, stats, each)
     names = [BASELINE, *(w.name for w in what_ifs)]
     if len(set(names)) != len(names):
         raise ValueError(f"what-if names must differ from each other and from {BASELINE!r}: {', '.join(names[1:])}")
-    cases: list[tuple[str, WhatIf | None, float]] = [(name, w, q) for name, w in zip(names, [None, *what_ifs], strict=True) for q in PATHS]
-    results: dict[tuple[str, float], StrategyResult] = {}
+    cases = [(name, w, i) for name, w in zip(names, [None, *what_ifs], strict=True) for i in range(len(distinct))]
+    results: dict[tuple[str, int], StrategyResult] = {}
+
+    def done(key: tuple[str, int], count: int) -> None:
+        if on_progress:
+            on_progress(f"{key[0]} path {key[1] + 1} of {len(distinct)}", count, len(cases))
+
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {(n, q): pool.submit(_one_run, strategy, setup, stats, w, jobs[q], start, end, seed, prior)
-                       for n, w, q in cases}
-            for i, (key, future) in enumerate(futures.items(), start=1):
+            futures = {(n, i): pool.submit(_one_run, strategy, setup, stats, w, jobs[distinct[i]], start, end, seed,
+                                           prior) for n, w, i in cases}
+            for count, (key, future) in enumerate(futures.items(), start=1):
                 results[key] = future.result()
-                if on_progress:
-                    on_progress(f"{key[0]} P{round(key[1] * 100)}", i, len(cases))
+                done(key, count)
     else:
-        for i, (n, w, q) in enumerate(cases, start=1):
-            results[(n, q)] = _one_run(strategy, setup, stats, w, jobs[q], start, end, seed, prior)
-            if on_progress:
-                on_progress(f"{n} P{round(q * 100)}", i, len(cases))
+        for count, (n, w, i) in enumerate(cases, start=1):
+            results[(n, i)] = _one_run(strategy, setup, stats, w, jobs[distinct[i]], start, end, seed, prior)
+            done((n, i), count)
     mtd = dict(month_to_date or {})
     horizon_h = horizon_s / 3600.0
+    index = {p: i for i, p in enumerate(distinct)}
     scenarios: list[Scenario] = []
     for name in names:
-        p50, p90 = results[(name, 0.5)], results[(name, 0.9)]
-        tenants = sorted(set(p50.cost_by_tenant) | set(p90.cost_by_tenant) | set(setup.policies))
+        runs = tuple(results[(name, index[p])] for p in demand)
+        tenants = sorted({t for r in runs for t in r.cost_by_tenant} | set(setup.policies))
         budgets = {t: setup.policy(t).budget.usd_per_month for t in tenants}
-        exceeds = {t: breach_at(spend_points(p50.ledger, t), budgets[t], start=start, month_to_date_usd=mtd.get(t, 0.0))
-                   for t in tenants}
-        scenarios.append(Scenario(name, p50, p90, horizon_h, budgets, exceeds))
+        scenario = Scenario(name, runs, horizon_h, budgets, {})
+        median = scenario.median_run
+        scenario.exceeds_at = {t: breach_at(spend_points(median.ledger, t), budgets[t], start=start,
+                                            month_to_date_usd=mtd.get(t, 0.0)) for t in tenants}
+        scenarios.append(scenario)
     baseline = scenarios[0]
     return Projection(
         start=start,
@@ -222,21 +270,28 @@ def project(
         forecast=forecast,
         baseline=baseline,
         what_if={s.name: s for s in scenarios[1:]},
-        capacity=_capacity(setup, forecast, horizon_s, baseline.p50),
+        capacity=_capacity(setup, forecast, horizon_s, baseline.median_run),
         spot_from_history=spot_used,
+        paths=tuple(demand),
+        dependence=dependence,
         assumptions=(*setup.assumptions, spot_rule(spot_used),
-                     f"demand: {forecast.model} forecast of the pooled history; jobs drawn from the history's "
-                     f"size and duration mix (seed {seed}) at the rate that yields each path's GPUs",
+                     f"demand: {forecast.model} forecast of the pooled history; {len(demand)} demand paths sampled "
+                     f"from its per-step quantiles (seed {seed}), steps correlated as its errors were "
+                     f"({dependence.source}); jobs drawn from the history's size and duration mix at the rate that "
+                     "yields each path's GPUs",
+                     f"P10/P50/P90: quantiles of the {len(demand)} paths' simulated costs; budget breaches, waits and "
+                     "capacity advice from the median run",
                      f"strategy simulated: {strategy}"),
     )
 
 
 def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: StrategyResult) -> CapacityAdvice | None:
+    """The capacity advice from the forecast's P50 and the cloud rate `p50` (the median run) paid."""
     steady = [g for g in setup.groups if g.tier is Tier.STEADY]
     if not steady:
         return None
     step_s = _step_s(forecast)
-    steps = max(1, math.ceil(horizon_s / step_s - 1e-9))
+    steps = _steps(forecast, horizon_s)
     steady_gpus = setup.steady_gpus()
     elastic_usd = p50.cost_by_tier.get("elastic_on_demand", 0.0) + p50.cost_by_tier.get("elastic_spot", 0.0)
     elastic_gh = p50.gpu_hours_paid - steady_gpus * horizon_s / 3600.0
@@ -250,4 +305,5 @@ def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: Strate
                            gpus_per_node=steady[0].gpus_per_node)
 
 
-__all__ = ["BASELINE", "PATHS", "Projection", "Scenario", "path_jobs", "project", "spot_from_history", "spot_rule"]
+__all__ = ["BASELINE", "QUANTILES", "Projection", "Scenario", "demand_jobs", "path_jobs", "project", "spot_from_history",
+           "spot_rule"]

@@ -3,7 +3,7 @@
 One self-contained page (`burst.plots`): the candidates table (the baseline,
 then each what-if beside it with a line saying what it changed), the demand
 history with the forecast band that drives the projection, cost per day by
-cost line with the band of the projection's paths, cost per tenant and per
+cost line with the P10-P90 band of the sampled paths' runs, cost per tenant and per
 cost line with values on the bars, the budget status, the capacity advice and
 the assumptions.
 """
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from burst import plots
 from burst.catalog import COST_LINES
 from burst.plots import Theme
-from burst.projection.project import Projection, Scenario
-from burst.sim.engine import StrategyResult
+from burst.projection.project import QUANTILES, Projection, Scenario
 from burst.state import CostEntry
 from forecasting.models import DemandSeries
+from forecasting.paths import quantile
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,17 +46,19 @@ def write_report(projection: Projection, directory: Path, *, history: DemandSeri
     return out
 
 
-def paths(scenario: Scenario) -> dict[float, StrategyResult]:
-    """The scenario's runs by the demand quantile each replayed, lowest first."""
-    found: dict[float, StrategyResult] = {0.5: scenario.p50, 0.9: scenario.p90}
-    low = getattr(scenario, "p10", None)  # a projection that also runs the P10 path
-    if isinstance(low, StrategyResult):
-        found[0.1] = low
-    return dict(sorted(found.items()))
+def daily_band(scenario: Scenario, start: datetime, horizon_s: float) -> dict[float, list[float]]:
+    """Per day of the horizon (per hour, under 2 days), the P10, P50 and P90 over the scenario's runs of that day's
+    total cost (each day on its own)."""
+    totals = [[sum(v) for v in zip(*per_bin(r.ledger, start, horizon_s)[1].values(), strict=True)] for r in scenario.runs]
+    return {q: [quantile(list(day), q) for day in zip(*totals, strict=True)] for q in QUANTILES}
 
 
 def _q(q: float) -> str:
     return f"P{round(q * 100)}"
+
+
+def _key(q: float) -> str:
+    return f"p{round(q * 100)}"
 
 
 def render(projection: Projection, *, history: DemandSeries | None = None, changes: Mapping[str, str] | None = None) -> str:
@@ -64,8 +66,7 @@ def render(projection: Projection, *, history: DemandSeries | None = None, chang
     changes = dict(changes or {})
     base = projection.baseline
     scenarios = projection.scenarios()
-    qs = list(paths(base))
-    band = f"{_q(qs[0])}–{_q(qs[-1])}"
+    band = f"{_q(QUANTILES[0])}–{_q(QUANTILES[-1])}"
     end = projection.start + timedelta(seconds=projection.horizon_s)
     lede = (f"{projection.horizon_s / 3600:,.0f} h from {_utc(projection.start)} to {_utc(end)}; demand forecast by "
             f"{html.escape(projection.forecast.model)}. Options: {html.escape(', '.join(s.name for s in scenarios))}.")
@@ -77,10 +78,11 @@ def render(projection: Projection, *, history: DemandSeries | None = None, chang
     sections.append((f"Cost per {_bin_name(projection.horizon_s)}, by cost line (baseline)", plots.picture(
         lambda th: _cost_per_bin(th, projection), f"baseline cost per {_bin_name(projection.horizon_s)} by cost line, "
                                                   f"with the {band} band")
-        + f'<p class="note">Bars: the {_q(0.5)} path\'s run, from the controller\'s cost ledger (held GPUs per tenant '
-          f"plus idle and hot-pool overhead). Whiskers: the totals of the {band} paths' runs.</p>"))
+        + f'<p class="note">Bars: the median run (the run whose total is the {_q(0.5)} of the {len(base.runs)} sampled '
+          f"demand paths' runs), from the controller's cost ledger (held GPUs per tenant plus idle and hot-pool "
+          f"overhead). Whiskers: the {band} of each day's total over the runs.</p>"))
     sections.append(("Per tenant (baseline)", plots.picture(lambda th: _per_tenant(th, base),
-                                                            "baseline cost per tenant, P50 bars with P90 whiskers")
+                                                            f"baseline cost per tenant, P50 bars with {band} whiskers")
                      + tenant_table(base)))
     sections.append(("Per cost line, each option beside the baseline", plots.picture(
         lambda th: _per_line(th, scenarios), "P50 cost per option stacked by cost line")
@@ -101,23 +103,22 @@ def candidates_table(projection: Projection, changes: Mapping[str, str]) -> str:
     rows = []
     for s in projection.scenarios():
         is_base = s is base
-        delta = s.p50.cost_usd - base.p50.cost_usd
-        share = delta / base.p50.cost_usd if base.p50.cost_usd else 0.0
+        delta = s.cost(0.5) - base.cost(0.5)
+        share = delta / base.cost(0.5) if base.cost(0.5) else 0.0
         what = "the set-up as configured" if is_base else changes.get(s.name, "(what it changed was not given)")
         cells = [
             plots.cell(s.name, "option", s.name),
             plots.cell(what, css="text"),
             plots.cell(plots.usd(s.usd_per_hour(), cents=True) + "/h", "usd_per_hour", s.usd_per_hour()),
-            plots.cell(plots.usd(s.p50.cost_usd), "total_usd.p50", round(s.p50.cost_usd, 4)),
-            plots.cell(plots.usd(s.p90.cost_usd), "total_usd.p90", round(s.p90.cost_usd, 4)),
+            *(plots.cell(plots.usd(s.cost(q)), f"total_usd.{_key(q)}", round(s.cost(q), 4)) for q in QUANTILES),
             plots.cell("—" if is_base else f"{plots.usd(delta, signed=True)} ({share:+.1%})"),
-            plots.cell(plots.duration(s.p50.wait_p95_s), "wait_p95_s", s.p50.wait_p95_s),
+            plots.cell(plots.duration(s.median_run.wait_p95_s), "wait_p95_s", s.median_run.wait_p95_s),
         ]
         rows.append(f'<tr data-option="{html.escape(s.name)}">{"".join(cells)}</tr>')
-    return plots.table(("option", "what it changes", "USD/hour (P50)", "P50 total", "P90 total", "P50 vs baseline",
-                        "P95 wait (P50)"), rows, css="summary", text_columns=(0, 1)) + (
-        '<p class="note">P50 and P90 totals: the runs of the forecast\'s P50 and P90 demand paths over the horizon, '
-        "every cost line. Every option replays the same jobs.</p>")
+    return plots.table(("option", "what it changes", "USD/hour (P50)", "P10 total", "P50 total", "P90 total",
+                        "P50 vs baseline", "P95 wait (median run)"), rows, css="summary", text_columns=(0, 1)) + (
+        f'<p class="note">P10, P50 and P90 totals: quantiles of the costs of {len(base.runs)} demand paths sampled from '
+        "the forecast, each replayed over the horizon, every cost line. Every option replays the same jobs.</p>")
 
 
 def tenant_table(base: Scenario) -> str:
@@ -125,11 +126,10 @@ def tenant_table(base: Scenario) -> str:
     for t in base.tenants():
         budget = base.budgets.get(t)
         breach = base.exceeds_at.get(t)
-        rows.append("<tr>" + plots.cell(t) + plots.cell(plots.usd(base.p50.cost_by_tenant.get(t, 0.0)))
-                    + plots.cell(plots.usd(base.p90.cost_by_tenant.get(t, 0.0)))
+        rows.append("<tr>" + plots.cell(t) + "".join(plots.cell(plots.usd(base.tenant_cost(t, q))) for q in QUANTILES)
                     + plots.cell("none" if budget is None else plots.usd(budget) + "/month")
                     + plots.cell("not within the horizon" if breach is None else _utc(breach)) + "</tr>")
-    return plots.table(("tenant", "P50", "P90", "budget", "exceeds budget at (P50)"), rows)
+    return plots.table(("tenant", "P10", "P50", "P90", "budget", "exceeds budget at (median run)"), rows)
 
 
 def _advice(projection: Projection) -> str:
@@ -200,8 +200,7 @@ def _cost_per_bin(theme: Theme, projection: Projection) -> Figure:
     import numpy as np
 
     fig, (ax,) = plots.figure(theme, height_in=3.5)
-    runs = paths(projection.baseline)
-    starts, lines = per_bin(runs[0.5].ledger, projection.start, projection.horizon_s)
+    starts, lines = per_bin(projection.baseline.median_run.ledger, projection.start, projection.horizon_s)
     x = np.arange(len(starts))
     bottom = np.zeros(len(starts))
     for line in COST_LINES:
@@ -209,12 +208,11 @@ def _cost_per_bin(theme: Theme, projection: Projection) -> Figure:
         if values.any():
             ax.bar(x, values, bottom=bottom, color=plots.TIER_COLOURS[line], label=plots.TIER_LABELS[line], width=0.7)
         bottom += values
-    totals = {q: [sum(v) for v in zip(*per_bin(r.ledger, projection.start, projection.horizon_s)[1].values(), strict=True)]
-              for q, r in runs.items()}
-    lo, hi = totals[min(totals)], totals[max(totals)]
+    band = daily_band(projection.baseline, projection.start, projection.horizon_s)
+    lo, hi = band[QUANTILES[0]], band[QUANTILES[-1]]
     ax.errorbar(x, bottom, yerr=[np.maximum(0, bottom - np.asarray(lo)), np.maximum(0, np.asarray(hi) - bottom)],
                 fmt="none", ecolor=theme.text, capsize=4, linewidth=1.0,
-                label=f"{_q(min(totals))}–{_q(max(totals))} paths' totals")
+                label=f"{_q(QUANTILES[0])}–{_q(QUANTILES[-1])} of the day's total over {len(projection.baseline.runs)} paths")
     peak = max(max(hi, default=0.0), float(bottom.max(initial=0.0))) or 1.0
     for i, total in enumerate(bottom):
         ax.text(i + 0.38, total + 0.01 * peak, plots.usd(total), fontsize=7.5, color=theme.text, va="bottom",
@@ -233,16 +231,18 @@ def _cost_per_bin(theme: Theme, projection: Projection) -> Figure:
 def _per_tenant(theme: Theme, base: Scenario) -> Figure:
     tenants = base.tenants() or ["(none)"]
     fig, (ax,) = plots.figure(theme, height_in=0.9 + 0.32 * len(tenants))
-    p50 = [base.p50.cost_by_tenant.get(t, 0.0) for t in tenants]
-    p90 = [base.p90.cost_by_tenant.get(t, 0.0) for t in tenants]
+    p10 = [base.tenant_cost(t, 0.1) for t in tenants]
+    p50 = [base.tenant_cost(t, 0.5) for t in tenants]
+    p90 = [base.tenant_cost(t, 0.9) for t in tenants]
     y = list(range(len(tenants)))
     ax.barh(y, p50, color="#4c72b0", height=0.6, label="P50")
-    ax.errorbar(p50, y, xerr=[[0.0] * len(p50), [max(0.0, b - a) for a, b in zip(p50, p90, strict=True)]], fmt="none",
-                ecolor=theme.text, capsize=3, linewidth=0.9, label="to P90")
+    ax.errorbar(p50, y, xerr=[[max(0.0, a - lo) for lo, a in zip(p10, p50, strict=True)],
+                              [max(0.0, b - a) for a, b in zip(p50, p90, strict=True)]], fmt="none",
+                ecolor=theme.text, capsize=3, linewidth=0.9, label="P10 to P90")
     peak = max([*p90, *p50, 1.0])
-    for i, (a, b) in enumerate(zip(p50, p90, strict=True)):
-        ax.text(max(a, b) + 0.01 * peak, i, f"{plots.usd(a)} (P90 {plots.usd(b)})", va="center", fontsize=7.5,
-                color=theme.text)
+    for i, (lo, a, b) in enumerate(zip(p10, p50, p90, strict=True)):
+        ax.text(max(a, b) + 0.01 * peak, i, f"{plots.usd(a)} (P10 {plots.usd(lo)}, P90 {plots.usd(b)})", va="center",
+                fontsize=7.5, color=theme.text)
     ax.set_yticks(y, tenants)
     ax.invert_yaxis()
     ax.set_xlim(0, peak * 1.3)
@@ -256,11 +256,12 @@ def _per_tenant(theme: Theme, base: Scenario) -> Figure:
 def _per_line(theme: Theme, scenarios: Sequence[Scenario]) -> Figure:
     fig, (ax,) = plots.figure(theme, height_in=0.9 + 0.42 * len(scenarios))
     names = [s.name for s in scenarios]
-    by_line: dict[str, list[float]] = {line: [s.p50.cost_by_tier.get(line, 0.0) for s in scenarios] for line in COST_LINES}
+    by_line: dict[str, list[float]] = {line: [s.median_run.cost_by_tier.get(line, 0.0) for s in scenarios]
+                                       for line in COST_LINES}
     plots.stacked_cost_bars(ax, theme, names, by_line)
-    ax.set_xlabel("USD over the horizon (P50 path)")
+    ax.set_xlabel("USD over the horizon (median run)")
     plots.legend_above(fig, ax)
     return fig
 
 
-__all__ = ["candidates_table", "paths", "per_bin", "render", "write_report"]
+__all__ = ["candidates_table", "daily_band", "per_bin", "render", "write_report"]
