@@ -150,7 +150,7 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=8 * 3600.0, strategy="burst-no-forecast",
                      month_to_date={"prod": 400.0})
     (job,) = path_jobs(forecast, 0.5, T0, 8 * 3600.0, mix, setup, 0)
-    started = result.baseline.p50.ledger[0].at  # the first tick that charges it (its node has booted)
+    started = result.baseline.median_run.ledger[0].at  # the first tick that charges it (its node has booted)
     assert job.submitted_at < started <= job.submitted_at + timedelta(seconds=300 + 2 * 60)
     breach = result.baseline.exceeds_at["prod"]
     assert breach is not None
@@ -159,7 +159,7 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     body = result.to_json()
     assert body["by_tenant"]["prod"]["budget_usd_month"] == 500.0
     assert body["by_tenant"]["prod"]["exceeds_budget_at"] == breach.isoformat()
-    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if", "spot_from_history"}
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history"}
 
 
 # ------------------------------------------------------------------ what-ifs
@@ -173,7 +173,7 @@ def test_disabling_spot_raises_cost_by_the_spot_discount_on_the_batch_share() ->
     mix = [JobTemplate("batch", 8, 6 * 3600.0), JobTemplate("prod", 8, 6 * 3600.0)]
     result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast",
                      what_ifs=[WhatIf("no-spot", spot=False)])
-    base, no_spot = result.baseline.p50, result.what_if["no-spot"].p50
+    base, no_spot = result.baseline.median_run, result.what_if["no-spot"].median_run
     spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
     assert set(base.cost_by_tenant) == {"batch"}  # this seed draws batch jobs only: all of it may move
     assert spot_node_h > 0 and base.spot_gpu_hours == pytest.approx(8 * spot_node_h)
@@ -204,7 +204,7 @@ def test_spot_is_priced_at_the_last_30_days_median_of_the_history() -> None:
     mix = [JobTemplate("batch", 8, 6 * 3600.0), JobTemplate("prod", 8, 6 * 3600.0)]
     run = {name: project(s, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast")
            for name, s in (("flat", flat), ("dated", dated))}
-    base, hist = run["flat"].baseline.p50, run["dated"].baseline.p50
+    base, hist = run["flat"].baseline.median_run, run["dated"].baseline.median_run
     spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
     assert set(base.cost_by_tenant) == {"batch"}  # this seed draws batch jobs only: all of it may move
     assert spot_node_h > 0 and hist.spot_gpu_hours == pytest.approx(8 * spot_node_h)  # the same schedule

@@ -100,7 +100,8 @@ def projected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     (out / "more.yaml").write_text("name: more-onprem\nsteady_gpus_delta: 8\n")
     result = CliRunner().invoke(main, [
         "cost", "--history", str(TRACE), "--at", "2021-03-20T00:00:00Z", "--horizon", "1d", "--strategy",
-        "burst-no-forecast", "--workers", "1", "--what-if", str(out / "no-spot.yaml"), "--what-if", str(out / "more.yaml"),
+        "burst-no-forecast", "--workers", "1", "--paths", "20", "--what-if", str(out / "no-spot.yaml"), "--what-if",
+        str(out / "more.yaml"),
         "--json", "--report", str(out / "report")])
     assert result.exit_code == 0, result.output
     changes = {"no-spot": "no spot: spot groups removed, their work goes on demand",
@@ -156,11 +157,12 @@ def test_the_cost_report_shows_every_what_if_beside_the_baseline_with_its_change
     assert list(options) == ["baseline", *data["what_if"]] == ["baseline", "no-spot", "more-onprem"]
     figures = {"baseline": data, **data["what_if"]}
     for name, row in options.items():
-        assert float(row["total_usd.p50"]) == figures[name]["total_usd"]["p50"]
-        assert float(row["total_usd.p90"]) == figures[name]["total_usd"]["p90"]
+        for q in ("p10", "p50", "p90"):
+            assert float(row[f"total_usd.{q}"]) == figures[name]["total_usd"][q]
+        assert figures[name]["total_usd"]["p10"] <= figures[name]["total_usd"]["p50"] <= figures[name]["total_usd"]["p90"]
     for change in changes.values():
         assert change in text
-    assert "Demand: history and forecast" in text and "P50–P90" in text
+    assert "Demand: history and forecast" in text and "P10–P90 of each day" in text
 
 
 def test_both_reports_are_self_contained_pngs(simulated: tuple[Path, dict], projected: tuple[Path, dict, dict]) -> None:

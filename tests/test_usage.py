@@ -151,14 +151,15 @@ def test_cost_json_has_the_documented_schema_and_the_report_embeds_its_plots(con
                                     "--spot-history", str(spot), "--json", "--report", str(report)])
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
-    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "what_if", "spot_from_history"}
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history"}
     assert body["horizon_h"] == 12.0
+    assert body["paths"]["count"] == 50 and set(body["paths"]) == {"count", "level", "phi", "source"}
     # From Mar 4 00:00 (the hour after the trace) back to Feb 2: 10 for 18 days, then 8 for 12: the median is 10.
     assert body["spot_from_history"] == {"aws/p5.48xlarge/us-east-1": 10.0}
-    assert set(body["total_usd"]) == {"p50", "p90"}
+    assert set(body["total_usd"]) == {"p10", "p50", "p90"}
     assert set(body["by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
     for entry in body["by_tenant"].values():
-        assert set(entry) == {"p50", "p90", "budget_usd_month", "exceeds_budget_at"}
+        assert set(entry) == {"p10", "p50", "p90", "budget_usd_month", "exceeds_budget_at"}
     assert set(body["what_if"]) == {"no-spot"}
     assert set(body["what_if"]["no-spot"]) == {"horizon_h", "total_usd", "by_tenant", "by_tier"}
     page = (report / "index.html").read_text()

@@ -1,0 +1,160 @@
+"""Sampled demand paths: seeded, calibrated, correlated as the errors were, and costed path by path."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+from statistics import NormalDist
+
+import pytest
+
+from burst.model import Forecast, Job, Policy
+from burst.projection.arrivals import JobTemplate
+from burst.projection.demand import series_of_jobs
+from burst.projection.project import path_jobs, project
+from burst.projection.report import daily_band, per_bin
+from burst.projection.whatif import run_for
+from burst.sim.engine import simulate
+from forecasting.paths import COMONOTONE, Dependence, fit_dependence, quantile, sample_paths
+from tests.test_projection import NO_STATS, tiny_setup
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+N01 = NormalDist()
+KNOTS = (0.1, 0.5, 0.9, 0.99)
+
+
+def normal_forecast(mean: list[float], sd: float) -> Forecast:
+    """A forecast whose every step is N(mean_k, sd): its quantile paths are the normal's quantiles."""
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(len(mean)))
+    return Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                    quantiles={q: tuple(m + sd * N01.inv_cdf(q) for m in mean) for q in KNOTS})
+
+
+def truth_path(rng: random.Random, mean: list[float], sd: float, level: float, phi: float) -> list[float]:
+    """One draw of the process the forecast describes: a level error held over the path plus a unit AR(1)."""
+    shared, e, out = rng.gauss(0, 1), rng.gauss(0, 1), []
+    for k, m in enumerate(mean):
+        if k:
+            e = phi * e + math.sqrt(1 - phi * phi) * rng.gauss(0, 1)
+        out.append(m + sd * (math.sqrt(level) * shared + math.sqrt(1 - level) * e))
+    return out
+
+
+def overflow_cost(path: list[float], steady: float = 40.0, usd_per_gpu_hour: float = 3.0) -> float:
+    """A cost that is not linear in demand: GPUs above an owned steady tier are bought by the hour."""
+    return sum(max(0.0, v - steady) * usd_per_gpu_hour for v in path)
+
+
+def test_paths_are_reproducible_for_a_seed_and_differ_across_seeds() -> None:
+    forecast = normal_forecast([50.0] * 48, 10.0)
+    dep = Dependence(0.4, 0.9, "scripted")
+    first = sample_paths(forecast, dep, 30, seed=7)
+    assert sample_paths(forecast, dep, 30, seed=7) == first
+    assert sample_paths(forecast, dep, 30, seed=8) != first
+    assert len(first) == 30 and all(len(p) == 48 for p in first)
+    assert all(v >= 0.0 for p in first for v in p)
+
+
+def test_each_step_of_the_paths_follows_the_forecasts_quantiles() -> None:
+    forecast = normal_forecast([20.0 + k for k in range(24)], 4.0)
+    paths = sample_paths(forecast, Dependence(0.3, 0.8, "scripted"), 2000, seed=1)
+    for k in (0, 11, 23):
+        column = [p[k] for p in paths]
+        for q in (0.1, 0.5, 0.9):
+            share = sum(v <= forecast.quantiles[q][k] for v in column) / len(column)
+            assert share == pytest.approx(q, abs=0.03), (k, q)
+
+
+def test_the_p10_to_p90_of_sampled_costs_covers_the_truth_at_its_nominal_rate() -> None:
+    # Demand follows a known process; the forecast states its exact per-step quantiles and its dependence. The
+    # truth's cost (a nonlinear function of the whole path) falls inside the P10-P90 of 50 sampled paths' costs in
+    # about 80% of 400 trials (a little less: the band is estimated from 50 draws).
+    mean = [45.0 + 10.0 * math.sin(2 * math.pi * k / 24) for k in range(72)]
+    sd, dep = 8.0, Dependence(0.5, 0.9, "the truth's")
+    forecast = normal_forecast(mean, sd)
+    rng = random.Random(2026)
+    inside = 0
+    trials = 400
+    for trial in range(trials):
+        costs = [overflow_cost(p) for p in sample_paths(forecast, dep, 50, seed=trial)]
+        truth = overflow_cost(truth_path(rng, mean, sd, dep.level, dep.phi))
+        inside += quantile(costs, 0.1) <= truth <= quantile(costs, 0.9)
+    assert 0.72 <= inside / trials <= 0.86
+    # Steps drawn as if independent give a band far too narrow for the same truth.
+    narrow = 0
+    for trial in range(100):
+        costs = [overflow_cost(p) for p in sample_paths(forecast, Dependence(0.0, 0.0, "wrong"), 50, seed=trial)]
+        narrow += quantile(costs, 0.1) <= overflow_cost(truth_path(rng, mean, sd, dep.level, dep.phi)) <= quantile(costs, 0.9)
+    assert narrow / 100 < 0.5
+
+
+def test_dependence_is_recovered_from_fold_residuals_of_a_known_process() -> None:
+    rng = random.Random(5)
+    steps, sd = 96, 3.0
+    folds = [truth_path(rng, [0.0] * steps, sd, 0.6, 0.85) for _ in range(40)]
+    offsets = {q: tuple(sd * N01.inv_cdf(q) for _ in range(steps)) for q in KNOTS}
+    dep = fit_dependence(folds, offsets, 3600.0)
+    assert dep.level == pytest.approx(0.6, abs=0.15)
+    assert dep.phi == pytest.approx(0.85, abs=0.08)
+    assert "40 fold(s)" in dep.source
+    # Too few folds to say anything: every step moves together, and the source says so.
+    few = fit_dependence(folds[:3], offsets, 3600.0)
+    assert (few.level, few.phi) == (1.0, 1.0) and "under the 5" in few.source
+
+
+def test_the_p90_of_cost_is_not_the_cost_of_the_p90_path() -> None:
+    # 16 GPUs of demand +- a wide spread for 8 h, steps independent hour to hour: a path at its P90 at every hour
+    # is far rarer than one in ten, so its run costs more than the P90 of the sampled paths' costs.
+    setup = tiny_setup(prod=Policy(tenant="prod"))
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(8))
+    forecast = Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                        quantiles={0.1: (4.0,) * 8, 0.5: (16.0,) * 8, 0.9: (28.0,) * 8, 0.99: (32.0,) * 8})
+    mix = [JobTemplate("prod", 8, 3600.0)]
+    horizon = 8 * 3600.0
+    result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=horizon, strategy="burst-no-forecast",
+                     paths=20, dependence=Dependence(0.0, 0.0, "independent hours"), seed=4)
+    assert len(result.paths) == 20 and len(result.baseline.runs) == 20
+    p90_path = simulate(run_for("burst-no-forecast", setup, NO_STATS, None),
+                        path_jobs(forecast, 0.9, T0, horizon, mix, setup, 4), start=T0, end=T0 + timedelta(hours=8),
+                        seed=4)
+    p10_path = simulate(run_for("burst-no-forecast", setup, NO_STATS, None),
+                        path_jobs(forecast, 0.1, T0, horizon, mix, setup, 4), start=T0, end=T0 + timedelta(hours=8),
+                        seed=4)
+    base = result.baseline
+    assert base.cost(0.1) < base.cost(0.5) < base.cost(0.9)
+    assert base.cost(0.9) < 0.9 * p90_path.cost_usd
+    assert base.cost(0.1) > 1.1 * p10_path.cost_usd
+    body = result.to_json()
+    assert body["total_usd"] == {k: round(base.cost(q), 4) for k, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))}
+    assert body["paths"] == {"count": 20, "level": 0.0, "phi": 0.0, "source": "independent hours"}
+    # The report's cost-per-bin band is the P10-P90 of each bin's total over the runs, not of two paths' runs.
+    band = daily_band(base, T0, horizon)
+    totals = [[sum(v) for v in zip(*per_bin(r.ledger, T0, horizon)[1].values(), strict=True)] for r in base.runs]
+    for k in range(len(band[0.5])):
+        day = [t[k] for t in totals]
+        assert band[0.1][k] == quantile(day, 0.1) and band[0.9][k] == quantile(day, 0.9)
+    assert any(lo < hi for lo, hi in zip(band[0.1], band[0.9], strict=True))
+
+
+def test_a_forecast_without_spread_is_simulated_once_for_every_path() -> None:
+    setup = tiny_setup(prod=Policy(tenant="prod"))
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(4))
+    forecast = Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                        quantiles={q: (8.0,) * 4 for q in KNOTS})
+    result = project(setup, NO_STATS, forecast, [JobTemplate("prod", 8, 3600.0)], start=T0, horizon_s=4 * 3600.0,
+                     strategy="burst-no-forecast", paths=25, dependence=COMONOTONE)
+    runs = result.baseline.runs
+    assert len(runs) == 25 and all(r is runs[0] for r in runs)
+    assert result.baseline.cost(0.1) == result.baseline.cost(0.9) == runs[0].cost_usd > 0
+
+
+def test_a_trace_history_starts_at_its_first_job_not_at_zeros_before_it() -> None:
+    # Two days of jobs before the cutoff, a 30-day window: the series holds the two days, not 28 days of zeros
+    # that a forecaster would read as a rising trend.
+    cutoff = T0 + timedelta(days=30)
+    jobs = [Job(id=f"j{k}", tenant="a", gpus=4, submitted_at=cutoff - timedelta(hours=48 - k), duration_s=7200.0)
+            for k in range(0, 48, 3)]
+    series = series_of_jobs(jobs, cutoff)
+    assert series.timestamps[0] == cutoff - timedelta(hours=48)
+    assert len(series.values) == 48 and series.values[0] > 0
