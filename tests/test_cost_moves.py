@@ -271,6 +271,31 @@ def test_consolidation_moves_work_from_on_demand_to_a_cheaper_spot_node() -> Non
     assert "expected saving $24.00 over 1.0 h" in ask.reason
 
 
+def test_an_immovable_job_takes_an_on_demand_nodes_gpus_from_fault_tolerant_work_rather_than_a_new_node() -> None:
+    """On-prem is full; on-demand od-a runs a 4-GPU immovable job and a 4-GPU fault-tolerant one. A 4-GPU
+    immovable job arrives: rather than launch a second on-demand node beside them, the fault-tolerant job moves
+    to spot and the immovable one waits for its GPUs. Never a job marked do_not_disrupt."""
+    def snap(ft: Job) -> Snapshot:
+        onprem_job = job("fixed", gpus=8, state=JobState.RUNNING, nodes=("onprem-1",), started=T0 - timedelta(hours=1))
+        pinned = job("a-fixed", gpus=4, state=JobState.RUNNING, nodes=("od-a",), started=T0 - timedelta(hours=1))
+        return Snapshot(groups=(ONPREM, OD, SPOT), nodes=(ready_node("onprem-1", ONPREM), OD_A),
+                        jobs=(onprem_job, pinned, ft, immovable(gpus=4)), targets={"onprem": 1, "od": 1, "spot": 0},
+                        runtimes=HISTORY)
+
+    base = plan_of(snap(on_a()), pipeline=BASELINE_PIPELINE)
+    assert [(a.kind, a.target) for a in base.actions] == [(ActionKind.SCALE_UP, "od")]
+    p = plan_of(snap(on_a()))
+    (ask,) = [a for a in p.actions if a.target == "ft"]
+    assert (ask.kind, ask.step) == (ActionKind.REQUEST_CHECKPOINT, "make_room")
+    assert ask.reason.startswith("moved off on-demand node(s) of od od-a for imm, which cannot move: expected saving $")
+    assert "resuming on spot" in ask.reason
+    assert kinds(p, "od") == [], "no on-demand node launched"
+    (waits,) = [h for h in p.holds if h.subject == "job:imm"]
+    assert waits.reason.startswith("waits for on-demand nodes od-a, freed by moving ft")
+    kept = plan_of(snap(on_a(do_not_disrupt=True)))
+    assert kinds(kept, "ft") == [] and kinds(kept, "od") == [ActionKind.SCALE_UP]
+
+
 # ---------------------------------------------------------------- in the daemon
 
 def test_the_daemon_moves_a_job_off_on_prem_through_the_reconcile_loop_and_embedded_queue() -> None:

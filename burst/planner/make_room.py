@@ -1,11 +1,22 @@
-"""Making room on-prem: move fault-tolerant jobs off the steady tier for a job that cannot move.
+"""Making room: move fault-tolerant jobs off GPUs paid for whatever happens for a job that cannot move.
 
 Called by `burst.planner.placement.place_by_marginal_cost` for a pending job
-that cannot move (not allowed on spot) and finds no free on-prem GPUs and no
-spare GPUs on a running cloud node. Without a move it would launch (or take an
-idle node of) on-demand capacity. For each ready steady node, the cheapest set
-of fault-tolerant jobs there whose GPUs, with the node's free ones, would hold
-the job is priced:
+that cannot move (not allowed on spot), twice:
+
+- on-prem, when it finds no free on-prem GPUs and no spare GPUs on a running
+  cloud node: without a move it would launch (or take an idle node of)
+  on-demand capacity;
+- on running on-demand nodes, when no idle node holds it (it would wait for
+  a booting node or launch one): fault-tolerant work fills the spare GPUs of
+  on-demand nodes already paid for, and yields them to work that cannot move
+  (which has nowhere cheaper to go) rather than have on-demand nodes booted
+  beside them. Waiting for a booting node instead would lose the claim: each
+  plan re-decides, so a job whose room is being made keeps it only if room
+  making comes first. Only a job that fits on one node, and only jobs with a
+  cheaper group to go to (spot), are moved.
+
+For each such node, the cheapest set of fault-tolerant jobs there whose
+GPUs, with the node's free ones, would hold the job is priced:
 
 - saving: the on-demand the job avoids over its expected run (the cheapest
   elastic group it may use, plus that group's boot when a node must be
@@ -31,7 +42,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from burst.model import Job, NodeId, Policy, Tier
+from burst.model import CapacityType, Job, NodeId, Policy, Tier
 from burst.planner.context import GroupCapacity, PlanContext, gpus_per_node_of
 from burst.planner.evict import move_cost_s
 from burst.planner.moves import (
@@ -66,8 +77,14 @@ class _Option:
         return avoided - self.pays_usd - self.cost_usd
 
 
+def hosts_room(cap: GroupCapacity) -> bool:
+    """Whether room may be made on `cap`'s nodes: steady groups, and on-demand elastic groups (paid per node)."""
+    return cap.group.tier is Tier.STEADY or cap.group.capacity_type is CapacityType.ON_DEMAND
+
+
 class RoomMaker:
-    """Moves fault-tolerant jobs off on-prem nodes for jobs that cannot move (see module doc); one per plan."""
+    """Moves fault-tolerant jobs off on-prem and running on-demand nodes for jobs that cannot move (see module
+    doc); one per plan."""
 
     def __init__(self, ctx: PlanContext) -> None:
         self.ctx = ctx
@@ -75,7 +92,7 @@ class RoomMaker:
         self._on_node: dict[NodeId, list[Job]] | None = None
         self._movable_gpus: dict[NodeId, int] = {}  # GPUs the node's movable jobs hold there
         self._clearable: set[NodeId] = set()  # nodes whose every job may move
-        self._refused: dict[str, str] = {}  # jobs on-prem that may not move, and why
+        self._refused: dict[str, str] = {}  # jobs on-prem or on on-demand nodes that may not move, and why
         self._candidates: dict[str, _Candidate | None] = {}
         self._no_room: dict[tuple[object, ...], str] = {}  # job shapes no move served since the last move
         self._held: set[str] = set()
@@ -83,12 +100,14 @@ class RoomMaker:
         self._pinned: set[NodeId] = set()  # steady nodes a job that may not move was placed on by this plan
 
     def on_node(self) -> dict[NodeId, list[Job]]:
-        """Running jobs per steady node, and which of them may move (built on first use, kept as moves are made)."""
+        """Running jobs per steady or on-demand node, and which of them may move (built on first use, kept as
+        moves are made)."""
         if self._on_node is None:
-            steady = {n for c in self.ctx.groups.values() if c.group.tier is Tier.STEADY for n in c.free_of}
+            notices = self.ctx.snapshot.notices
+            hosts = {n for c in self.ctx.groups.values() if hosts_room(c) for n in c.free_of if n not in notices}
             found: dict[NodeId, list[Job]] = defaultdict(list)
             for job in self.ctx.running_jobs():
-                if job.node_ids and all(n in steady for n in job.node_ids):
+                if job.node_ids and all(n in hosts for n in job.node_ids):
                     for node_id in job.node_ids:
                         found[node_id].append(job)
             self._on_node = found
@@ -118,45 +137,55 @@ class RoomMaker:
         Placement puts work on them first, so the nodes without such a job stay clearable whole for a job
         that cannot move and is wider than what is free."""
         on_node = self.on_node()
-        return {n for n, jobs in on_node.items() if jobs and n not in self._clearable} | self._pinned
+        steady = {n for c in self.ctx.groups.values() if c.group.tier is Tier.STEADY for n in c.free_of}
+        return {n for n, jobs in on_node.items() if jobs and n not in self._clearable and n in steady} | self._pinned
 
     def pin(self, node_ids: tuple[NodeId, ...]) -> None:
         """A job that may not move was placed on these steady nodes by this plan: they are no longer clearable."""
         self._pinned.update(node_ids)
         self._clearable.difference_update(node_ids)
 
-    def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity]) -> bool:
-        """Move jobs off on-prem nodes for `job` when that pays; True when the job now waits for those nodes.
+    def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity], *, tier: Tier = Tier.STEADY) -> bool:
+        """Move jobs off on-prem nodes (`tier` steady) or running on-demand nodes (`tier` elastic) for `job` when
+        that pays; True when the job now waits for those nodes.
 
-        A job wider than a node needs that many nodes cleared whole, in one group.
+        A job wider than a node needs that many nodes cleared whole, in one steady group; on on-demand nodes
+        room is made only for a job that fits on one.
         """
         ctx = self.ctx
-        steady = [c for c in candidates if c.group.tier is Tier.STEADY]
+        hosts = [c for c in candidates if c.group.tier is tier and hosts_room(c)]
         elastic = [c for c in candidates if c.group.tier is Tier.ELASTIC and c.group.id not in ctx.snapshot.unavailable]
         on_node = self.on_node()
-        if not steady or not elastic:
+        if not hosts or not elastic:
             return False
-        if not any(self._movable_gpus.values()):
-            if not self._said_none_movable:  # nothing on-prem may move: say why, once per plan
+        if tier is Tier.ELASTIC and job.whole_gpus > min(c.gpn for c in hosts):
+            return False
+        where = "on-prem" if tier is Tier.STEADY else "on on-demand nodes"
+        if not any(self._movable_gpus.get(n) for c in hosts for n in c.free_of):
+            if tier is Tier.STEADY and not self._said_none_movable:  # nothing on-prem may move: say why, once
                 self._said_none_movable = True
-                self._hold_refused(self._refused)
+                there = {j.id for c in hosts for n in c.free_of for j in on_node.get(n, ())}
+                self._hold_refused({j: why for j, why in self._refused.items() if j in there}, where)
             return False
         alternative = elastic[0]
         expected_s, source = self.guard.remaining_s(job)
         nodes = -(-job.whole_gpus // alternative.gpn)
         avoided = (job.gpu_demand * alternative.gpu_price * expected_s / 3600.0
                    + alternative.group.boot_latency_s / 3600.0 * alternative.price_per_node * nodes)
-        shape = (job.tenant, job.whole_gpus, job.gpu_demand, round(expected_s), tuple(c.group.id for c in candidates))
+        shape = (tier, job.tenant, job.whole_gpus, job.gpu_demand, round(expected_s),
+                 tuple(c.group.id for c in candidates))
         known = self._no_room.get(shape)
         if known is not None:
             ctx.hold(f"job:{job.id}", known, STEP, job.tenant)
             return False
         best: _Option | None = None
         refused: dict[str, str] = {}
-        for cap in steady:
+        for cap in hosts:
             width = -(-job.whole_gpus // cap.gpn)
             options: list[_Option] = []
             for node_id, free in sorted(cap.free_of.items()):
+                if cap.group.tier is Tier.ELASTIC and (not on_node.get(node_id) or free >= cap.gpn):
+                    continue  # an idle on-demand node: placement takes it before any launch
                 if width == 1:
                     need = job.whole_gpus - free
                     if need <= 0 or self._movable_gpus.get(node_id, 0) < need:
@@ -175,7 +204,9 @@ class RoomMaker:
                         refused.setdefault(other.id, why)
                         continue
                     found = self._candidate(other)
-                    if found is not None:
+                    if found is not None and cap.group.tier is Tier.ELASTIC and found.target.gpu_price >= cap.gpu_price:
+                        refused.setdefault(other.id, f"no group cheaper than {cap.group.id} to go to")
+                    elif found is not None:
                         movable.append(found)
                 option = _cheapest_cover(cap, node_id, movable, need)
                 if option is not None:
@@ -190,9 +221,9 @@ class RoomMaker:
             if best is None or option.net(avoided) > best.net(avoided):
                 best = option
         if best is None or best.net(avoided) <= 0:
-            self._no_room[shape] = self._hold_unmoved(job, avoided, expected_s, source, best, refused)
+            self._no_room[shape] = self._hold_unmoved(job, avoided, expected_s, source, best, refused, where)
             return False
-        self._move(job, best, avoided, expected_s, source)
+        self._move(job, best, avoided, expected_s, source, where)
         self._no_room.clear()
         return True
 
@@ -216,16 +247,17 @@ class RoomMaker:
                              hazard_per_h=spot_hazard_per_h(ctx, target))
         return _Candidate(other, target, other.gpu_demand * target.gpu_price * remaining_s / 3600.0, cost)
 
-    def _move(self, job: Job, option: _Option, avoided: float, expected_s: float, source: str) -> None:
+    def _move(self, job: Job, option: _Option, avoided: float, expected_s: float, source: str, where: str) -> None:
         ctx = self.ctx
         names = ", ".join(c.job.id for c in option.moved) or "nothing"
-        where = ", ".join(option.node_ids)
+        nodes = ", ".join(option.node_ids)
+        off = "off on-prem" if option.cap.group.tier is Tier.STEADY else f"off on-demand node(s) of {option.cap.group.id}"
         saving = avoided - option.pays_usd
         for moved in option.moved:
             self.guard.charge(moved.job)
             move_job(
                 ctx, moved.job,
-                f"moved off on-prem {', '.join(moved.job.node_ids)} for {job.id}, which cannot move: expected saving "
+                f"moved {off} {', '.join(moved.job.node_ids)} for {job.id}, which cannot move: expected saving "
                 f"${saving:.2f} (on-demand avoided over its expected {expected_s / 3600:.1f} h, from "
                 f"{source}, less ${moved.pays_usd:.2f} this job pays on {moved.target.group.id}) > {moved.cost.detail}",
                 STEP, then=f"resuming on {moved.target.group.id}")
@@ -237,33 +269,34 @@ class RoomMaker:
             if free:
                 option.cap.take_on((node_id,), free)  # kept for the job: nothing else lands there this plan
         ctx.usage_of(job.tenant).add(option.cap.group, job.gpu_demand, job.gpu_demand * option.cap.gpu_price)
-        ctx.hold(f"job:{job.id}", f"waits for on-prem {where}, freed by moving {names} (expected saving "
+        ctx.hold(f"job:{job.id}", f"waits for {where.removeprefix('on ')} {nodes}, freed by moving {names} (expected saving "
                  f"${saving:.2f} > move cost ${option.cost_usd:.2f})", STEP, job.tenant)
 
     def _hold_unmoved(self, job: Job, avoided: float, expected_s: float, source: str, best: _Option | None,
-                      refused: dict[str, str]) -> str:
-        """Hold the job, and every job on-prem that may not move, with why no room was made; returns the job's reason."""
+                      refused: dict[str, str], where: str) -> str:
+        """Hold the job, and every job `where` that may not move, with why no room was made; returns the job's
+        reason."""
         ctx = self.ctx
         if best is not None:
             why = (f"moving {', '.join(c.job.id for c in best.moved)} off {', '.join(best.node_ids)} would save "
                    f"${avoided - best.pays_usd:.2f} but cost ${best.cost_usd:.2f}")
         elif refused:
             job_id, reason = min(refused.items())
-            why = f"{len(refused)} job(s) on-prem may not move ({job_id}: {reason})"
+            why = f"{len(refused)} job(s) {where} may not move ({job_id}: {reason})"
         else:
-            why = "no set of movable jobs on-prem frees enough GPUs"
-        reason = (f"no room made on-prem (on-demand avoided: ${avoided:.2f} over {expected_s / 3600:.1f} h, from "
+            why = f"no set of movable jobs {where} frees enough GPUs"
+        reason = (f"no room made {where} (on-demand avoided: ${avoided:.2f} over {expected_s / 3600:.1f} h, from "
                   f"{source}): {why}")
         ctx.hold(f"job:{job.id}", reason, STEP, job.tenant)
-        self._hold_refused(refused)
+        self._hold_refused(refused, where)
         return reason
 
-    def _hold_refused(self, refused: dict[str, str]) -> None:
-        """Hold each job on-prem that may not move, with why (once per plan)."""
+    def _hold_refused(self, refused: dict[str, str], where: str) -> None:
+        """Hold each job `where` (on-prem, on on-demand nodes) that may not move, with why (once per plan)."""
         for job_id, refusal in sorted(refused.items()):
             if job_id not in self._held:
                 self._held.add(job_id)
-                self.ctx.hold(f"job:{job_id}", f"not moved to make room on-prem: {refusal}", STEP)
+                self.ctx.hold(f"job:{job_id}", f"not moved to make room {where}: {refusal}", STEP)
 
 
 def _slower_than_a_boot(job: Job, alternative: GroupCapacity, now: datetime) -> str | None:

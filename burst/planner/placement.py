@@ -158,7 +158,8 @@ def place_by_marginal_cost(ctx: PlanContext) -> None:
     (spare on-prem GPUs, free GPUs on a cloud node that already runs other work) and otherwise spot (booting,
     or launched for them); they take an idle or booting on-demand node only when no spot can be launched. When a job that cannot move finds no room on-prem, fault-
     tolerant jobs there are moved to make it (`burst.planner.make_room`) if the on-demand it avoids over its
-    expected run, less what they pay elsewhere, exceeds what moving them costs. Work that cannot move goes
+    expected run, less what they pay elsewhere, exceeds what moving them costs; when it would launch an
+    on-demand node, fault-tolerant jobs on running on-demand nodes are moved to spot for it by the same rule. Work that cannot move goes
     first to on-prem nodes already holding such work, so the others stay clearable whole for wide jobs. Of the
     jobs that can move, those a spot reclaim would cost work (checkpoint longer than a notice) take the GPUs
     already paid for first.
@@ -231,6 +232,7 @@ class _CostRules:
         return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
                 or self.room.make_room(job, policy, candidates)
                 or _try_ready(ctx, job, policy, candidates, refusals)
+                or self.room.make_room(job, policy, candidates, tier=Tier.ELASTIC)
                 or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
                 or _try_launch(ctx, job, policy, candidates, refusals, launches))
 
