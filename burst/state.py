@@ -146,6 +146,11 @@ INTENT_TRANSITIONS: Mapping[IntentStatus, frozenset[IntentStatus]] = {
 }
 """Forward-only intent lifecycle: planned -> sent -> confirmed | failed, planned -> failed."""
 
+_INTENT_PREDECESSORS: Mapping[IntentStatus, tuple[str, ...]] = {
+    new: tuple(sorted(old.value for old, nexts in INTENT_TRANSITIONS.items() if new in nexts)) for new in IntentStatus
+}
+"""The statuses an intent may move to each status from (the guard of `Store.mark_intent`'s UPDATE)."""
+
 UNCONFIRMED_INTENT_STATUSES = (IntentStatus.PLANNED, IntentStatus.SENT)
 
 COST_LINES: tuple[str, ...] = ("steady", "elastic_on_demand", "elastic_spot", "hot_pool")
@@ -913,31 +918,28 @@ class Store:
             ).fetchone()
             return int(row[0])
 
-    def mark_intent(
-        self, intent_id: int, status: IntentStatus | str, at: datetime, detail: str = ""
-    ) -> Intent:
+    def mark_intent(self, intent_id: int, status: IntentStatus | str, at: datetime, detail: str = "") -> None:
         """Move an intent forward (see `INTENT_TRANSITIONS`); an empty `detail` keeps the previous one.
 
-        Raises KeyError for an unknown id and `InvalidIntentTransition` for any
-        other move (including re-marking the same status).
+        One guarded UPDATE: it changes the row only from a status that may move
+        to `status`. When it changes nothing, the row is read to say why:
+        KeyError for an unknown id, `InvalidIntentTransition` for any other
+        move (including re-marking the same status). `intent(id)` reads the result.
         """
         new = IntentStatus(status)
+        before = _INTENT_PREDECESSORS[new]
         stamp = _ts(at, "at")
         with self._tx() as conn:
+            if before and conn.execute(
+                "UPDATE intents SET status = ?, updated_at = ?, detail = CASE WHEN ? = '' THEN detail ELSE ? END "
+                f"WHERE id = ? AND status IN ({_placeholders(len(before))})",
+                (new.value, stamp, detail, detail, intent_id, *before),
+            ).rowcount == 1:
+                return
             row = conn.execute("SELECT status FROM intents WHERE id = ?", (intent_id,)).fetchone()
             if row is None:
                 raise KeyError(f"intent {intent_id} not found")
-            old = IntentStatus(row[0])
-            if new not in INTENT_TRANSITIONS[old]:
-                raise InvalidIntentTransition(
-                    f"intent {intent_id}: {old.value} -> {new.value} is not allowed"
-                )
-            conn.execute(
-                "UPDATE intents SET status = ?, updated_at = ?, detail = CASE WHEN ? = '' THEN detail ELSE ? END "
-                "WHERE id = ?",
-                (new.value, stamp, detail, detail, intent_id),
-            )
-            return self._intent_rows(conn.execute(f"{self._INTENT_SELECT} WHERE id = ?", (intent_id,)))[0]
+            raise InvalidIntentTransition(f"intent {intent_id}: {IntentStatus(row[0]).value} -> {new.value} is not allowed")
 
     _INTENT_SELECT = (
         "SELECT id, key, plan_id, action_json, status, detail, created_at, updated_at FROM intents"

@@ -490,9 +490,12 @@ def test_intents_move_forward_only(store: Store) -> None:
     )
     assert [i.id for i in store.unconfirmed_intents()] == [a, b, c]  # oldest first
 
-    sent = store.mark_intent(a, IntentStatus.SENT, T0 + timedelta(seconds=3), detail="req-1")
-    assert sent.status is IntentStatus.SENT and sent.detail == "req-1"
-    done = store.mark_intent(a, "confirmed", T0 + timedelta(seconds=4))
+    store.mark_intent(a, IntentStatus.SENT, T0 + timedelta(seconds=3), detail="req-1")
+    sent = store.intent(a)
+    assert sent is not None and sent.status is IntentStatus.SENT and sent.detail == "req-1"
+    store.mark_intent(a, "confirmed", T0 + timedelta(seconds=4))
+    done = store.intent(a)
+    assert done is not None and done.status is IntentStatus.CONFIRMED
     assert done.detail == "req-1" and done.updated_at == T0 + timedelta(seconds=4)
     assert done.created_at == T0 and done.created_at.tzinfo is not None
     store.mark_intent(b, IntentStatus.FAILED, T0 + timedelta(seconds=5), detail="InsufficientCapacity")
@@ -506,6 +509,9 @@ def test_intents_move_forward_only(store: Store) -> None:
     ]:
         with pytest.raises(InvalidIntentTransition):
             store.mark_intent(intent_id, status, T0 + timedelta(seconds=9))
+    refused = store.intent(a)  # a refused move changes nothing
+    assert refused is not None and (refused.status, refused.detail, refused.updated_at) == (
+        IntentStatus.CONFIRMED, "req-1", T0 + timedelta(seconds=4))
     with pytest.raises(KeyError):
         store.mark_intent(999, IntentStatus.SENT, T0)
     with pytest.raises(ValueError):
