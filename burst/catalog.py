@@ -81,7 +81,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from burst.model import CapacityType, NodeGroup, Tier, WarmState
+from burst.model import CapacityType, NodeGroup, Offering, Tier, WarmState
 
 T = TypeVar("T")
 
@@ -617,6 +617,36 @@ class SpotHistory:
         return None
 
 
+PRICE_DRIFT_TOLERANCE = 0.10
+"""A provider's price this far (a share of the catalog's) from the catalog's is reported (`price_drift`)."""
+
+
+def price_drift(
+    group: NodeGroup, offerings: Iterable[Offering], catalog_price: float, *, tolerance: float = PRICE_DRIFT_TOLERANCE
+) -> str | None:
+    """What is wrong with the catalog's price of `group` by its provider's own offerings, or None.
+
+    The offerings of the group's instance type and capacity type that carry a
+    price (AWS: the spot price history; libcloud: the configured or driver
+    price) are compared with `catalog_price` (USD per node-hour, what the
+    planner and the ledger use); a difference above `tolerance` is one line
+    naming the group, both prices and the fix. Offerings priced from the
+    catalog itself, or at 0 (unknown), never disagree.
+    """
+    prices = sorted(o.price_per_hour for o in offerings
+                    if o.instance_type == group.instance_type and o.capacity_type is group.capacity_type
+                    and o.price_per_hour > 0)
+    if not prices or catalog_price <= 0:
+        return None
+    low, high = prices[0], prices[-1]
+    if max(abs(low - catalog_price), abs(high - catalog_price)) <= tolerance * catalog_price:
+        return None
+    offered = f"{low:.4f}" if low == high else f"{low:.4f}-{high:.4f}"
+    return (f"node group {group.id}: {group.provider} offers {group.instance_type} ({group.capacity_type.value}) at "
+            f"{offered} USD/h, the price catalog says {catalog_price:.4f}; plans and the cost ledger use the "
+            f"catalog's: refresh it or set catalog.overrides in burst.yaml")
+
+
 class Catalog:
     """Hourly prices of node groups, looked up by (provider, instance type, region)."""
 
@@ -872,7 +902,9 @@ __all__ = [
     "UnknownInstanceType",
     "cost_line",
     "is_onprem",
+    "PRICE_DRIFT_TOLERANCE",
     "parse_prices",
+    "price_drift",
     "parse_spot_history",
     "parse_storage_prices",
     "read_spot_history",

@@ -331,7 +331,10 @@ def _plan_live(config_path: Path | None, state: Path | str | None, when: datetim
             runtime.run(until=when, realtime=False)
             assert runtime.sim_clock is not None
             runtime.sim_clock.advance_to(when)
-        return runtime.controller.preview()
+        result = runtime.controller.preview()
+        for line in runtime.price_drift():
+            click.echo(f"warning: {line}", err=True)
+        return result
     finally:
         runtime.close()
 

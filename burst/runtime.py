@@ -25,7 +25,7 @@ from burst import retention, store_files, store_pg
 from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
-from burst.catalog import Catalog, OnPremCost, PriceRow
+from burst.catalog import Catalog, OnPremCost, PriceRow, price_drift
 from burst.lease import LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import DemandPoint, NodeGroup, Policy, TenantName
@@ -42,7 +42,7 @@ from forecasting.select import SelectingForecaster
 from forecasting.service import ForecastService
 from policies import BurstConfig, PolicyError, PolicyReloader, PolicyValidationError, load_config
 from policies.loader import read_yaml
-from providers.base import Provider
+from providers.base import Provider, ProviderError
 from providers.sim import ManualClock, SimProvider
 
 if TYPE_CHECKING:
@@ -332,6 +332,20 @@ class Runtime:
                                         leading=not report.standby)
         for listener in self.on_tick_timed:
             listener(report, seconds)
+
+    def price_drift(self) -> list[str]:
+        """The node groups whose provider offers them at a price the catalog disagrees with, one line each
+        (`burst.catalog.price_drift`); a provider that cannot say now (down, no credentials) is passed over."""
+        out: list[str] = []
+        for name, provider in self.providers.items():
+            try:
+                offered = [(g, provider.offerings(g.id)) for g in provider.node_groups()]
+            except ProviderError as exc:
+                log.debug("offerings unread", extra={"provider": name, "detail": f"{type(exc).__name__}: {exc}"})
+                continue
+            out.extend(line for g, offerings in offered
+                       if (line := price_drift(g, offerings, self.catalog.group_price(g))) is not None)
+        return out
 
     def close(self) -> None:
         self.store.close()

@@ -461,3 +461,40 @@ def test_cost_line_mapping() -> None:
     for g in (steady, on_demand, spot):
         assert cost_line(g, warm=True) == "hot_pool"
     assert set(COST_LINES) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
+
+
+# ------------------------------------------------------------------ provider prices against the catalog
+
+
+def test_price_drift_names_a_group_offered_off_the_catalog_price() -> None:
+    from burst.catalog import price_drift
+    from burst.model import Offering
+
+    spot = make_group("aws", "p4d.24xlarge", capacity_type=CapacityType.SPOT, gpus=8, gpu_model="A100")
+
+    def offer(price: float, itype: str = "p4d.24xlarge", zone: str = "us-east-1a") -> Offering:
+        return Offering(itype, zone, CapacityType.SPOT, price)
+
+    assert price_drift(spot, [offer(10.5), offer(9.6, zone="us-east-1b")], 10.0) is None  # within 10%
+    assert price_drift(spot, [offer(0.0)], 10.0) is None  # a price the provider does not know
+    assert price_drift(spot, [offer(30.0, itype="p5.48xlarge")], 10.0) is None  # not the group's type
+    line = price_drift(spot, [offer(12.5), offer(11.0, zone="us-east-1b")], 10.0)
+    assert line == (f"node group {spot.id}: aws offers p4d.24xlarge (spot) at 11.0000-12.5000 USD/h, the price "
+                    "catalog says 10.0000; plans and the cost ledger use the catalog's: refresh it or set "
+                    "catalog.overrides in burst.yaml")
+
+
+def test_runtime_price_drift_reads_each_providers_offerings() -> None:
+    from burst.runtime import build_runtime, load_run_config
+    from providers.sim import SimProvider
+
+    runtime = build_runtime(load_run_config(None), ephemeral=True)
+    try:
+        assert runtime.price_drift() == []  # the quickstart's sim cloud is priced from the catalog
+        groups = runtime.providers["sim"].node_groups()
+        prices = {g.id: runtime.catalog.group_price(g) * (1.5 if g.id == "cloud-a100-spot" else 1.0) for g in groups}
+        runtime.providers["sim"] = SimProvider(groups, clock=runtime.now, cluster=runtime.config.cluster, prices=prices)
+        (line,) = runtime.price_drift()
+        assert line.startswith("node group cloud-a100-spot: sim offers ")
+    finally:
+        runtime.close()
