@@ -123,6 +123,23 @@ INTERRUPTION_COOLDOWN_S = DEFAULT_INTERRUPTION_COOLDOWN_S
 move to the next offering): burst.yaml's `spot.interruption_cooldown`, whose default says why it is off."""
 
 
+@dataclass(frozen=True)
+class LoopSettings:
+    """How a `Controller` plans, records and cools down: its settings, apart from its collaborators.
+
+    The daemon takes the defaults except the interruption cooldown (burst.yaml);
+    the simulator turns off the decision log (and demand history without a
+    forecaster), and gives each strategy its pipeline and cooldowns.
+    """
+
+    pipeline: tuple[tuple[str, Step], ...] = PIPELINE
+    record_costs: bool = True  # the cost ledger
+    record_demand: bool = True  # demand history (what forecasts are fitted on)
+    record_decisions: bool = True  # the decision log (`burst explain`)
+    launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S
+    interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S
+
+
 class AgentLink(Protocol):
     """What the loop needs of the on-prem node agents (burst.agent.bridge.AgentBridge provides it)."""
 
@@ -158,19 +175,13 @@ class Controller:
         cluster: str,
         actuator: Actuator | None = None,
         forecaster: Forecaster | None = None,
-        record_costs: bool = True,
-        record_demand: bool = True,
-        record_decisions: bool = True,
-        pipeline: Sequence[tuple[str, Step]] = PIPELINE,
-        launch_failure_cooldown_s: float = LAUNCH_FAILURE_COOLDOWN_S,
-        interruption_cooldown_s: float = INTERRUPTION_COOLDOWN_S,
         lease: LeaderLease | None = None,
         agents: AgentLink | None = None,
+        settings: LoopSettings = LoopSettings(),
     ) -> None:
         self.lease = lease
         self.agents = agents
-        self.launch_failure_cooldown_s = launch_failure_cooldown_s
-        self.interruption_cooldown_s = interruption_cooldown_s
+        self.settings = settings
         self.providers = dict(providers)
         self.source = source
         self.store = store
@@ -180,10 +191,6 @@ class Controller:
         self.cluster = cluster
         self.actuator = actuator or Actuator(self.providers, store, cluster=cluster, clock=clock)
         self.forecaster = forecaster
-        self.record_costs = record_costs
-        self.record_demand = record_demand
-        self.record_decisions = record_decisions
-        self.pipeline = tuple(pipeline)
         self.groups: dict[GroupId, NodeGroup] = {}
         self.group_provider: dict[GroupId, Provider] = {}
         for provider in self.providers.values():
@@ -350,17 +357,17 @@ class Controller:
         transient error, which the next tick retries)."""
         for o in outcomes:
             if not o.ok and o.action.kind is ActionKind.SCALE_UP and isinstance(o.error, COOLING_ERRORS):
-                self._start_cooldown(o.action.target, now + timedelta(seconds=self.launch_failure_cooldown_s),
+                self._start_cooldown(o.action.target, now + timedelta(seconds=self.settings.launch_failure_cooldown_s),
                                      f"a launch failed at {now:%H:%M}: {o.detail}")
 
     def _cool_down_on_events(self, events: Sequence[ProviderEvent]) -> None:
         """Start cooldowns from a reported launch failure or a spot interruption, before this tick plans."""
         for e in events:
             if e.kind is EventKind.LAUNCH_FAILED:
-                self._start_cooldown(e.group_id, e.at + timedelta(seconds=self.launch_failure_cooldown_s),
+                self._start_cooldown(e.group_id, e.at + timedelta(seconds=self.settings.launch_failure_cooldown_s),
                                      f"a launch failed at {e.at:%H:%M}: {e.detail}")
-            elif e.kind is EventKind.INTERRUPTION and self.interruption_cooldown_s > 0:
-                self._start_cooldown(e.group_id, e.at + timedelta(seconds=self.interruption_cooldown_s),
+            elif e.kind is EventKind.INTERRUPTION and self.settings.interruption_cooldown_s > 0:
+                self._start_cooldown(e.group_id, e.at + timedelta(seconds=self.settings.interruption_cooldown_s),
                                      f"a spot interruption at {e.at:%H:%M}")
 
     def _start_cooldown(self, group_id: GroupId, until: datetime, why: str) -> None:
@@ -409,7 +416,7 @@ class Controller:
     def _plan(self, snapshot: Snapshot, jobs: Sequence[Job], now: datetime, plan_id: str) -> Plan:
         forecasts = self.forecaster(now, jobs) if self.forecaster else ()
         return plan(
-            snapshot, forecasts, self.policies(), self.prices, now=now, ids=PlanIds(plan_id), pipeline=self.pipeline
+            snapshot, forecasts, self.policies(), self.prices, now=now, ids=PlanIds(plan_id), pipeline=self.settings.pipeline
         )
 
     def drain_events(self) -> list[ProviderEvent]:
@@ -531,12 +538,12 @@ class Controller:
             if hold.job_ids:
                 about["job_ids"] = list(hold.job_ids)
             rows.append((hold.subject, "hold", hold.reason, about))
-        if self.record_decisions:  # a plan without rows too: it ends the previous plan's holds
+        if self.settings.record_decisions:  # a plan without rows too: it ends the previous plan's holds
             self.store.record_decisions(result.id, now, rows)
         last = self._last_tick if self._last_tick is not None else self.store.get_meta(MetaKey.LAST_TICK)
         self._last_tick = now.isoformat()
         self.store.set_meta(MetaKey.LAST_TICK, self._last_tick)
-        if self.record_costs and last is not None:
+        if self.settings.record_costs and last is not None:
             seconds = (now - datetime.fromisoformat(last)).total_seconds()
             if seconds > 0:
                 entries = attribute_costs(
@@ -548,7 +555,7 @@ class Controller:
                     if entry.tenant is not None:
                         spend[entry.tenant] = spend.get(entry.tenant, 0.0) + entry.usd
         last_demand = self.memory.demand_at
-        if self.record_demand and (last_demand is None or (now - last_demand).total_seconds() >= DEMAND_INTERVAL_S):
+        if self.settings.record_demand and (last_demand is None or (now - last_demand).total_seconds() >= DEMAND_INTERVAL_S):
             self.store.record_demand(demand_points(snapshot.jobs, now))
             self.memory.demand_at = now
 

@@ -30,7 +30,7 @@ from burst.lease import LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import DemandPoint, NodeGroup, Policy, TenantName
 from burst.provider_specs import PROVIDERS, ConfigError, ProviderContext
-from burst.reconcile import Controller, LoopStats, TickReport, run_loop
+from burst.reconcile import Controller, LoopSettings, LoopStats, TickReport, run_loop
 from burst.retention import RetentionReport
 from burst.state import MetaKey, Store
 from burst.wakeup import JobWatch, NodeWatch, NoticeWatch, Wakeup, Watch
@@ -496,7 +496,7 @@ def build_runtime(
             clock=clock,
             cluster=config.cluster,
             forecaster=(lambda now, jobs: forecasts.forecasts(now)) if forecasts else None,
-            interruption_cooldown_s=config.spot.interruption_cooldown,
+            settings=LoopSettings(interruption_cooldown_s=config.spot.interruption_cooldown),
         )
     except BaseException:
         store.close()

@@ -21,7 +21,7 @@ from builders import T0, group, job
 from burst.memory import ControllerMemory, Cooldown
 from burst.model import ActionKind, CapacityType, EventKind, Policy, ProviderEvent, SpotPolicy, default_policy
 from burst.planner.notice import STEP as NOTICE_STEP
-from burst.reconcile import Controller, TickReport
+from burst.reconcile import Controller, LoopSettings, TickReport
 from burst.state import Store
 from burst.workloads.queue import StoreQueue
 from providers.sim import ManualClock, SimProvider
@@ -60,7 +60,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Pat
 def controller(store: Store, sim: SimProvider, clock: ManualClock, policies: object = None) -> Controller:
     return Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
                       policies=policies or (lambda: POLICIES), prices=Prices(), clock=clock, cluster="test",
-                      interruption_cooldown_s=900.0)
+                      settings=LoopSettings(interruption_cooldown_s=900.0))
 
 
 def until_the_notice(where: Callable[[str], Path | str], name: str, checkpoint_s: float | None = None,

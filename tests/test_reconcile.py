@@ -24,7 +24,7 @@ from burst.model import (
     default_policy,
     month_start,
 )
-from burst.reconcile import Controller, demand_points, run_loop, with_idle_since
+from burst.reconcile import Controller, LoopSettings, demand_points, run_loop, with_idle_since
 from burst.state import Store
 from burst.workloads.queue import MemoryQueue, StoreQueue
 from providers.base import ProviderError
@@ -432,7 +432,8 @@ def spot_controller(clock: ManualClock, interruption_cooldown_s: float = 0.0,
     queue = MemoryQueue()
     ft = dataclasses.replace(default_policy("t"), spot=SpotPolicy(allowed=True))
     ctl = Controller(providers={"sim": sim}, source=queue, store=Store(":memory:"), policies=lambda: {"t": ft},
-                     prices=SpotPrices(), clock=clock, cluster="test", interruption_cooldown_s=interruption_cooldown_s)
+                     prices=SpotPrices(), clock=clock, cluster="test",
+                     settings=LoopSettings(interruption_cooldown_s=interruption_cooldown_s))
     return ctl, sim, queue
 
 

@@ -86,7 +86,7 @@ from burst.catalog import COST_LINES, cost_line
 from burst.model import ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Tier
 from burst.planner.placement import spot_eligible
 from burst.planner.scale_down import idle_release_s, release_idle, releases_idle, scale_down_idle
-from burst.reconcile import Controller, TickReport
+from burst.reconcile import Controller, LoopSettings, TickReport
 from burst.sim.forecasts import SimForecaster
 from burst.sim.setup import SimSetup
 from burst.sim.strategies import StrategyRun
@@ -624,13 +624,15 @@ def simulate(
         prices=catalog,
         clock=clock,
         cluster=setup.cluster,
-        record_demand=forecaster is not None,
-        record_decisions=False,
-        pipeline=run.pipeline,
         forecaster=forecaster,
-        launch_failure_cooldown_s=run.launch_failure_cooldown_s,
-        interruption_cooldown_s=run.interruption_cooldown_s,
         agents=channel,
+        settings=LoopSettings(
+            pipeline=tuple(run.pipeline),
+            record_demand=forecaster is not None,
+            record_decisions=False,
+            launch_failure_cooldown_s=run.launch_failure_cooldown_s,
+            interruption_cooldown_s=run.interruption_cooldown_s,
+        ),
     )
     meter = _Meter(run, keep_timeline, policies)
     ticks = 0
