@@ -1,0 +1,90 @@
+"""Benchmark: `bench/strategies.py --speed` in several checkouts, run in turn, with each run's wall and CPU time.
+
+    python bench/speed_side_by_side.py BASE_DIR NEW_DIR [MORE_DIR ...] [--rounds 2] [--workers 2] [--json] [--small]
+
+Each DIR is a checkout of burst (e.g. `git worktree add --detach /tmp/base
+<commit>`), the first the base the others are compared with. Each run is
+`python bench/strategies.py --speed` started in that directory with this
+interpreter and `PYTHONPATH` set to it, so each replays its own code (not the
+installed burst). The runs take turns (base, new, ..., base, new, ...), so
+load from anything else on the machine falls on all alike. Each run's user and
+system CPU are its process tree's (`resource.getrusage(RUSAGE_CHILDREN)` before
+and after: the workers are children of the run). On a loaded machine the CPU
+figures are the steadier ones: wall time also counts the waits for a core.
+
+Prints one row per run and each checkout's ratios over the base of the median wall and user CPU; writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def run_once(checkout: Path, workers: int, scope: str = "--speed") -> dict[str, Any]:
+    """Wall, user and system seconds of one `--speed` run in `checkout`, and the wall seconds it printed per
+    strategy (the rest of its output is discarded)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}  # its own burst, not the installed one
+    done = subprocess.run([sys.executable, "bench/strategies.py", scope, "--workers", str(workers)],
+                          cwd=checkout, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{checkout}: bench/strategies.py {scope} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    per = next((line for line in done.stderr.splitlines() if " wall (" in line), "")  # each strategy's wall
+    return {"wall_s": wall, "user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
+            "strategies": per[per.find("(") + 1:per.rfind(")")] if per else ""}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkouts", type=Path, nargs="+", metavar="DIR",
+                        help="burst checkouts, the base first; each round runs them in this order")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each checkout (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="--workers of each run (default 2)")
+    parser.add_argument("--json", action="store_true", help="print the runs and ratios as one JSON object")
+    parser.add_argument("--small", action="store_true", help="time `--small` runs instead (a check of this script)")
+    args = parser.parse_args()
+    if len(args.checkouts) < 2:
+        parser.error("give at least two checkouts: the base and one to compare with it")
+    for checkout in args.checkouts:
+        if not (checkout / "bench" / "strategies.py").is_file():
+            parser.error(f"{checkout}: no bench/strategies.py there (expected a burst checkout)")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    labels = [str(c) for c in args.checkouts]
+    runs: list[dict[str, Any]] = []
+    for round_ in range(1, args.rounds + 1):
+        for label, checkout in zip(labels, args.checkouts, strict=True):
+            figures = run_once(checkout, args.workers, "--small" if args.small else "--speed")
+            runs.append({"round": round_, "checkout": label, **figures})
+            if not args.json:
+                print(f"round {round_} wall {figures['wall_s']:7.1f} s  user {figures['user_s']:7.1f} s  "
+                      f"sys {figures['sys_s']:5.1f} s  {label}\n    {figures['strategies']}", flush=True)
+
+    def median(label: str, key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs if r["checkout"] == label)
+
+    ratios = {label: {key: median(label, key) / median(labels[0], key) for key in ("wall_s", "user_s")}
+              for label in labels[1:]}
+    if args.json:
+        print(json.dumps({"base": labels[0], "runs": runs, "ratio_over_base": ratios}, indent=2))
+    else:
+        for label, r in ratios.items():
+            print(f"{label} over {labels[0]}, medians: wall x{r['wall_s']:.3f}, user CPU x{r['user_s']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
