@@ -91,6 +91,10 @@ class RoomMaker:
         self.guard = MoveGuard(ctx)
         self._on_node: dict[NodeId, list[Job]] | None = None
         self._movable_gpus: dict[NodeId, int] = {}  # GPUs the node's movable jobs hold there
+        self._movable: set[NodeId] = set()  # the nodes where that is more than 0
+        self._steady: frozenset[NodeId] | None = None  # the steady groups' ready nodes (fixed for the plan)
+        self._holding: set[NodeId] = set()  # steady nodes holding a running job that may not move
+        self._pinned_now: set[NodeId] | None = None  # `pinned()` as last built (None: changed since)
         self._clearable: set[NodeId] = set()  # nodes whose every job may move
         self._refused: dict[str, str] = {}  # jobs on-prem or on on-demand nodes that may not move, and why
         self._candidates: dict[str, _Candidate | None] = {}
@@ -126,24 +130,41 @@ class RoomMaker:
                 self._refused[job.id] = why
                 clearable = False
         self._movable_gpus[node_id] = movable
+        if movable:
+            self._movable.add(node_id)
+        else:
+            self._movable.discard(node_id)
         if clearable:
             self._clearable.add(node_id)
         else:
             self._clearable.discard(node_id)
+        if jobs and not clearable and node_id in self._steady_nodes():
+            self._holding.add(node_id)
+        else:
+            self._holding.discard(node_id)
+        self._pinned_now = None
+
+    def _steady_nodes(self) -> frozenset[NodeId]:
+        """The steady groups' ready nodes (their set is fixed for the plan; only their free GPUs change)."""
+        if self._steady is None:
+            self._steady = frozenset(n for c in self.ctx.groups.values() if c.group.tier is Tier.STEADY for n in c.free_of)
+        return self._steady
 
     def pinned(self) -> set[NodeId]:
         """Steady nodes holding a job that may not move (running, or placed by this plan).
 
         Placement puts work on them first, so the nodes without such a job stay clearable whole for a job
         that cannot move and is wider than what is free."""
-        on_node = self.on_node()
-        steady = {n for c in self.ctx.groups.values() if c.group.tier is Tier.STEADY for n in c.free_of}
-        return {n for n, jobs in on_node.items() if jobs and n not in self._clearable and n in steady} | self._pinned
+        self.on_node()  # indexes the running jobs on first use
+        if self._pinned_now is None:  # kept up by `_index` and `pin` (read by every placement: one set per change)
+            self._pinned_now = self._holding | self._pinned
+        return self._pinned_now
 
     def pin(self, node_ids: tuple[NodeId, ...]) -> None:
         """A job that may not move was placed on these steady nodes by this plan: they are no longer clearable."""
         self._pinned.update(node_ids)
         self._clearable.difference_update(node_ids)
+        self._pinned_now = None
 
     def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity], *, tier: Tier = Tier.STEADY) -> bool:
         """Move jobs off on-prem nodes (`tier` steady) or running on-demand nodes (`tier` elastic) for `job` when
@@ -161,7 +182,7 @@ class RoomMaker:
         if tier is Tier.ELASTIC and job.whole_gpus > min(c.gpn for c in hosts):
             return False
         where = "on-prem" if tier is Tier.STEADY else "on on-demand nodes"
-        if not any(self._movable_gpus.get(n) for c in hosts for n in c.free_of):
+        if not any(n in c.free_of for n in self._movable for c in hosts):  # no movable GPUs on these hosts
             if tier is Tier.STEADY and not self._said_none_movable:  # nothing on-prem may move: say why, once
                 self._said_none_movable = True
                 there = {j.id for c in hosts for n in c.free_of for j in on_node.get(n, ())}
