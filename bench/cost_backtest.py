@@ -90,7 +90,12 @@ def main() -> None:
     cases = [(SMALL[0], 1)] if args.small else [(n, w) for n in FULL for w in weeks_of(n)]
     names, weeks = zip(*cases, strict=True)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        rows = list(pool.map(one_week, names, weeks, [args.paths] * len(cases)))
+        rows = []
+        for row in pool.map(one_week, names, weeks, [args.paths] * len(cases)):
+            rows.append(row)
+            print(f"[{len(rows)}/{len(cases)}] {row['trace']} from {row['start']:%Y-%m-%d}: P10/P50/P90 "
+                  f"{row['p10']:,.0f} / {row['p50']:,.0f} / {row['p90']:,.0f}, actual {row['actual']:,.0f}",
+                  file=sys.stderr, flush=True)
     lines = ["| trace | week from | forecast | level corr. | P10 $ | P50 $ | P90 $ | actual $ | P50 error | "
              "actual in P10-P90 | wait P95 s (median run / actual) |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]

@@ -9,7 +9,7 @@ from statistics import NormalDist
 
 import pytest
 
-from burst.model import Forecast, Job, Policy
+from burst.model import Forecast, Job, Policy, SpotPolicy
 from burst.projection.arrivals import JobTemplate
 from burst.projection.demand import series_of_jobs
 from burst.projection.project import path_jobs, project
@@ -137,16 +137,23 @@ def test_the_p90_of_cost_is_not_the_cost_of_the_p90_path() -> None:
     assert any(lo < hi for lo, hi in zip(band[0.1], band[0.9], strict=True))
 
 
-def test_a_forecast_without_spread_is_simulated_once_for_every_path() -> None:
-    setup = tiny_setup(prod=Policy(tenant="prod"))
-    stamps = tuple(T0 + timedelta(hours=k) for k in range(4))
+def test_each_path_draws_its_own_jobs_so_the_band_holds_which_jobs_realise_the_demand() -> None:
+    # No spread in demand at all; half of the work is one 16-GPU job for 4 h, half 2-GPU jobs for 1 h, and the
+    # batch tenant's jobs may move to spot. Which jobs arrive (and which may move) still moves the bill.
+    batch = Policy(tenant="batch", spot=SpotPolicy(allowed=True, fault_tolerant_fraction=0.5))
+    setup = tiny_setup(batch=batch)
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(6))
     forecast = Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
-                        quantiles={q: (8.0,) * 4 for q in KNOTS})
-    result = project(setup, NO_STATS, forecast, [JobTemplate("prod", 8, 3600.0)], start=T0, horizon_s=4 * 3600.0,
-                     strategy="burst-no-forecast", paths=25, dependence=COMONOTONE)
-    runs = result.baseline.runs
-    assert len(runs) == 25 and all(r is runs[0] for r in runs)
-    assert result.baseline.cost(0.1) == result.baseline.cost(0.9) == runs[0].cost_usd > 0
+                        quantiles={q: (16.0,) * 6 for q in KNOTS})
+    mix = [JobTemplate("batch", 16, 4 * 3600.0), JobTemplate("batch", 2, 3600.0)]
+    result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast",
+                     paths=20, dependence=COMONOTONE, seed=2)
+    assert len(set(result.paths)) == 1  # one demand path, twenty times
+    costs = [r.cost_usd for r in result.baseline.runs]
+    assert len(set(costs)) > 3 and result.baseline.cost(0.1) < result.baseline.cost(0.9)
+    again = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast",
+                    paths=20, dependence=COMONOTONE, seed=2)
+    assert [r.cost_usd for r in again.baseline.runs] == costs  # seeded
 
 
 def test_a_trace_history_starts_at_its_first_job_not_at_zeros_before_it() -> None:

@@ -3,10 +3,12 @@
 The forecast gives each step's demand distribution; `forecasting.paths`
 draws `paths` whole demand paths from it (default `DEFAULT_PATHS`, seeded),
 correlated across steps as the forecaster's out-of-sample errors were. Each
-path becomes synthetic jobs (`burst.projection.arrivals`; every path draws
-from the same seeded job stream, fault tolerance marked by the baseline's
-policies), and for the baseline and for each what-if every path's jobs are
-replayed with `burst.sim.engine.simulate` over [start, start + horizon), so
+path becomes synthetic jobs (`burst.projection.arrivals`, fault tolerance
+marked by the baseline's policies), each path its own seeded draw of jobs:
+which jobs realise a demand path, and which of them may move to spot, moves
+a week's bill as much as the demand level does (one large job that cannot
+move, on demand for days), so the quantiles take that in too. For the
+baseline and for each what-if every path's jobs are replayed with `burst.sim.engine.simulate` over [start, start + horizon), so
 every scenario sees identical work. Each run gives the bill per cost line
 (`steady`, `elastic_on_demand`, `elastic_spot`, `hot_pool`: the sim
 provider's, so the lines add up to the total), the controller's ledger per
@@ -174,15 +176,17 @@ def path_jobs(forecast: Forecast, q: float, start: datetime, horizon_s: float, m
 
 
 def demand_jobs(path: Sequence[float], step_s: float, start: datetime, mix: Sequence[JobTemplate], setup: SimSetup,
-                seed: int) -> list[Job]:
+                seed: int, *, prefix: str = "proj") -> list[Job]:
     """The synthetic jobs of one demand path from `start`, fault tolerance marked by `setup`.
 
-    Every path draws from the same seeded stream under the same job ids, so
-    the n-th job of a higher path is the n-th of a lower one (same tenant,
-    size, duration and fault tolerance): a path above another at every step
-    owes at least its jobs, tenant by tenant, and differs only by more.
+    The draw is seeded by (`seed`, `prefix`) and job ids carry `prefix`:
+    paths drawn under one prefix share one stream, so the n-th job of a
+    higher path is the n-th of a lower one (same tenant, size, duration and
+    fault tolerance) and a path above another at every step owes at least its
+    jobs, tenant by tenant; under different prefixes they are independent
+    draws of which jobs realise the demand and which of them may move.
     """
-    jobs = synthetic_jobs(start, step_s, list(path), mix, seed=seed, prefix="proj")
+    jobs = synthetic_jobs(start, step_s, list(path), mix, seed=seed, prefix=prefix)
     return with_fault_tolerance(jobs, setup, seed)
 
 
@@ -221,41 +225,38 @@ def project(
     dependence: Dependence = COMONOTONE,
 ) -> Projection:
     """Project the cost of `forecast` over [start, start + horizon_s) from `paths` sampled demand paths (module
-    doc); deterministic for a seed. Paths that come out equal are simulated once."""
+    doc); deterministic for a seed."""
     end = start + timedelta(seconds=horizon_s)
     setup, spot_used = spot_from_history(setup, start)
     demand = [tuple(p) for p in sample_paths(forecast, dependence, paths, seed=seed, steps=_steps(forecast, horizon_s))]
-    distinct = list(dict.fromkeys(demand))
-    jobs = {p: demand_jobs(p, _step_s(forecast), start, mix, setup, seed) for p in distinct}
+    jobs = [demand_jobs(p, _step_s(forecast), start, mix, setup, seed, prefix=f"proj{i}") for i, p in enumerate(demand)]
     for each in what_ifs:  # fail on a what-if the set-up cannot take before any simulation starts
         run_for(strategy, setup, stats, each)
     names = [BASELINE, *(w.name for w in what_ifs)]
     if len(set(names)) != len(names):
         raise ValueError(f"what-if names must differ from each other and from {BASELINE!r}: {', '.join(names[1:])}")
-    cases = [(name, w, i) for name, w in zip(names, [None, *what_ifs], strict=True) for i in range(len(distinct))]
+    cases = [(name, w, i) for name, w in zip(names, [None, *what_ifs], strict=True) for i in range(len(demand))]
     results: dict[tuple[str, int], StrategyResult] = {}
 
     def done(key: tuple[str, int], count: int) -> None:
         if on_progress:
-            on_progress(f"{key[0]} path {key[1] + 1} of {len(distinct)}", count, len(cases))
+            on_progress(f"{key[0]} path {key[1] + 1} of {len(demand)}", count, len(cases))
 
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {(n, i): pool.submit(_one_run, strategy, setup, stats, w, jobs[distinct[i]], start, end, seed,
-                                           prior) for n, w, i in cases}
+            futures = {(n, i): pool.submit(_one_run, strategy, setup, stats, w, jobs[i], start, end, seed, prior) for n, w, i in cases}
             for count, (key, future) in enumerate(futures.items(), start=1):
                 results[key] = future.result()
                 done(key, count)
     else:
         for count, (n, w, i) in enumerate(cases, start=1):
-            results[(n, i)] = _one_run(strategy, setup, stats, w, jobs[distinct[i]], start, end, seed, prior)
+            results[(n, i)] = _one_run(strategy, setup, stats, w, jobs[i], start, end, seed, prior)
             done((n, i), count)
     mtd = dict(month_to_date or {})
     horizon_h = horizon_s / 3600.0
-    index = {p: i for i, p in enumerate(distinct)}
     scenarios: list[Scenario] = []
     for name in names:
-        runs = tuple(results[(name, index[p])] for p in demand)
+        runs = tuple(results[(name, i)] for i in range(len(demand)))
         tenants = sorted({t for r in runs for t in r.cost_by_tenant} | set(setup.policies))
         budgets = {t: setup.policy(t).budget.usd_per_month for t in tenants}
         scenario = Scenario(name, runs, horizon_h, budgets, {})
