@@ -23,7 +23,7 @@ from burst.model import (
 from burst.projection.arrivals import JobTemplate, synthetic_jobs
 from burst.projection.budget import breach_at
 from burst.projection.capacity import HOURS_PER_MONTH, break_even, capacity_advice
-from burst.projection.project import path_jobs, project
+from burst.projection.project import demand_jobs, path_jobs, project
 from burst.projection.whatif import WhatIf, WhatIfError, apply_what_if, load_what_if
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
@@ -149,8 +149,10 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     mix = [JobTemplate("prod", 8, 8 * 3600.0)]  # one job pays the whole 8 h path
     result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=8 * 3600.0, strategy="burst-no-forecast",
                      month_to_date={"prod": 400.0})
-    (job,) = path_jobs(forecast, 0.5, T0, 8 * 3600.0, mix, setup, 0)
-    started = result.baseline.median_run.ledger[0].at  # the first tick that charges it (its node has booted)
+    median = result.baseline.median_run  # its path's one job, drawn as the projection drew it
+    i = result.baseline.runs.index(median)
+    (job,) = demand_jobs(result.paths[i], 3600.0, T0, mix, setup, 0, prefix=f"proj{i}")
+    started = median.ledger[0].at  # the first tick that charges it (its node has booted)
     assert job.submitted_at < started <= job.submitted_at + timedelta(seconds=300 + 2 * 60)
     breach = result.baseline.exceeds_at["prod"]
     assert breach is not None
@@ -172,17 +174,23 @@ def test_disabling_spot_raises_cost_by_the_spot_discount_on_the_batch_share() ->
     forecast = constant_forecast(16.0, 6)
     mix = [JobTemplate("batch", 8, 6 * 3600.0), JobTemplate("prod", 8, 6 * 3600.0)]
     result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast",
-                     what_ifs=[WhatIf("no-spot", spot=False)])
-    base, no_spot = result.baseline.median_run, result.what_if["no-spot"].median_run
-    spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
-    assert set(base.cost_by_tenant) == {"batch"}  # this seed draws batch jobs only: all of it may move
-    assert spot_node_h > 0 and base.spot_gpu_hours == pytest.approx(8 * spot_node_h)
-    assert no_spot.cost_by_tier["elastic_spot"] == 0.0
-    # The same jobs on the same schedule: the batch node-hours move from spot to on-demand prices.
-    assert no_spot.cost_usd - base.cost_usd == pytest.approx(spot_node_h * (OD - SPOT), rel=1e-9)
-    assert no_spot.cost_by_tier["elastic_on_demand"] == pytest.approx(
-        base.cost_by_tier["elastic_on_demand"] + spot_node_h * OD, rel=1e-9)
-    assert result.to_json()["what_if"]["no-spot"]["total_usd"]["p50"] == pytest.approx(no_spot.cost_usd, abs=1e-3)
+                     what_ifs=[WhatIf("no-spot", spot=False)], paths=20)
+    only_batch = 0
+    for base, no_spot in zip(result.baseline.runs, result.what_if["no-spot"].runs, strict=True):  # path by path
+        spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
+        if set(base.cost_by_tenant) != {"batch"}:
+            continue  # prod's work cannot move: compare the draws where all of it may
+        only_batch += 1
+        assert spot_node_h > 0 and base.spot_gpu_hours == pytest.approx(8 * spot_node_h)
+        assert no_spot.cost_by_tier["elastic_spot"] == 0.0
+        # The same jobs on the same schedule: the batch node-hours move from spot to on-demand prices.
+        assert no_spot.cost_usd - base.cost_usd == pytest.approx(spot_node_h * (OD - SPOT), rel=1e-9)
+        assert no_spot.cost_by_tier["elastic_on_demand"] == pytest.approx(
+            base.cost_by_tier["elastic_on_demand"] + spot_node_h * OD, rel=1e-9)
+    assert only_batch >= 2
+    no_spot_json = result.to_json()["what_if"]["no-spot"]["total_usd"]
+    assert no_spot_json["p50"] == pytest.approx(result.what_if["no-spot"].cost(0.5), abs=1e-3)
+    assert no_spot_json["p50"] > result.to_json()["total_usd"]["p50"]
 
 
 SPOT_HISTORY = """provider,instance_type,region,zone,timestamp,usd_per_hour,source
@@ -202,14 +210,16 @@ def test_spot_is_priced_at_the_last_30_days_median_of_the_history() -> None:
     dated = dataclasses.replace(flat, catalog=CATALOG.with_spot_history(parse_spot_history(SPOT_HISTORY, "h.csv")))
     forecast = constant_forecast(16.0, 6)
     mix = [JobTemplate("batch", 8, 6 * 3600.0), JobTemplate("prod", 8, 6 * 3600.0)]
-    run = {name: project(s, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast")
-           for name, s in (("flat", flat), ("dated", dated))}
-    base, hist = run["flat"].baseline.median_run, run["dated"].baseline.median_run
-    spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
-    assert set(base.cost_by_tenant) == {"batch"}  # this seed draws batch jobs only: all of it may move
-    assert spot_node_h > 0 and hist.spot_gpu_hours == pytest.approx(8 * spot_node_h)  # the same schedule
-    assert hist.cost_by_tier["elastic_spot"] == pytest.approx(spot_node_h * 2.0, rel=1e-9)
-    assert hist.cost_by_tier["elastic_on_demand"] == pytest.approx(base.cost_by_tier["elastic_on_demand"], rel=1e-9)
+    run = {name: project(s, NO_STATS, forecast, mix, start=T0, horizon_s=6 * 3600.0, strategy="burst-no-forecast",
+                         paths=20) for name, s in (("flat", flat), ("dated", dated))}
+    spot_paths = 0
+    for base, hist in zip(run["flat"].baseline.runs, run["dated"].baseline.runs, strict=True):  # the same paths' jobs
+        spot_node_h = base.cost_by_tier["elastic_spot"] / SPOT
+        spot_paths += spot_node_h > 0
+        assert hist.spot_gpu_hours == pytest.approx(8 * spot_node_h)  # the same schedule
+        assert hist.cost_by_tier["elastic_spot"] == pytest.approx(spot_node_h * 2.0, rel=1e-9)
+        assert hist.cost_by_tier["elastic_on_demand"] == pytest.approx(base.cost_by_tier["elastic_on_demand"], rel=1e-9)
+    assert spot_paths >= 2
     assert run["dated"].to_json()["spot_from_history"] == {"aws/p4d.24xlarge/us-east-1": 2.0}
     assert run["flat"].to_json()["spot_from_history"] == {}
     assert any(a.startswith("spot prices: the time-weighted median") and "aws/p4d.24xlarge/us-east-1 2 $/h" in a
