@@ -52,24 +52,30 @@ NOTES = """## How burst forecasts here
 
 - Selection: at each origin, every candidate (Prophet's point forecast,
   seasonal naive, AutoETS on hourly means, the recent level, and their
-  median) is backtested from up to 20 fold origins 12 h apart before the
-  origin, each trained only on the data before it and scored on what followed
-  it up to the origin; the candidate whose calibrated P90 has the lowest
-  pinball loss serves (`forecasting/select.py`).
+  median, each with calibrated quantiles; and the two peers themselves,
+  `seasonal_naive_own` and `auto_ets_own`, with their own quantiles) is
+  backtested from up to 20 fold origins 12 h apart before the origin, each
+  trained only on the data before it and scored on what followed it up to
+  the origin; the candidate whose P90 has the lowest pinball loss serves,
+  each fold weighted by its recency (halving every 5 days before the last
+  fold), so a model that stopped tracking the series loses the choice within
+  days (`forecasting/select.py`). On vcLJZ, seasonal naive had led the
+  folds for a week when the series changed; counted alike, those folds kept
+  it serving for three more origins at about twice AutoETS's loss.
 - Calibration: the serving model's P50 plus, per horizon step, the split
   conformal quantiles of its backtest residuals pooled over the steps within
-  3 h. The fold residuals are autocorrelated and come from the last 10 days,
-  so coverage moves when a series changes regime; AutoETS's own 80% interval
-  (its P90 here) covers 0.91-1.00 of actuals. P10 coverage counts actuals at
-  or below P10, so on a series that sits at zero (vcJkd) it counts every idle
-  hour, where P10 is zero too.
+  3 h (every fold weighs alike here). The fold residuals are autocorrelated
+  and come from the last 10 days, so coverage moves when a series changes
+  regime; AutoETS's own 80% interval (its P90 here) covers 0.91-1.00 of
+  actuals. P10 coverage counts actuals at or below P10, so on a series that
+  sits at zero (vcJkd) it counts every idle hour, where P10 is zero too.
 - Level shifts: a step to a new level found on whole days after a split
   restricts the backtest to folds starting a day after it (the recent level
   serves until one exists, the median while there are fewer than three).
 - vcJkd is idle almost always, with rare bursts: calibrated on its own last
-  10 days, burst's P90 is near zero, which pinball loss rewards on idle days
-  and charges for on the burst days the window ends with; AutoETS's interval,
-  wide from the whole month's bursts, loses less there.
+  10 days, burst's P90 is near zero on the first burst days, which no fold
+  before them could foresee (every candidate scores alike on idle folds);
+  AutoETS's interval, wide from the whole month's bursts, loses less there.
 """
 
 

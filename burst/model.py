@@ -627,6 +627,9 @@ class Forecast:
     model: str = "none"
     history_s: float = math.inf  # how much history it was fitted on (forecasting sets it)
     backtest_p90_pinball: float | None = None  # the serving model's P90 pinball loss (GPUs) in the backtest that chose it
+    # the serving model's P50 rises over the next step's actual changes, against none, in that backtest: below 1 its
+    # rises foresee demand (forecasting.select.rise_skill); None where no backtest chose the model
+    backtest_rise_skill: float | None = None
 
     def __post_init__(self) -> None:
         stamps = self.timestamps

@@ -325,7 +325,7 @@ def forecast_series(
 
 def guarded_forecast(
     series: DemandSeries, paths: QuantilePaths, steps: int, *, model: str, quota: float | None = None,
-    backtest_p90_pinball: float | None = None,
+    backtest_p90_pinball: float | None = None, backtest_rise_skill: float | None = None,
 ) -> Forecast:
     """`paths` as the Forecast of `series`' next `steps` steps: monotone across quantiles, clipped to [0, quota];
     a quantile below P50 that `paths` leaves out is its P50 path (no lower spread is claimed)."""
@@ -340,7 +340,8 @@ def guarded_forecast(
     last = series.timestamps[-1]
     stamps = tuple(last + timedelta(seconds=series.step_s * (k + 1)) for k in range(steps))
     return Forecast(tenant=series.tenant, gpu_model=series.gpu_model, timestamps=stamps, quantiles=guarded, model=model,
-                    history_s=series.history_s, backtest_p90_pinball=backtest_p90_pinball)
+                    history_s=series.history_s, backtest_p90_pinball=backtest_p90_pinball,
+                    backtest_rise_skill=backtest_rise_skill)
 
 
 def _nonsense(paths: QuantilePaths, steps: int) -> str:

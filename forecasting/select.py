@@ -16,7 +16,13 @@ Candidates (point forecasts; every quantile comes from calibration):
 - `auto_ets`: statsforecast's AutoETS with a daily season, fitted on hourly means;
 - `recent_level`: the median of the last 6 h, held flat;
 - `median`: the median of the four above, step by step (the robust
-  combination).
+  combination);
+- `seasonal_naive_own`, `auto_ets_own`: the peers themselves, served with
+  their own quantiles and no calibration (seasonal naive's spread of its
+  seasonal differences, AutoETS's 80% and 98% intervals), so when a peer's
+  own quantiles score best on the folds before the origin, burst serves
+  exactly that peer. `auto_ets_own` and `auto_ets` share one fit (its mean
+  is `auto_ets`' P50).
 
 Calibration (split conformal, per horizon step): a candidate's residuals
 (actual - P50) at step k of every fold, pooled with the steps within
@@ -26,9 +32,14 @@ pool (the ceil((n+1)q)-th smallest residual for q >= 0.5, the
 floor((n+1)q)-th for q < 0.5). The forecast is the P50 path plus each
 offset, so a model with a bias has it corrected at P50 too.
 
-The serving model is the candidate whose calibrated P90 has the lowest mean
-pinball loss over every scored point (ties: the lower P50 pinball loss,
-then the order above). Its score is that loss, in GPUs.
+The serving model is the candidate whose calibrated P90 (its own P90 for
+an `_own` candidate) has the lowest mean pinball loss over every scored
+point, each fold weighted by its recency: the weight halves every
+`HALF_LIFE_S` (5 days, half the span of the folds) before the last fold's
+origin, so a model that has stopped tracking the series loses the choice
+within days rather than when its bad folds are half the window (ties: the
+lower P50 pinball loss, then the order above). Its score is that weighted
+loss, in GPUs. Calibration weighs every fold alike.
 
 Level shifts: `level_shift` finds a step to a new level in the last
 `SHIFT_WINDOW_S`: the median of the last whole days (at least
@@ -60,6 +71,7 @@ from forecasting.models import (
     DAY_S,
     FIT_STEP_S,
     DemandSeries,
+    QuantilePaths,
     SeriesError,
     fitting_points,
     forecast_series,
@@ -80,11 +92,16 @@ SHIFT_BEFORE_S = 3 * DAY_S
 SHIFT_MIN_AFTER_S = DAY_S
 SHIFT_THRESHOLD = 3.0
 RESELECT_EVERY_S = DAY_S
+HALF_LIFE_S = 5 * DAY_S
 COMBINATION = "median"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 PointFit = Callable[[DemandSeries, int], list[float]]
 """A candidate: the P50 path of `steps` steps after a series' last point."""
+QuantileFit = Callable[[DemandSeries, int], QuantilePaths]
+"""A candidate served with its own quantiles: each quantile's path of `steps` steps after a series' last point."""
+OWN = "_own"
+"""The suffix of a candidate served with its own quantiles; `X_own` and a point candidate `X` share one fit."""
 
 
 def prophet_point(series: DemandSeries, steps: int, events: Sequence[SpecialEvent] = ()) -> list[float]:
@@ -97,8 +114,9 @@ def seasonal_naive_point(series: DemandSeries, steps: int) -> list[float]:
     return seasonal_naive(series, steps)[0.5]
 
 
-def auto_ets_point(series: DemandSeries, steps: int) -> list[float]:
-    """statsforecast's AutoETS (daily season) fitted on hourly means, held over each hour at the series' step."""
+def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
+    """statsforecast's AutoETS (daily season) fitted on hourly means, held over each hour at the series' step: its
+    mean as P50, the ends of its 80% interval as P10 and P90 and the top of its 98% interval as P99."""
     import numpy as np
     from statsforecast.models import AutoETS
 
@@ -108,9 +126,15 @@ def auto_ets_point(series: DemandSeries, steps: int) -> list[float]:
     if len(values) <= 2 * season:
         season = 1
     hours = int(math.ceil(steps * series.step_s / fit_step - 1e-9))
-    mean = AutoETS(season_length=season).fit(np.asarray(values, dtype=float)).predict(h=hours)["mean"]
-    return [float(mean[min(hours - 1, int(math.ceil((k + 1) * series.step_s / fit_step - 1e-9)) - 1)])
-            for k in range(steps)]
+    out = AutoETS(season_length=season).fit(np.asarray(values, dtype=float)).predict(h=hours, level=[80, 98])
+    held = [min(hours - 1, int(math.ceil((k + 1) * series.step_s / fit_step - 1e-9)) - 1) for k in range(steps)]
+    return {q: [float(out[column][i]) for i in held]
+            for q, column in ((0.1, "lo-80"), (0.5, "mean"), (0.9, "hi-80"), (0.99, "hi-98"))}
+
+
+def auto_ets_point(series: DemandSeries, steps: int) -> list[float]:
+    """AutoETS's mean (`auto_ets_quantiles`' P50)."""
+    return auto_ets_quantiles(series, steps)[0.5]
 
 
 def recent_level_point(series: DemandSeries, steps: int) -> list[float]:
@@ -129,6 +153,11 @@ def candidates(events: Sequence[SpecialEvent] = ()) -> dict[str, PointFit]:
     }
 
 
+def own_candidates() -> dict[str, QuantileFit]:
+    """The peers served with their own quantiles (module doc), in tie-break order after the point candidates."""
+    return {"seasonal_naive_own": seasonal_naive, "auto_ets_own": auto_ets_quantiles}
+
+
 def truncated(series: DemandSeries, start: int, end: int) -> DemandSeries:
     """`series`' points [start, end)."""
     return DemandSeries(series.tenant, series.gpu_model, series.timestamps[start:end], series.values[start:end],
@@ -137,33 +166,45 @@ def truncated(series: DemandSeries, start: int, end: int) -> DemandSeries:
 
 @dataclass
 class OriginCache:
-    """Each candidate's P50 path (floored at zero) from each fold origin, kept so a reselection refits only the new
+    """Each candidate's paths (floored at zero) from each fold origin, kept so a reselection refits only the new
     origins.
 
-    Keyed by (series name, candidate, first and last instant trained on): the
-    same training window gives the same path, whatever came after it.
+    `models` give a P50 path, `own` candidates every quantile's. Keyed by
+    (series name, candidate, first and last instant trained on): the same
+    training window gives the same paths, whatever came after it.
     """
 
     models: Mapping[str, PointFit] = field(default_factory=candidates)
-    paths: dict[tuple[str, str, datetime, datetime], list[float]] = field(default_factory=dict)
+    own: Mapping[str, QuantileFit] = field(default_factory=dict)
+    paths: dict[tuple[str, str, datetime, datetime], QuantilePaths] = field(default_factory=dict)
     fits: int = 0
 
     def path(self, train: DemandSeries, model: str, steps: int) -> list[float]:
         """`model`'s P50 path for `steps` steps after `train` (fitted once per training window and length)."""
+        return self.quantiles(train, model, steps)[0.5]
+
+    def quantiles(self, train: DemandSeries, model: str, steps: int) -> QuantilePaths:
+        """`model`'s paths for `steps` steps after `train`: every quantile for an `own` candidate, else P50 alone."""
         key = (train.name, model, train.timestamps[0], train.timestamps[-1])
         found = self.paths.get(key)
-        if found is None or len(found) < steps:
+        if found is None or len(found[0.5]) < steps:
             if model == COMBINATION:
                 rows = [self.path(train, m, steps) for m in self.models]
-                found = [float(statistics.median(col)) for col in zip(*rows, strict=True)]
+                found = {0.5: [float(statistics.median(col)) for col in zip(*rows, strict=True)]}
+            elif model + OWN in self.own:  # the point candidate is its own-quantile twin's P50: one fit for both
+                found = {0.5: self.quantiles(train, model + OWN, steps)[0.5]}
             else:
-                found = [float(v) for v in self.models[model](train, steps)]
+                raw = self.own[model](train, steps) if model in self.own else {0.5: self.models[model](train, steps)}
                 self.fits += 1
-                if len(found) != steps or not all(math.isfinite(v) for v in found):
-                    raise SeriesError(f"{model} gave {len(found)} values for {steps} steps, or a non-finite one")
-                found = [max(0.0, v) for v in found]  # demand is never negative: residuals are taken from what serves
+                found = {}
+                for q, row in sorted(raw.items()):
+                    values = [float(v) for v in row]
+                    if len(values) != steps or not all(math.isfinite(v) for v in values):
+                        raise SeriesError(f"{model} gave {len(values)} values for {steps} steps, or a non-finite one")
+                    # demand is never negative, and a quantile is never below the one under it
+                    found[q] = [max(0.0, v, *(found[p][k] for p in found)) for k, v in enumerate(values)]
             self.paths[key] = found
-        return found[:steps]
+        return {q: row[:steps] for q, row in found.items()}
 
     def forget_before(self, instant: datetime) -> None:
         """Drop paths whose training ended before `instant` (they can no longer be a fold)."""
@@ -193,6 +234,7 @@ class Selection:
     level_shift_at: datetime | None
     reason: str
     errors: Mapping[str, str] = field(default_factory=dict)
+    rise_skill: float | None = None  # `rise_skill` of the serving model over the folds (None: no fold to measure)
 
     @property
     def score(self) -> float:
@@ -203,7 +245,8 @@ class Selection:
         return {"model": self.model, "at": self.at.isoformat(), "backtest_p90_pinball": _finite(self.score),
                 "scores": {m: _finite(v) for m, v in self.scores.items()}, "folds": len(self.folds),
                 "level_shift_at": self.level_shift_at.isoformat() if self.level_shift_at else None,
-                "reason": self.reason, "errors": dict(self.errors)}
+                "reason": self.reason, "errors": dict(self.errors),
+                "rise_skill": None if self.rise_skill is None else _finite(self.rise_skill)}
 
 
 def _finite(v: float) -> float | None:
@@ -275,8 +318,8 @@ def select_model(
     Reads nothing but `history`: each fold trains on the points before its
     origin and is scored on points of `history` at or after it.
     """
-    cache = cache if cache is not None else OriginCache()
-    base = list(names) if names is not None else [*cache.models, COMBINATION]
+    cache = cache if cache is not None else OriginCache(candidates(), own_candidates())
+    base = list(names) if names is not None else [*cache.models, COMBINATION, *cache.own]
     at = history.timestamps[-1] + timedelta(seconds=history.step_s)
     shift = level_shift(history)
     since = 0 if shift is None else shift + int(round(DAY_S / history.step_s))
@@ -288,12 +331,12 @@ def select_model(
     errors: dict[str, str] = {}
     if shift is not None and not folds:
         every = [Fold(0, f.origin, min(f.scored_until, shift)) for f in folds_of(history, steps) if f.origin < shift]
-        residuals = _residuals(history, cache, "recent_level", every, steps, errors)
+        residuals = _residuals(history, cache, "recent_level", every, steps, errors)[0.5]
         offsets = _offsets(residuals, steps, history.step_s)
         return Selection("recent_level", at, {"recent_level": _score(residuals, offsets)}, offsets, tuple(every),
                          shift, shift_at,
                          f"level shift at {shift_at:%Y-%m-%d %H:%M}: the recent level serves until a fold starts "
-                         "a day after it", errors)
+                         "a day after it", errors, rise_skill(history, cache, "recent_level", every, steps))
     if len(folds) < MIN_ORIGINS and shift is None:
         raise SeriesError(f"{history.name}: {len(folds)} fold origin(s) in {history.history_s / 3600:g} h of history; "
                           f"selection needs {MIN_ORIGINS} (about {(MIN_TRAIN_S + MIN_ORIGINS * SPACING_S) / 3600:g} h)")
@@ -302,15 +345,21 @@ def select_model(
         base = [COMBINATION]
     scores: dict[str, float] = {}
     tiebreak: dict[str, float] = {}
+    weights = _fold_weights(folds, steps, history.step_s)
     all_offsets: dict[str, dict[float, tuple[float, ...]]] = {}
     for name in base:
-        residuals = _residuals(history, cache, name, folds, steps, errors)
+        by_quantile = _residuals(history, cache, name, folds, steps, errors)
+        residuals = by_quantile[0.5]
         if not any(residuals):
             scores[name] = math.inf
             continue
-        offsets = _offsets(residuals, steps, history.step_s)
+        if name in cache.own:  # served with its own quantiles: scored on its own P90, nothing added
+            offsets = {q: (0.0,) * steps for q in QUANTILES}
+            scores[name] = _score(by_quantile[0.9], offsets, weights)
+        else:
+            offsets = _offsets(residuals, steps, history.step_s)
+            scores[name] = _score(residuals, offsets, weights)
         all_offsets[name] = offsets
-        scores[name] = _score(residuals, offsets)
         tiebreak[name] = sum(abs(r - offsets[0.5][k]) for k, rs in enumerate(residuals) for r in rs)
     ranked = sorted((n for n in base if math.isfinite(scores[n])), key=lambda n: (scores[n], tiebreak[n], base.index(n)))
     if not ranked:
@@ -321,23 +370,49 @@ def select_model(
     if few:
         reason = (f"{len(folds)} fold(s) since the level shift at {shift_at:%Y-%m-%d %H:%M}, under the "
                   f"{MIN_ORIGINS} a choice needs: the median of the candidates serves")
-    return Selection(model, at, scores, all_offsets[model], tuple(folds), train_start, shift_at, reason, errors)
+    return Selection(model, at, scores, all_offsets[model], tuple(folds), train_start, shift_at, reason, errors,
+                     rise_skill(history, cache, model, folds, steps))
+
+
+def rise_skill(history: DemandSeries, cache: OriginCache, model: str, folds: Sequence[Fold], steps: int) -> float | None:
+    """How well `model`'s P50 foresees the next step's rise, against no forecast, over `folds`: the summed
+    |actual change - forecast rise| over the summed |actual change| from each scored step to the next.
+
+    The forecast rise is max(0, P50[k + 1] - P50[k]), what pre-scaling adds
+    to the demand it observes; the no-forecast rule adds nothing, so its
+    error is the change itself. Below 1, the forecast's rises anticipate more
+    change than they invent; 1 or more, acting on them does no better than
+    reacting (a flat forecast scores exactly 1). None with no step to measure.
+    """
+    err = base = 0.0
+    for f in folds:
+        path = cache.path(truncated(history, f.train_start, f.origin), model, steps)
+        for k in range(min(steps, f.scored_until - f.origin) - 1):
+            change = history.values[f.origin + k + 1] - history.values[f.origin + k]
+            err += abs(change - max(0.0, path[k + 1] - path[k]))
+            base += abs(change)
+    if base == 0.0:
+        return None if err == 0.0 and not folds else (1.0 if err == 0.0 else math.inf)
+    return err / base
 
 
 def _residuals(
     history: DemandSeries, cache: OriginCache, name: str, folds: Sequence[Fold], steps: int, errors: dict[str, str]
-) -> list[list[float]]:
-    """Per horizon step, `name`'s residuals (actual - P50) over every fold ([] per step if it failed)."""
-    out: list[list[float]] = [[] for _ in range(steps)]
+) -> dict[float, list[list[float]]]:
+    """Per quantile `name` gives (P50 alone for a point candidate), per horizon step, its residuals (actual - that
+    quantile) over every fold ([] per step if it failed)."""
+    out: dict[float, list[list[float]]] = {}
     try:
         for f in folds:
-            path = cache.path(truncated(history, f.train_start, f.origin), name, steps)
-            for k in range(f.scored_until - f.origin):
-                out[k].append(history.values[f.origin + k] - path[k])
+            paths = cache.quantiles(truncated(history, f.train_start, f.origin), name, steps)
+            for q, path in paths.items():
+                rows = out.setdefault(q, [[] for _ in range(steps)])
+                for k in range(f.scored_until - f.origin):
+                    rows[k].append(history.values[f.origin + k] - path[k])
     except Exception as exc:  # noqa: BLE001 - a candidate that fails is out of this selection, with the reason kept
         errors[name] = f"{type(exc).__name__}: {exc}"
-        return [[] for _ in range(steps)]
-    return out
+        return {0.5: [[] for _ in range(steps)]}
+    return out if out else {0.5: [[] for _ in range(steps)]}
 
 
 def _offsets(residuals: Sequence[Sequence[float]], steps: int, step_s: float) -> dict[float, tuple[float, ...]]:
@@ -366,20 +441,38 @@ def conformal_quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[min(n, max(1, rank)) - 1]
 
 
-def _score(residuals: Sequence[Sequence[float]], offsets: Mapping[float, Sequence[float]]) -> float:
+def _fold_weights(folds: Sequence[Fold], steps: int, step_s: float) -> list[list[float]]:
+    """Per horizon step, the weight of each residual `_residuals` gives there: its fold's, halving every
+    `HALF_LIFE_S` before the last fold's origin."""
+    if not folds:
+        return [[] for _ in range(steps)]
+    last = folds[-1].origin
+    w = [0.5 ** ((last - f.origin) * step_s / HALF_LIFE_S) for f in folds]
+    return [[w[i] for i, f in enumerate(folds) if k < f.scored_until - f.origin] for k in range(steps)]
+
+
+def _score(residuals: Sequence[Sequence[float]], offsets: Mapping[float, Sequence[float]],
+           weights: Sequence[Sequence[float]] | None = None) -> float:
     """Mean P90 pinball loss of P50 + the P90 offset over every scored point."""
-    losses = [max(0.9 * d, -0.1 * d) for k, rs in enumerate(residuals) for d in (r - offsets[0.9][k] for r in rs)]
-    return sum(losses) / len(losses) if losses else math.inf
+    total = mass = 0.0
+    for k, rs in enumerate(residuals):
+        for i, r in enumerate(rs):
+            d = r - offsets[0.9][k]
+            w = weights[k][i] if weights is not None else 1.0
+            total += w * max(0.9 * d, -0.1 * d)
+            mass += w
+    return total / mass if mass else math.inf
 
 
 def serve(history: DemandSeries, selection: Selection, steps: int, cache: OriginCache) -> dict[float, list[float]]:
-    """The selected model's P50 path after `history`, with its calibrated offsets: every quantile's path."""
+    """The selected model's paths after `history` (its P50 path, or its own quantiles for an `_own` candidate), with
+    its calibrated offsets: every quantile's path."""
     start = min(selection.train_start, len(history.values) - 1)
-    p50 = cache.path(truncated(history, start, len(history.values)), selection.model, steps)
+    paths = cache.quantiles(truncated(history, start, len(history.values)), selection.model, steps)
     out: dict[float, list[float]] = {}
     for q in QUANTILES:
         offs = selection.offsets[q]
-        out[q] = [v + (offs[k] if k < len(offs) else offs[-1]) for k, v in enumerate(p50)]
+        out[q] = [v + (offs[k] if k < len(offs) else offs[-1]) for k, v in enumerate(paths.get(q, paths[0.5]))]
     return out
 
 
@@ -399,7 +492,7 @@ class SelectingForecaster:
         self.reselect_every_s = reselect_every_s
         self.min_history_s = min_history_s
         self.events = tuple(events)
-        self.cache = OriginCache(candidates(self.events))
+        self.cache = OriginCache(candidates(self.events), own_candidates())
         self.selections: dict[str, Selection] = {}
 
     def __call__(self, series: DemandSeries, *, horizon_s: float, quota: float | None = None) -> Forecast:
@@ -431,7 +524,7 @@ class SelectingForecaster:
             chosen = _with_train_start(chosen, start)
         paths = serve(series, chosen, steps, self.cache)
         return guarded_forecast(series, paths, steps, model=chosen.model, quota=quota,
-                                backtest_p90_pinball=_finite(chosen.score))
+                                backtest_p90_pinball=_finite(chosen.score), backtest_rise_skill=chosen.rise_skill)
 
 
 def _with_train_start(selection: Selection, start: int) -> Selection:
@@ -440,5 +533,5 @@ def _with_train_start(selection: Selection, start: int) -> Selection:
     return replace(selection, train_start=start)
 
 
-__all__ = ["OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "level_shift", "select_model",
-           "serve"]
+__all__ = ["OWN", "OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "level_shift", "own_candidates",
+           "rise_skill", "select_model", "serve"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -181,3 +182,77 @@ def test_the_forecaster_reselects_on_its_schedule_and_names_the_serving_model() 
     assert forecaster.selections["t/any"] is chosen, "6 h later: the same selection, refitted"
     forecaster(truncated(series, 0, 9 * 24), horizon_s=24 * 3600)
     assert forecaster.selections["t/any"] is not chosen, "a day later: selected again"
+
+
+def noisy_if(truth: list[float], noisy: Callable[[int], bool]) -> Callable[[DemandSeries, int], list[float]]:
+    """A candidate that forecasts `truth` exactly, plus noise (sd 10) from the fold origins `noisy` picks."""
+
+    def fit(train: DemandSeries, steps: int) -> list[float]:
+        origin = len(train.values)
+        rng = random.Random(origin)
+        return [truth[origin + k] + (rng.gauss(0.0, 10.0) if noisy(origin) else 0.0) if origin + k < len(truth)
+                else 0.0 for k in range(steps)]
+
+    return fit
+
+
+def test_recent_folds_weigh_more_so_a_model_that_stopped_tracking_loses_the_choice() -> None:
+    truth = daily_wave(14 * 24)
+    series = hourly(truth)
+    # 20 folds 12 h apart, the last at hour 324: `stale` went wrong on the last 9 of them, `fresh` was wrong on the
+    # 11 before. Counted alike, stale's bad folds are fewer (and the last ones only partly scored); weighed by
+    # recency (halving every 5 days), they weigh more
+    cut = 324 - 8 * 12
+    cache = OriginCache({"stale": noisy_if(truth, lambda o: o >= cut), "fresh": noisy_if(truth, lambda o: o < cut)})
+    chosen = select_model(series, 48, cache=cache, names=["stale", "fresh"])
+    assert [f.origin for f in chosen.folds][-9] == cut and len(chosen.folds) == 20
+    assert chosen.model == "fresh", chosen.scores
+    assert chosen.scores["stale"] > chosen.scores["fresh"]
+
+
+def test_a_peer_with_its_own_quantiles_is_a_candidate_and_serves_them_unchanged() -> None:
+    # noise of sd 10 from 08:00 to 16:00, sd 1 otherwise: the point candidate's calibration pools horizon steps
+    # from origins at 00:00 and 12:00, so only a model that knows the hours can be sharp at night and wide by day
+    rng = random.Random(5)
+    wave = daily_wave(16 * 24)
+    sd = [10.0 if 8 <= i % 24 < 16 else 1.0 for i in range(len(wave))]
+    series = hourly([max(0.0, v + rng.gauss(0.0, s)) for v, s in zip(wave, sd, strict=True)])
+
+    def point(train: DemandSeries, steps: int) -> list[float]:
+        return [wave[len(train.values) + k] if len(train.values) + k < len(wave) else 50.0 for k in range(steps)]
+
+    def own(train: DemandSeries, steps: int) -> dict[float, list[float]]:
+        p50 = point(train, steps)
+        spread = [sd[min(len(sd) - 1, len(train.values) + k)] for k in range(steps)]
+        return {0.1: [v - 1.2816 * s for v, s in zip(p50, spread, strict=True)], 0.5: p50,
+                0.9: [v + 1.2816 * s for v, s in zip(p50, spread, strict=True)],
+                0.99: [v + 2.3263 * s for v, s in zip(p50, spread, strict=True)]}
+
+    cache = OriginCache({"point": point}, own={"hours_own": own})
+    chosen = select_model(series, 48, cache=cache)
+    assert set(chosen.scores) == {"point", "median", "hours_own"}
+    assert chosen.model == "hours_own" and chosen.scores["hours_own"] < chosen.scores["point"]
+    assert set(chosen.offsets[0.9]) == {0.0}, "its own quantiles are not recalibrated"
+    served = serve(series, chosen, 48, cache)
+    assert served[0.9] == pytest.approx(own(series, 48)[0.9])
+
+
+def test_rise_skill_says_whether_a_forecasts_rises_beat_assuming_no_change() -> None:
+    series = hourly(daily_wave(10 * 24))
+    rng = random.Random(2)
+
+    def jitter(train: DemandSeries, steps: int) -> list[float]:  # the right level, with rises that never come
+        return [train.values[-1] + rng.uniform(-15.0, 15.0) for _ in range(steps)]
+
+    cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point, "jitter": jitter})
+    # a flat forecast adds no rise: exactly the no-forecast rule
+    assert select_model(series, 48, cache=cache, names=["recent_level"]).rise_skill == pytest.approx(1.0)
+    # the exact wave foresees every rise and adds nothing on the falls: half the no-forecast error
+    assert select_model(series, 48, cache=cache, names=["seasonal_naive"]).rise_skill == pytest.approx(0.5, abs=0.01)
+    jittery = select_model(series, 48, cache=cache, names=["jitter"]).rise_skill
+    assert jittery is not None and jittery > 1.0
+    # the forecaster carries the serving model's figure to the planner
+    forecaster = SelectingForecaster()
+    forecaster.cache = OriginCache({"seasonal_naive": seasonal_naive_point, "recent_level": recent_level_point})
+    forecast = forecaster(series, horizon_s=24 * 3600)
+    assert forecast.backtest_rise_skill == pytest.approx(forecaster.selections["t/any"].rise_skill)

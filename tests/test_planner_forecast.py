@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from builders import T0, TablePrices, group, job, ready_node
@@ -19,12 +20,13 @@ DAY = 86400.0
 
 def forecast(values: dict[int, float], *, tenant: str = "a", model: str = "any", history_s: float = 7 * DAY,
              spread: float = 4.0) -> Forecast:
-    """A 5-minute-step forecast over the next hour: P50 given at each minute offset (else 0), P90/P99 above it."""
+    """A 5-minute-step forecast over the next hour: P50 given at each minute offset (else 0), P90/P99 above it; its
+    backtest showed skill at rises (rise skill 0.5)."""
     stamps = tuple(T0 + timedelta(minutes=m) for m in range(5, 65, 5))
     p50 = tuple(values.get(m, 0.0) for m in range(5, 65, 5))
     return Forecast(tenant=tenant, gpu_model=model, timestamps=stamps,
                     quantiles={0.5: p50, 0.9: tuple(v + spread for v in p50), 0.99: tuple(v + 2 * spread for v in p50)},
-                    model="prophet", history_s=history_s)
+                    model="prophet", history_s=history_s, backtest_rise_skill=0.5)
 
 
 EAGER = 1e6
@@ -72,7 +74,8 @@ def test_each_tenant_is_pre_scaled_at_its_own_quantile_or_not_at_all() -> None:
                     targets={"onprem": 1, "od-b": 0})
     stamps = (T0 + timedelta(minutes=5), T0 + timedelta(minutes=10))
     rising = Forecast(tenant="a", gpu_model="any", timestamps=stamps,
-                      quantiles={0.5: (0.0, 16.0), 0.9: (0.0, 24.0), 0.99: (0.0, 40.0)}, model="prophet")
+                      quantiles={0.5: (0.0, 16.0), 0.9: (0.0, 24.0), 0.99: (0.0, 40.0)}, model="prophet",
+                      backtest_rise_skill=0.5)
 
     def ahead(quantile: float | None) -> list[int | None]:
         policies = eager(quantile=quantile)
@@ -216,3 +219,18 @@ def test_the_cost_optimal_steady_size_is_the_critical_ratio_quantile_and_each_si
     assert advice.year_usd_at_recommended == (50 * 1.0 + 12.25 * 4.0) * 8760
     assert advice.year_usd_at_recommended > advice.year_usd_at_cost_optimal
     assert steady_advice([f], None, T0)[0].cost_optimal_gpus is None, "no prices: no cost-optimal size"
+
+
+def test_a_forecast_whose_rises_did_not_beat_no_forecast_in_its_backtest_is_not_acted_on() -> None:
+    # the rise of 26 GPUs that launches three nodes when the forecast has shown skill at rises (skill 0.8) ...
+    skilled = replace(forecast({10: 26.0}), backtest_rise_skill=0.8)
+    (up,) = run(onprem_only(), [skilled]).actions
+    assert (up.target, up.count) == ("od-b", 3)
+    # ... launches nothing from a forecast whose rises did no better than assuming no change (skill 1.0 or more),
+    # nor from one no backtest has measured
+    for skill, why in ((1.0, "in its backtest the forecast's rises did not beat no forecast (rise skill 1.00"),
+                       (None, "no backtest has measured its rises yet")):
+        held = run(onprem_only(), [replace(skilled, backtest_rise_skill=skill)])
+        assert held.actions == ()
+        (hold,) = [h for h in held.holds if h.step == "prescale"]
+        assert f"forecast rise of 26 any GPU(s) within 10 min on tenant a not acted on: {why}" in hold.reason

@@ -31,6 +31,16 @@ launched in the cheapest on-demand elastic group with room (spot capacity is
 not pre-scaled: a forecast does not say which jobs will be fault-tolerant),
 within max size, the burst quota and hard budgets, or held with the reason.
 
+A forecast is acted on only where it has shown skill at what pre-scaling
+uses it for: its backtest's rise skill (`Forecast.backtest_rise_skill`,
+`forecasting.select.rise_skill`: the error of its P50's step-ahead rises
+against the actual changes, over the error of assuming no change) must be
+below 1. A forecast whose rises did no better than reacting, or one no
+backtest has measured (too little history to select a model:
+`forecasting.select` serves Prophet or seasonal naive unscored then), is
+held with that figure and pre-scales nothing: its tenant's need is today's
+demand.
+
 This step adds capacity only. It records how many GPUs of supply exceed
 the need per GPU model (`ctx.forecast_spare_gpus`, only for models some
 tenant's forecast was used for), and the scale-down step keeps idle nodes
@@ -122,10 +132,19 @@ def prescale_elastic(ctx: PlanContext) -> None:
             now_gpus = demanded[(f.tenant, model)]
             until = ctx.now + timedelta(seconds=lead)
             rise = math.floor(max(0.0, f.max_over(0.5, ctx.now, until) - f.now_value(0.5, ctx.now)) + 1e-9)
-            want = _capped(min(now_gpus + rise, f.max_over(q, ctx.now, until)), policy)
+            skill = f.backtest_rise_skill
+            unskilled = skill is None or not skill < 1.0
+            if unskilled and rise > 0:
+                shown = ("no backtest has measured its rises yet" if skill is None else
+                         f"in its backtest the forecast's rises did not beat no forecast (rise skill {skill:.2f}, "
+                         "acted on below 1)")
+                ctx.hold(f"tenant:{f.tenant}", f"forecast rise of {rise} {model} GPU(s) within {lead / 60:g} min on "
+                         f"tenant {f.tenant} not acted on: {shown}", STEP, f.tenant)
+                rise = 0
+            want = _capped(now_gpus if unskilled else min(now_gpus + rise, f.max_over(q, ctx.now, until)), policy)
             available = free
             free -= want
-            if free >= 0:
+            if free >= 0 or unskilled:
                 continue
             label = (f"forecast rise of {rise} {model} GPU(s) within {lead / 60:g} min on tenant {f.tenant}'s "
                      f"{now_gpus:g} demanded now (at most its P{q * 100:g} of {f.max_over(q, ctx.now, until):.1f})")
