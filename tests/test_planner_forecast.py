@@ -9,6 +9,8 @@ from builders import T0, TablePrices, group, job, ready_node
 
 from burst.model import ActionKind, Budget, Forecast, JobState, Plan, Policy, PrescalePolicy, Snapshot, Tier
 from burst.planner import PlanIds, plan
+from burst.planner.context import build_context
+from burst.planner.prescale import prescale_elastic
 from burst.planner.steady import steady_advice
 
 ONPREM = group("onprem", tier=Tier.STEADY, gpus=8, min_size=1, max_size=1)
@@ -234,3 +236,16 @@ def test_a_forecast_whose_rises_did_not_beat_no_forecast_in_its_backtest_is_not_
         assert held.actions == ()
         (hold,) = [h for h in held.holds if h.step == "prescale"]
         assert f"forecast rise of 26 any GPU(s) within 10 min on tenant a not acted on: {why}" in hold.reason
+
+
+def test_scale_in_reads_only_a_forecast_with_skill_at_rises() -> None:
+    # no rise coming: a skilled forecast's need is the 0 GPUs demanded now, so its 8 on-prem GPUs are spare and
+    # scale-in may release idle cloud nodes beyond the need at once; an unskilled or unscored one leaves no spare
+    # figure, so scale-in keeps its no-forecast rule (break-even)
+    def spare(skill: float | None) -> dict[str, float]:
+        ctx = build_context(onprem_only(), (replace(forecast({}), backtest_rise_skill=skill),), eager(), PRICES, T0)
+        prescale_elastic(ctx)
+        return ctx.forecast_spare_gpus
+
+    assert spare(0.5) == {"any": 8.0}
+    assert spare(1.2) == {} and spare(None) == {}

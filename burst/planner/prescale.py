@@ -38,12 +38,13 @@ against the actual changes, over the error of assuming no change) must be
 below 1. A forecast whose rises did no better than reacting, or one no
 backtest has measured (too little history to select a model:
 `forecasting.select` serves Prophet or seasonal naive unscored then), is
-held with that figure and pre-scales nothing: its tenant's need is today's
-demand.
+held with that figure and pre-scales nothing, and scale-in does not read
+it either (a GPU model with no skilled forecast gets no
+`forecast_spare_gpus`, so idle nodes keep the no-forecast break-even rule).
 
 This step adds capacity only. It records how many GPUs of supply exceed
 the need per GPU model (`ctx.forecast_spare_gpus`, only for models some
-tenant's forecast was used for), and the scale-down step keeps idle nodes
+tenant's skilled forecast was used for), and the scale-down step keeps idle nodes
 by it (`burst.planner.scale_down`): the need is kept, so capacity launched
 for a coming ramp is not released and relaunched on the next tick, and an
 idle node beyond it is released at once. As with AWS predictive scaling, a forecast fitted on less than
@@ -126,7 +127,6 @@ def prescale_elastic(ctx: PlanContext) -> None:
             q = policy.prescale.quantile
             if q is None or q not in f.quantiles or f.history_s < MIN_HISTORY_S:
                 continue
-            trusted = True
             options = prescale_options(ctx, policy, model)
             lead = lead_time_s(options[0].group, policy) if options else policy.prescale.buffer_s
             now_gpus = demanded[(f.tenant, model)]
@@ -141,6 +141,7 @@ def prescale_elastic(ctx: PlanContext) -> None:
                 ctx.hold(f"tenant:{f.tenant}", f"forecast rise of {rise} {model} GPU(s) within {lead / 60:g} min on "
                          f"tenant {f.tenant} not acted on: {shown}", STEP, f.tenant)
                 rise = 0
+            trusted = trusted or not unskilled
             want = _capped(now_gpus if unskilled else min(now_gpus + rise, f.max_over(q, ctx.now, until)), policy)
             available = free
             free -= want
