@@ -13,7 +13,7 @@ from burst.model import Forecast, Job, Policy, SpotPolicy
 from burst.projection.arrivals import JobTemplate
 from burst.projection.demand import series_of_jobs
 from burst.projection.project import path_jobs, project
-from burst.projection.report import daily_band, per_bin
+from burst.projection.report import daily_band, per_bin, render
 from burst.projection.whatif import run_for
 from burst.sim.engine import simulate
 from forecasting.paths import COMONOTONE, Dependence, fit_dependence, quantile, sample_paths
@@ -135,6 +135,9 @@ def test_the_p90_of_cost_is_not_the_cost_of_the_p90_path() -> None:
         day = [t[k] for t in totals]
         assert band[0.1][k] == quantile(day, 0.1) and band[0.9][k] == quantile(day, 0.9)
     assert any(lo < hi for lo, hi in zip(band[0.1], band[0.9], strict=True))
+    page = render(result)
+    assert "P10–P90 of each day" in page and "20 demand paths sampled from the forecast" in page
+    assert 'data-key="total_usd.p10"' in page
 
 
 def test_each_path_draws_its_own_jobs_so_the_band_holds_which_jobs_realise_the_demand() -> None:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 HISTORY_SHOWN_S = 14 * 86400.0
 """How much demand history the demand plot shows before the projection starts."""
+SAMPLED_SHOWN = 5
+"""How many of the sampled demand paths the demand plot draws over the forecast band."""
 
 
 def write_report(projection: Projection, directory: Path, *, history: DemandSeries | None = None,
@@ -74,7 +76,8 @@ def render(projection: Projection, *, history: DemandSeries | None = None, chang
     sections.append(("Demand: history and forecast", plots.picture(
         lambda th: _demand(th, projection, history), "demand history and the forecast band")
         + '<p class="note">GPUs demanded (running and pending), summed over tenants, per hour. The projection replays '
-          "synthetic jobs drawn to follow the forecast's paths.</p>"))
+          f"synthetic jobs drawn to follow each of {len(projection.paths)} demand paths sampled from the forecast "
+          f"(steps correlated as its errors were: {html.escape(projection.dependence.source)}).</p>"))
     sections.append((f"Cost per {_bin_name(projection.horizon_s)}, by cost line (baseline)", plots.picture(
         lambda th: _cost_per_bin(th, projection), f"baseline cost per {_bin_name(projection.horizon_s)} by cost line, "
                                                   f"with the {band} band")
@@ -165,6 +168,10 @@ def _demand(theme: Theme, projection: Projection, history: DemandSeries | None) 
         high_q = max((q for q in qs if q <= 0.9), default=qs[-1])
         ax.fill_between(times, f.quantiles[low_q], f.quantiles[high_q], step="post", color="#1f77b4", alpha=0.25,
                         linewidth=0, label=f"forecast {_q(low_q)}–{_q(high_q)}")
+        for i, path in enumerate(projection.paths[:SAMPLED_SHOWN]):
+            ax.step(times[: len(path)], path, where="post", color=theme.muted, linewidth=0.6, alpha=0.7,
+                    label=f"{min(SAMPLED_SHOWN, len(projection.paths))} of {len(projection.paths)} sampled paths"
+                    if i == 0 else None)
         ax.step(times, f.quantiles[0.5], where="post", color="#1f77b4", linewidth=1.4, label="forecast P50")
         for q in qs:
             if q > 0.9:
