@@ -18,7 +18,7 @@ correlation of two steps h apart is ``a + (1 - a)·phi**h``. `dependence_of`
 fits (a, phi) to the serving model's out-of-sample residuals at the fold
 origins before the forecast origin (the folds its selection was scored and
 calibrated on): each residual is standardised by its step's calibrated
-spread, the correlation at each lag is pooled over folds, and (a, phi) is the
+spread (by the fold's own quantiles, for a model served with them), the correlation at each lag is pooled over folds, and (a, phi) is the
 point of a fixed grid whose curve fits those correlations best, weighted by
 the pairs behind each lag. Without `MIN_FOLDS` folds to learn from (a forecast
 from the fallback, or a selection just after a level shift), every step
@@ -37,7 +37,7 @@ from statistics import NormalDist
 
 from burst.model import Forecast
 from forecasting.models import DemandSeries
-from forecasting.select import OriginCache, SelectingForecaster, Selection, truncated
+from forecasting.select import OWN, OriginCache, SelectingForecaster, Selection, truncated
 
 DEFAULT_PATHS = 50
 MIN_PATHS = 20
@@ -90,9 +90,22 @@ def fold_residuals(history: DemandSeries, selection: Selection, cache: OriginCac
 
 
 def dependence_of(history: DemandSeries, selection: Selection, cache: OriginCache) -> Dependence:
-    """The dependence (module doc) of the serving model's errors on its selection's folds."""
+    """The dependence (module doc) of the serving model's errors on its selection's folds.
+
+    A calibrated model's residuals are standardised by its per-step offsets;
+    a model served with its own quantiles (an `_own` candidate) by the spread
+    of its own quantiles in each fold.
+    """
     residuals = fold_residuals(history, selection, cache)
-    return fit_dependence(residuals, selection.offsets, history.step_s)
+    if not selection.model.endswith(OWN):
+        return fit_dependence(residuals, selection.offsets, history.step_s)
+    steps = len(selection.offsets[0.5])
+    scores: list[list[float | None]] = []
+    for f, fold in zip(selection.folds, residuals, strict=True):
+        own = cache.quantiles(truncated(history, f.train_start, f.origin), selection.model, steps)
+        low, high = own.get(0.1, own[0.5]), own.get(0.9, own[0.5])
+        scores.append([_standardised(r, 0.0, high[k] - low[k]) for k, r in enumerate(fold)])
+    return fit_scores(scores, history.step_s)
 
 
 def fit_dependence(residuals: Sequence[Sequence[float]], offsets: Mapping[float, Sequence[float]],
@@ -104,9 +117,18 @@ def fit_dependence(residuals: Sequence[Sequence[float]], offsets: Mapping[float,
         row: list[float | None] = []
         for k, r in enumerate(fold):
             j = min(k, len(centre) - 1)
-            spread = (high[j] - low[j]) / _Z10
-            row.append((r - centre[j]) / spread if spread > 1e-9 else None)
+            row.append(_standardised(r, centre[j], high[j] - low[j]))
         scores.append(row)
+    return fit_scores(scores, step_s)
+
+
+def _standardised(residual: float, centre: float, p10_to_p90: float) -> float | None:
+    spread = p10_to_p90 / _Z10
+    return (residual - centre) / spread if spread > 1e-9 else None
+
+
+def fit_scores(scores: Sequence[Sequence[float | None]], step_s: float) -> Dependence:
+    """(a, phi) fitted to per-fold trajectories of standardised errors (None where a step has no spread)."""
     folds = sum(1 for s in scores if s)
     if folds < MIN_FOLDS:
         return Dependence(1.0, 1.0, f"{folds} fold(s) of out-of-sample errors, under the {MIN_FOLDS} a fit needs: every "
@@ -186,5 +208,5 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-__all__ = ["COMONOTONE", "DEFAULT_PATHS", "MIN_PATHS", "Dependence", "dependence_of", "fit_dependence", "fold_residuals",
-           "forecast_with_dependence", "quantile", "sample_paths"]
+__all__ = ["COMONOTONE", "DEFAULT_PATHS", "MIN_PATHS", "Dependence", "dependence_of", "fit_dependence", "fit_scores",
+           "fold_residuals", "forecast_with_dependence", "quantile", "sample_paths"]

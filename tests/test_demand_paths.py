@@ -16,7 +16,9 @@ from burst.projection.project import path_jobs, project
 from burst.projection.report import daily_band, per_bin, render
 from burst.projection.whatif import run_for
 from burst.sim.engine import simulate
-from forecasting.paths import COMONOTONE, Dependence, fit_dependence, quantile, sample_paths
+from forecasting.models import DemandSeries
+from forecasting.paths import COMONOTONE, Dependence, dependence_of, fit_dependence, quantile, sample_paths
+from forecasting.select import OriginCache, candidates, own_candidates, select_model
 from tests.test_projection import NO_STATS, tiny_setup
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
@@ -168,3 +170,22 @@ def test_a_trace_history_starts_at_its_first_job_not_at_zeros_before_it() -> Non
     series = series_of_jobs(jobs, cutoff)
     assert series.timestamps[0] == cutoff - timedelta(hours=48)
     assert len(series.values) == 48 and series.values[0] > 0
+
+
+@pytest.mark.parametrize("model", ["seasonal_naive", "seasonal_naive_own"])
+def test_dependence_is_learnt_from_the_serving_models_folds_calibrated_or_served_with_its_own_quantiles(
+        model: str) -> None:
+    # Twelve days of a daily cycle plus a slowly wandering AR(1) error: whether the model is calibrated (offsets per
+    # step) or served with its own quantiles, its fold errors give a fitted dependence with hour-to-hour memory.
+    rng = random.Random(11)
+    values, e = [], 0.0
+    for k in range(12 * 24):
+        e = 0.95 * e + math.sqrt(1 - 0.95**2) * rng.gauss(0, 1)
+        values.append(max(0.0, 40.0 + 15.0 * math.sin(2 * math.pi * k / 24) + 6.0 * e))
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(len(values)))
+    history = DemandSeries("all", "any", stamps, tuple(values), 3600.0)
+    cache = OriginCache(candidates(), own_candidates())
+    selection = select_model(history, 48, cache=cache, names=[model])
+    assert selection.model == model
+    dep = dependence_of(history, selection, cache)
+    assert dep.source.startswith("fitted on") and dep.correlation(1) > 0.5
