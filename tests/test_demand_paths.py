@@ -16,6 +16,7 @@ from burst.projection.project import path_jobs, project
 from burst.projection.report import daily_band, per_bin, render
 from burst.projection.whatif import run_for
 from burst.sim.engine import simulate
+from burst.state import CostEntry
 from forecasting.models import DemandSeries
 from forecasting.paths import COMONOTONE, Dependence, dependence_of, fit_dependence, quantile, sample_paths
 from forecasting.select import OriginCache, candidates, own_candidates, select_model
@@ -189,3 +190,16 @@ def test_dependence_is_learnt_from_the_serving_models_folds_calibrated_or_served
     assert selection.model == model
     dep = dependence_of(history, selection, cache)
     assert dep.source.startswith("fitted on") and dep.correlation(1) > 0.5
+
+
+def test_a_ledger_row_is_spread_over_the_days_its_tick_interval_covers() -> None:
+    # The simulator skips quiet ticks: a row written at hour 49 bills hours 1-49, so day 0 gets 23 h of it,
+    # day 1 24 h and day 2 1 h, not all 48 USD on day 2.
+    ledger = [CostEntry(at=T0 + timedelta(hours=1), line="steady", usd=1.0),
+              CostEntry(at=T0 + timedelta(hours=49), line="steady", usd=48.0),
+              CostEntry(at=T0 + timedelta(hours=49), line="elastic_on_demand", usd=96.0)]
+    starts, lines = per_bin(ledger, T0, 3 * 86400.0)
+    assert starts == [T0 + timedelta(days=k) for k in range(3)]
+    assert lines["steady"] == pytest.approx([24.0, 24.0, 1.0])
+    assert lines["elastic_on_demand"] == pytest.approx([46.0, 48.0, 2.0])
+    assert sum(lines["steady"]) + sum(lines["elastic_on_demand"]) == pytest.approx(145.0)

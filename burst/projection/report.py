@@ -193,13 +193,30 @@ def _bin_name(horizon_s: float) -> str:
 
 
 def per_bin(ledger: Sequence[CostEntry], start: datetime, horizon_s: float) -> tuple[list[datetime], dict[str, list[float]]]:
-    """The ledger's USD per cost line in each day (each hour, under 2 days) of the horizon from `start`."""
+    """The ledger's USD per cost line in each day (each hour, under 2 days) of the horizon from `start`.
+
+    A ledger row is written at a tick and bills the time since the tick before
+    it (the previous distinct `at`, or `start` for the first). The simulator
+    skips quiet ticks, so one row can span days: its USD is spread over the
+    bins that span covers, in proportion to the time in each, rather than
+    landing whole in the bin of the tick that wrote it.
+    """
     step = 86400.0 if _bin_name(horizon_s) == "day" else 3600.0
     n = max(1, int(-(-horizon_s // step)))
     out: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
+    ticks = sorted({row.at for row in ledger})
+    since = dict(zip(ticks, [start, *ticks[:-1]], strict=True))
     for row in ledger:
-        k = int((row.at - start).total_seconds() // step)
-        out[row.line][min(n - 1, max(0, k))] += row.usd
+        hi = (row.at - start).total_seconds()
+        lo = min(hi, max(0.0, (since[row.at] - start).total_seconds()))
+        bins = out[row.line]
+        if hi <= lo:
+            bins[min(n - 1, max(0, int(hi // step)))] += row.usd
+            continue
+        for k in range(max(0, int(lo // step)), min(n - 1, int(hi // step)) + 1):
+            left, right = max(lo, k * step), hi if k == n - 1 else min(hi, (k + 1) * step)
+            if right > left:
+                bins[k] += row.usd * (right - left) / (hi - lo)
     return [start + timedelta(seconds=step * k) for k in range(n)], {line: out[line] for line in COST_LINES}
 
 
