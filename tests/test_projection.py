@@ -59,15 +59,25 @@ def constant_forecast(gpus: float, hours: int, start: datetime = T0) -> Forecast
 # ------------------------------------------------------------------ arrivals
 
 
-def test_arrivals_pay_each_steps_gpu_seconds_with_the_mix_and_carry_the_overshoot() -> None:
+def test_arrivals_pay_the_paths_gpu_seconds_with_the_mix_and_carry_the_overshoot() -> None:
     mix = [JobTemplate("a", 4, 3600.0)]
     jobs = synthetic_jobs(T0, 3600.0, [8.0, 8.0, 2.0, 2.0], mix, seed=1)
-    # 8 GPUs for an hour owe 2 jobs of 4 GPU-hours; the 2-GPU steps owe half a job each: one job pays both.
-    per_step = [sum(1 for j in jobs if T0 + timedelta(hours=k) <= j.submitted_at < T0 + timedelta(hours=k + 1))
-                for k in range(4)]
-    assert per_step == [2, 2, 1, 0]
+    # 20 GPU-hours owed, 4 per job: five jobs, whatever the first job's delay; none before the path owes its work.
+    assert len(jobs) == 5
     assert all(j.gpus == 4 and j.duration_s == 3600.0 and j.tenant == "a" for j in jobs)
+    assert all(T0 <= j.submitted_at < T0 + timedelta(hours=4) for j in jobs)
     assert synthetic_jobs(T0, 3600.0, [8.0, 8.0, 2.0, 2.0], mix, seed=1) == jobs  # seeded
+
+
+def test_a_paths_jobs_reproduce_its_gpu_hours_on_average_with_a_heavy_tailed_mix() -> None:
+    # 99 one-GPU-hour jobs and one of 100 GPU-hours; the path owes 4 GPUs for a day (96 GPU-hours). Starting the
+    # count at the path's first instant would add E[w^2] / (2 E[w]) = 101 / 3.98 = 25 GPU-hours to every path.
+    mix = [JobTemplate("a", 1, 3600.0)] * 99 + [JobTemplate("a", 4, 25 * 3600.0)]
+    path = [4.0] * 24
+    drawn = [sum(j.gpus * (j.duration_s or 0.0) for j in synthetic_jobs(T0, 3600.0, path, mix, seed=s)) / 3600.0
+             for s in range(1000)]
+    mean = sum(drawn) / len(drawn)
+    assert mean == pytest.approx(96.0, rel=0.05)
 
 
 def test_every_path_draws_the_same_jobs_so_a_higher_path_owes_each_tenant_more() -> None:
@@ -145,8 +155,11 @@ def test_breach_instant_interpolates_inside_the_interval_that_passes_the_budget(
 def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the_budget() -> None:
     # prod runs one 8-GPU on-demand node from its first job on; 400 $ spent this month, budget 500 $.
     setup = tiny_setup(prod=Policy(tenant="prod", budget=Budget(usd_per_month=500.0)))
-    forecast = constant_forecast(8.0, 8)
-    mix = [JobTemplate("prod", 8, 8 * 3600.0)]  # one job pays the whole 8 h path
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(8))
+    burst_then_quiet = (64.0,) + (0.0,) * 7  # owes one job's 64 GPU-hours in its first hour
+    forecast = Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                        quantiles={q: burst_then_quiet for q in (0.5, 0.9, 0.99)})
+    mix = [JobTemplate("prod", 8, 8 * 3600.0)]  # one job pays the whole path, submitted in its first hour
     result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=8 * 3600.0, strategy="burst-no-forecast",
                      month_to_date={"prod": 400.0})
     median = result.baseline.median_run  # its path's one job, drawn as the projection drew it

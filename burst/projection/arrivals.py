@@ -10,8 +10,15 @@ How a path becomes jobs (`synthetic_jobs`):
   GPUs busy once the arrivals have run for a typical duration;
 - templates are drawn at random (seeded `random.Random`) and placed at a
   uniform instant inside the step until the step's GPU-seconds are paid; the
-  overshoot of the last job is carried to the next steps, so the total work
-  matches the path's integral to within one job.
+  overshoot of the last job is carried to the next steps;
+- the first job is not placed at the path's first instant but once the path
+  has owed a delay drawn from the mix's equilibrium (a template drawn in
+  proportion to its GPU-seconds, times a uniform fraction): the jobs are then
+  a stationary renewal process in work, whose expected GPU-seconds equal the
+  path's integral exactly. Starting the count at zero instead adds, on
+  average, E[w^2] / (2 E[w]) GPU-seconds (w a template's work) to every path:
+  with a heavy-tailed mix (one job of thousands of GPU-hours among many
+  small ones) that is the size of a quiet week's whole demand.
 
 Jobs come out PENDING and not fault-tolerant; the simulator's
 `with_fault_tolerance` marks the policy's share of them, as it does for a
@@ -49,6 +56,14 @@ def job_mix(jobs: Iterable[Job]) -> tuple[JobTemplate, ...]:
     return tuple(JobTemplate(j.tenant, j.gpus, float(j.duration_s or 0.0), j.gpu_share, j.gpu_model) for j in ordered)
 
 
+def equilibrium_delay(mix: Sequence[JobTemplate], rng: random.Random) -> float:
+    """The GPU-seconds a path owes before its first job (module doc): a template drawn in proportion to its work,
+    times a uniform fraction of that work."""
+    weights = [t.gpu_seconds for t in mix]
+    (template,) = rng.choices(mix, weights=weights)
+    return rng.random() * template.gpu_seconds
+
+
 def synthetic_jobs(
     start: datetime,
     step_s: float,
@@ -63,7 +78,7 @@ def synthetic_jobs(
     if not mix:
         raise ValueError("the job mix is empty: the history has no job with a duration")
     rng = random.Random(f"{seed}:{prefix}")
-    owed = 0.0
+    owed = -equilibrium_delay(mix, rng)
     out: list[Job] = []
     for k, gpus in enumerate(demand_gpus):
         owed += max(0.0, gpus) * step_s
@@ -80,4 +95,4 @@ def synthetic_jobs(
     return out
 
 
-__all__ = ["JobTemplate", "job_mix", "synthetic_jobs"]
+__all__ = ["JobTemplate", "equilibrium_delay", "job_mix", "synthetic_jobs"]
