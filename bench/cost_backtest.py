@@ -11,7 +11,10 @@ trace's first job on), samples `--paths` demand paths from it and replays each
 as synthetic jobs (burst.projection), the P10/P50/P90 being quantiles of those
 runs' costs; then week N+1's real jobs are replayed on the same set-up with the
 same strategy. Reported: the P50 error of the weekly total,
-|P50 - actual| / actual, and whether the actual fell in [P10, P90]. Targets,
+|P50 - actual| / actual, and whether the actual fell in [P10, P90]; and, to
+say where a miss comes from, the sampled paths' demand (GPU-hours per day,
+P10/P50/P90 over paths) against the week's real unconstrained demand, the
+on-prem size, and the cost per line of the median run against the replay's. Targets,
 reported not enforced: the actual inside P10-P90 in at least 10 of 14 weeks,
 and a median P50 error of at most 15%. The strategy simulated is
 `burst-no-forecast` (the real planner without in-run forecast refits) to keep
@@ -35,10 +38,11 @@ from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs
 from burst.projection.project import project
 from burst.settings import data_dir
 from burst.sim.engine import simulate
+from burst.sim.forecasts import trace_demand
 from burst.sim.setup import default_setup, with_fault_tolerance
 from burst.sim.strategies import strategy_run
 from burst.sim.traces import load_trace
-from forecasting.paths import MIN_PATHS
+from forecasting.paths import MIN_PATHS, quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks" / "cost-projection.md"
@@ -46,6 +50,7 @@ STRATEGY = "burst-no-forecast"
 FULL = ("itp-cluster02.csv", "itp-cluster04.csv")
 SMALL = ("itp-cluster02.csv",)
 WEEK = timedelta(days=7)
+TIERS = ("steady", "elastic_on_demand", "elastic_spot")
 
 
 def one_week(name: str, week: int, paths: int = MIN_PATHS) -> dict[str, Any]:
@@ -65,11 +70,17 @@ def one_week(name: str, week: int, paths: int = MIN_PATHS) -> dict[str, Any]:
     actual = simulate(strategy_run(STRATEGY, setup, stats), with_fault_tolerance(actual_jobs, setup, 0),
                       start=cut, end=cut + WEEK, prior=history)
     p10, p50, p90 = (proj.baseline.cost(q) for q in (0.1, 0.5, 0.9))
+    real_demand = [p.demand_gpus for p in trace_demand(trace.jobs, cut, cut + WEEK, 3600.0)]
+    path_demand = [24.0 * sum(p) / len(p) for p in proj.paths]  # GPU-hours per day of each sampled path
     return {"trace": name, "week": week, "start": cut, "p10": p10, "p50": p50, "p90": p90, "actual": actual.cost_usd,
             "error": abs(p50 - actual.cost_usd) / actual.cost_usd if actual.cost_usd else float("nan"),
             "inside": p10 <= actual.cost_usd <= p90, "model": forecast.model.split(" (")[0],
             "level": dependence.level, "wait_p95": proj.baseline.median_run.wait_p95_s,
-            "actual_wait_p95": actual.wait_p95_s}
+            "actual_wait_p95": actual.wait_p95_s,
+            "demand": [quantile(path_demand, q) for q in (0.1, 0.5, 0.9)],
+            "actual_demand": 24.0 * sum(real_demand) / max(1, len(real_demand)),
+            "tiers": [proj.baseline.median_run.cost_by_tier.get(t, 0.0) for t in TIERS],
+            "actual_tiers": [actual.cost_by_tier.get(t, 0.0) for t in TIERS], "onprem_gpus": setup.steady_gpus()}
 
 
 def weeks_of(name: str) -> list[int]:
@@ -103,6 +114,14 @@ def main() -> None:
         lines.append(f"| {r['trace']} | {r['start']:%Y-%m-%d} | {r['model']} | {r['level']:.2f} | {r['p10']:,.0f} | "
                      f"{r['p50']:,.0f} | {r['p90']:,.0f} | {r['actual']:,.0f} | {r['error']:.1%} | "
                      f"{'yes' if r['inside'] else 'no'} | {r['wait_p95']:,.0f} / {r['actual_wait_p95']:,.0f} |")
+    inputs = ["| trace | week from | on-prem GPUs | demand GPU-h/day: paths P10 / P50 / P90 | actual | "
+              "median run $: steady / on-demand / spot | actual $: steady / on-demand / spot |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        inputs.append(f"| {r['trace']} | {r['start']:%Y-%m-%d} | {r['onprem_gpus']} | "
+                      f"{' / '.join(f'{v:,.0f}' for v in r['demand'])} | {r['actual_demand']:,.0f} | "
+                      f"{' / '.join(f'{v:,.0f}' for v in r['tiers'])} | "
+                      f"{' / '.join(f'{v:,.0f}' for v in r['actual_tiers'])} |")
     errors = sorted(r["error"] for r in rows)
     median = errors[(len(errors) - 1) // 2]
     inside = sum(r["inside"] for r in rows)
@@ -111,11 +130,12 @@ def main() -> None:
                f"{'met' if median <= 0.15 else 'not met'}); {sum(e <= 0.15 for e in errors)} weeks at most 15%; "
                f"actual inside the P10-P90 band in {inside} of {len(rows)} weeks (target at least {need}: "
                f"{'met' if inside >= need else 'not met'}).")
-    print("\n".join([*lines, "", summary]))
+    print("\n".join([*lines, "", *inputs, "", summary]))
     if not args.small:
         write_doc(DOC, "cost_backtest.py", "Cost projection backtest",
                   "Each week is projected from the history before it, then replayed as it happened (see the script's "
-                  "docstring for the method).", ["", *lines, "", summary, ""])
+                  "docstring for the method).", ["", *lines, "", "What each projection started from, against what happened:", "",
+                                                 *inputs, "", summary, ""])
     print(summary, file=sys.stderr)
 
 

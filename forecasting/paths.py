@@ -24,11 +24,39 @@ the pairs behind each lag. Without `MIN_FOLDS` folds to learn from (a forecast
 from the fallback, or a selection just after a level shift), every step
 moves together (a = 1): the widest band, said so in `Dependence.source`.
 
+The level of a whole horizon (its mean demand) is calibrated on its own:
+calibrated steps and a fitted correlation curve need not give a band for a
+week's total that holds a week's total one time in five below P10 and above
+P90 (the curve is fitted mostly on short lags, the selection's folds mostly
+observe hours to days, and a forecaster can be off for a week by more than
+its hourly band says). `horizon_residuals` refits the serving model at
+origins a day apart before the forecast origin, until `HORIZON_ORIGINS` of
+them observed the whole horizon (on the
+selection's fold grid, so the folds it already fitted are reused; after a
+level shift, only origins a day after it) and `horizon_errors` takes, per
+origin, the error of the served P50's mean (actual - P50) over the whole
+horizon where at least `MIN_FOLDS` origins
+observed all of it, else over the part observed by origins that saw at least
+`MIN_OBSERVED` of it: out-of-sample errors at this horizon before the origin.
+`sample_paths` then ranks the paths by their mean and scales each path so
+that its mean is the forecast's P50 mean moved by the absolute-error
+quantile of its rank: the path of rank quantile u (of n paths, u = (r +
+0.5) / n) by sign(u - 0.5) times the |2u - 1| quantile of the errors'
+absolute values (split conformal with the absolute error as score: the P10
+and P90 paths sit at the P50 less and plus the 80% quantile, at the (n + 1)
+plotting position between order statistics, clamped to the largest). The
+band is centred on the forecaster's own P50: a handful of origins is too few
+to move the centre by (their median shifted a quiet week's P50 by half its
+level), while one quantile of all of them is what split conformal
+guarantees. Each path keeps its shape. With fewer than `MIN_FOLDS` such
+origins the copula's own spread stands, said so in `Dependence.source`.
+
 Everything is a pure function of its arguments; a seed gives the same paths.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -36,13 +64,15 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from burst.model import Forecast
-from forecasting.models import DemandSeries
-from forecasting.select import OWN, OriginCache, SelectingForecaster, Selection, truncated
+from forecasting.models import DAY_S, DemandSeries
+from forecasting.select import MIN_TRAIN_S, OWN, OriginCache, SelectingForecaster, Selection, truncated
 
 DEFAULT_PATHS = 50
 MIN_PATHS = 20
 MIN_FOLDS = 5
 MIN_PAIRS = 10
+MIN_OBSERVED = 0.5
+HORIZON_ORIGINS = 14
 _NORMAL = NormalDist()
 _Z10 = _NORMAL.inv_cdf(0.9) - _NORMAL.inv_cdf(0.1)  # P10-P90 width of a unit normal
 _LEVEL_GRID = tuple(i / 50 for i in range(50))  # a: 0, 0.02, ..., 0.98
@@ -56,13 +86,25 @@ class Dependence:
     level: float
     phi: float
     source: str
+    horizon_errors: tuple[float, ...] = ()  # sorted out-of-sample errors of the horizon's mean demand (module doc)
 
     def correlation(self, lag: int) -> float:
         """The correlation of two steps `lag` apart."""
         return self.level + (1.0 - self.level) * self.phi ** abs(lag)
 
     def to_json(self) -> dict[str, object]:
-        return {"level": round(self.level, 4), "phi": round(self.phi, 4), "source": self.source}
+        return {"level": round(self.level, 4), "phi": round(self.phi, 4), "source": self.source,
+                "horizon_folds": len(self.horizon_errors)}
+
+    def with_horizon_errors(self, errors: Sequence[float]) -> Dependence:
+        """This dependence with the horizon mean calibrated on `errors` (module doc), or left to the copula, said
+        so in `source`, when there are fewer than `MIN_FOLDS` of them."""
+        if len(errors) < MIN_FOLDS:
+            return dataclasses.replace(self, horizon_errors=(), source=(
+                f"{self.source}; horizon mean not calibrated: {len(errors)} origin(s) before the forecast's observed "
+                f"at least {MIN_OBSERVED:.0%} of the horizon, under the {MIN_FOLDS} it needs"))
+        return dataclasses.replace(self, horizon_errors=tuple(sorted(errors)), source=(
+            f"{self.source}; horizon mean calibrated on its out-of-sample errors from {len(errors)} origin(s)"))
 
 
 COMONOTONE = Dependence(1.0, 1.0, "no out-of-sample errors to learn from: every step moves together (the widest band)")
@@ -76,7 +118,47 @@ def forecast_with_dependence(series: DemandSeries, horizon_s: float) -> tuple[Fo
     selection = forecaster.selections.get(series.name)
     if selection is None or selection.model != forecast.model:
         return forecast, COMONOTONE
-    return forecast, dependence_of(series, selection, forecaster.cache)
+    steps = len(forecast.timestamps)
+    centre = [0.0] * steps if selection.model.endswith(OWN) else list(selection.offsets[0.5])
+    errors = horizon_errors(horizon_residuals(series, selection, forecaster.cache, steps), centre, steps)
+    return forecast, dependence_of(series, selection, forecaster.cache).with_horizon_errors(errors)
+
+
+def horizon_residuals(history: DemandSeries, selection: Selection, cache: OriginCache, steps: int) -> list[list[float]]:
+    """The serving model's residuals (actual - model P50) over `steps` steps from origins a day apart, latest first,
+    that observed at least `MIN_OBSERVED` of them, until `HORIZON_ORIGINS` of them observed all (module doc)."""
+    n = len(history.values)
+    day = max(1, int(round(DAY_S / history.step_s)))
+    min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
+    since = 0
+    if selection.level_shift_at is not None:
+        since = next((i for i, t in enumerate(history.timestamps) if t >= selection.level_shift_at), n) + day
+    last = selection.folds[-1].origin if selection.folds else n - 1
+    out: list[list[float]] = []
+    whole = 0
+    for origin in range(min(last, n - math.ceil(MIN_OBSERVED * steps)), max(min_train, since) - 1, -day):
+        start = selection.train_start if origin - selection.train_start >= min_train else 0
+        path = cache.path(truncated(history, start, origin), selection.model, steps)
+        seen = min(steps, n - origin)
+        out.append([history.values[origin + k] - path[k] for k in range(seen)])
+        whole += seen == steps
+        if whole == HORIZON_ORIGINS:
+            break
+    return out
+
+
+def horizon_errors(residuals: Sequence[Sequence[float]], centre: Sequence[float], steps: int) -> list[float]:
+    """Per origin's residuals (actual - model), the mean over the horizon of the residual less the served P50's
+    offset `centre` at each step: over all `steps` steps from the origins that observed them, where there are
+    `MIN_FOLDS` of those, else over the observed part from those that saw at least `MIN_OBSERVED` of them."""
+    whole = [fold for fold in residuals if len(fold) >= steps]
+    if len(whole) < MIN_FOLDS:
+        whole = [fold for fold in residuals if len(fold) >= max(1, math.ceil(MIN_OBSERVED * steps))]
+    out = []
+    for fold in whole:
+        seen = min(len(fold), steps)
+        out.append(sum(r - centre[min(k, len(centre) - 1)] for k, r in enumerate(fold[:seen])) / seen)
+    return out
 
 
 def fold_residuals(history: DemandSeries, selection: Selection, cache: OriginCache) -> list[list[float]]:
@@ -183,7 +265,38 @@ def sample_paths(forecast: Forecast, dependence: Dependence, n: int, *, seed: in
             z = math.sqrt(a) * level + math.sqrt(1.0 - a) * e
             path.append(max(0.0, _quantile_at(zs, [forecast.quantiles[q][k] for q in knots], z)))
         out.append(path)
+    if dependence.horizon_errors:
+        centre = forecast.quantiles[0.5][:steps]
+        return calibrated_means(out, sum(centre) / max(1, len(centre)), dependence.horizon_errors)
     return out
+
+
+def calibrated_means(paths: Sequence[Sequence[float]], p50_mean: float, errors: Sequence[float]) -> list[list[float]]:
+    """`paths` each scaled so that the path of rank r by mean (of n) has mean `p50_mean` moved by
+    sign(u - 0.5) times the |2u - 1| quantile of `errors`' absolute values, u = (r + 0.5) / n (module doc), floored
+    at zero; a path that is zero throughout is raised evenly."""
+    spread = sorted(abs(e) for e in errors)
+    rank = sorted(range(len(paths)), key=lambda i: (sum(paths[i]), i))
+    out: list[list[float]] = [list(p) for p in paths]
+    for r, i in enumerate(rank):
+        u = (r + 0.5) / len(paths)
+        target = max(0.0, p50_mean + math.copysign(_plotting_quantile(spread, abs(2.0 * u - 1.0)), u - 0.5))
+        path = out[i]
+        mean = sum(path) / max(1, len(path))
+        out[i] = [v * target / mean for v in path] if mean > 0 else [target] * len(path)
+    return out
+
+
+def _plotting_quantile(ordered: Sequence[float], q: float) -> float:
+    """The `q` quantile of sorted non-negative `ordered` at the (n + 1) plotting position: linear from 0 at q = 0 to
+    the smallest at 1 / (n + 1), between order statistics above it, clamped to the largest."""
+    pos = q * (len(ordered) + 1) - 1.0
+    if pos < 0:
+        return ordered[0] * max(0.0, pos + 1.0)
+    pos = min(pos, len(ordered) - 1.0)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def _quantile_at(zs: Sequence[float], values: Sequence[float], z: float) -> float:
@@ -208,5 +321,5 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-__all__ = ["COMONOTONE", "DEFAULT_PATHS", "MIN_PATHS", "Dependence", "dependence_of", "fit_dependence", "fit_scores",
-           "fold_residuals", "forecast_with_dependence", "quantile", "sample_paths"]
+__all__ = ["COMONOTONE", "DEFAULT_PATHS", "MIN_PATHS", "Dependence", "calibrated_means", "dependence_of", "fit_dependence", "fit_scores",
+           "fold_residuals", "forecast_with_dependence", "horizon_errors", "horizon_residuals", "quantile", "sample_paths"]

@@ -18,7 +18,15 @@ from burst.projection.whatif import run_for
 from burst.sim.engine import simulate
 from burst.state import CostEntry
 from forecasting.models import DemandSeries
-from forecasting.paths import COMONOTONE, Dependence, dependence_of, fit_dependence, quantile, sample_paths
+from forecasting.paths import (
+    COMONOTONE,
+    Dependence,
+    dependence_of,
+    fit_dependence,
+    horizon_errors,
+    quantile,
+    sample_paths,
+)
 from forecasting.select import OriginCache, candidates, own_candidates, select_model
 from tests.test_projection import NO_STATS, tiny_setup
 
@@ -130,7 +138,7 @@ def test_the_p90_of_cost_is_not_the_cost_of_the_p90_path() -> None:
     assert base.cost(0.1) > 1.1 * p10_path.cost_usd
     body = result.to_json()
     assert body["total_usd"] == {k: round(base.cost(q), 4) for k, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))}
-    assert body["paths"] == {"count": 20, "level": 0.0, "phi": 0.0, "source": "independent hours"}
+    assert body["paths"] == {"count": 20, "level": 0.0, "phi": 0.0, "source": "independent hours", "horizon_folds": 0}
     # The report's cost-per-bin band is the P10-P90 of each bin's total over the runs, not of two paths' runs.
     band = daily_band(base, T0, horizon)
     totals = [[sum(v) for v in zip(*per_bin(r.ledger, T0, horizon)[1].values(), strict=True)] for r in base.runs]
@@ -203,3 +211,37 @@ def test_a_ledger_row_is_spread_over_the_days_its_tick_interval_covers() -> None
     assert lines["steady"] == pytest.approx([24.0, 24.0, 1.0])
     assert lines["elastic_on_demand"] == pytest.approx([46.0, 48.0, 2.0])
     assert sum(lines["steady"]) + sum(lines["elastic_on_demand"]) == pytest.approx(145.0)
+
+
+def test_horizon_errors_are_the_served_p50s_errors_of_the_mean_over_the_whole_horizon_or_else_half_of_it() -> None:
+    residuals = [[2.0, 4.0, 6.0, 8.0], [1.0, 1.0, 1.0], [5.0, 5.0], [9.0]]  # the last two saw under half of 6 steps
+    assert horizon_errors(residuals, [1.0] * 6, 6) == [4.0, 0.0]
+    whole = [[float(i)] * 6 for i in range(5)]  # five origins saw the whole horizon: the partial ones are left out
+    assert horizon_errors([*whole, *residuals], [1.0] * 6, 6) == [-1.0, 0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_calibrated_horizon_band_covers_a_known_level_process_at_its_nominal_rate() -> None:
+    # Truth: each week's mean demand is the forecast's P50 (100 GPUs) off by a level error ~ N(0, 15) that the
+    # hourly band (+-5 GPUs) and hours correlated only over a few steps do not show; the folds before each origin
+    # saw 12 such errors.
+    hours, level_sd = 168, 15.0
+    stamps = tuple(T0 + timedelta(hours=k) for k in range(hours))
+    forecast = Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                        quantiles={0.1: (95.0,) * hours, 0.5: (100.0,) * hours, 0.9: (105.0,) * hours})
+    short_memory = Dependence(0.0, 0.5, "scripted")
+    rng = random.Random(7)
+    inside = {"calibrated": 0, "copula only": 0}
+    trials = 300
+    for trial in range(trials):
+        truth = 100.0 + rng.gauss(0.0, level_sd)
+        folds = [rng.gauss(0.0, level_sd) for _ in range(12)]
+        for name, dep in (("calibrated", short_memory.with_horizon_errors(folds)), ("copula only", short_memory)):
+            means = [sum(p) / hours for p in sample_paths(forecast, dep, 50, seed=trial)]
+            inside[name] += quantile(means, 0.1) <= truth <= quantile(means, 0.9)
+    assert 0.72 <= inside["calibrated"] / trials <= 0.88  # nominal 0.8
+    assert inside["copula only"] / trials < 0.2
+
+
+def test_a_horizon_band_with_too_few_folds_is_left_to_the_copula_and_says_so() -> None:
+    dep = Dependence(0.3, 0.9, "scripted").with_horizon_errors([1.0, 2.0])
+    assert dep.horizon_errors == () and "not calibrated" in dep.source

@@ -153,7 +153,7 @@ def test_cost_json_has_the_documented_schema_and_the_report_embeds_its_plots(con
     body = json.loads(out.stdout)
     assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history"}
     assert body["horizon_h"] == 12.0
-    assert body["paths"]["count"] == 50 and set(body["paths"]) == {"count", "level", "phi", "source"}
+    assert body["paths"]["count"] == 50 and set(body["paths"]) == {"count", "level", "phi", "source", "horizon_folds"}
     # From Mar 4 00:00 (the hour after the trace) back to Feb 2: 10 for 18 days, then 8 for 12: the median is 10.
     assert body["spot_from_history"] == {"aws/p5.48xlarge/us-east-1": 10.0}
     assert set(body["total_usd"]) == {"p10", "p50", "p90"}
