@@ -23,6 +23,12 @@ node-hour. Two variants replay the same windows:
 The variants replay the windows of `VARIANT_WINDOWS` (itp-cluster02 and
 itp-cluster05), which keeps the whole run within a few minutes on two cores.
 
+The docs run also replays the main set-up's windows under two further seeds
+(`--seeds N`; burst, reactive, floor and oracle: every target but Karpenter's)
+and says, per window, how far forecasts could move burst's P95 wait and cost
+at most (the jobs that wait about a cold boot; the spend on capacity booting,
+idle or warm).
+
 `--window FILE` and `--strategy NAME` (each repeatable) replay only those
 windows of FULL and those strategies (`floor` and `oracle` always run: the
 ratios need them); targets whose reference did not run are left out.
@@ -132,13 +138,16 @@ def waterfall(result: Comparison) -> list[str]:
     return lines
 
 
-def targets(result: Comparison, boot_s: float) -> tuple[list[str], int, int]:
-    """The issue's must-show targets for burst on this window: figure, reference, holds. Returns lines, held, all."""
+Target = tuple[str, str, str, bool]  # name, burst's figure, the reference, holds
+
+
+def target_rows(result: Comparison, boot_s: float) -> list[Target]:
+    """The issue's must-show targets for burst on this window (those whose reference ran): figure, reference, holds."""
     res = result.results
     b, r, floor = res.get("burst"), res.get("reactive"), res.get("floor")
     if b is None or r is None or floor is None:
-        return [], 0, 0
-    rows: list[tuple[str, str, str, bool]] = []
+        return []
+    rows: list[Target] = []
 
     def check(name: str, mine: float, ref: float, holds: bool, spec: str = ",.0f") -> None:
         rows.append((name, fmt(mine, spec), fmt(ref, spec), holds))
@@ -165,6 +174,14 @@ def targets(result: Comparison, boot_s: float) -> tuple[list[str], int, int]:
     worst = max(res.values(), key=_other_share)
     check(f"'other' <= 10% of the gap (largest: {worst.name}), %", 100 * _other_share(worst), 10.0,
           _other_share(worst) <= 0.10, ".1f")
+    return rows
+
+
+def targets(result: Comparison, boot_s: float) -> tuple[list[str], int, int]:
+    """The targets of `target_rows` as a table. Returns lines, held, all."""
+    rows = target_rows(result, boot_s)
+    if not rows:
+        return [], 0, 0
     lines = ["| target (burst) | burst | reference | holds |", "|---|---:|---:|---|"]
     lines += [f"| {name} | {mine} | {ref} | {'yes' if ok else '**no**'} |" for name, mine, ref, ok in rows]
     return lines, sum(ok for *_, ok in rows), len(rows)
@@ -175,9 +192,14 @@ def _other_share(r: StrategyResult) -> float:
     return abs(r.cost_gap.get("other", 0.0)) / gap if gap > 0 else 0.0
 
 
+def boot_latency_s(result: Comparison) -> float:
+    """The slowest cold boot of the set-up's elastic groups."""
+    return max((g.boot_latency_s for g in result.setup.groups if g.tier.value == "elastic"), default=0.0)
+
+
 def section(file: str, days: float, variant: str, result: Comparison) -> tuple[list[str], int, int]:
     """One window under one set-up: figures, waterfall, targets."""
-    boot_s = max((g.boot_latency_s for g in result.setup.groups if g.tier.value == "elastic"), default=0.0)
+    boot_s = boot_latency_s(result)
     title = f"### {file}, {days:g} days from {result.start:%Y-%m-%d %H:%M} UTC ({result.to_json()['trace']['jobs']} jobs)"
     if variant != "main":
         title += f", variant {variant}"
@@ -195,6 +217,64 @@ def section(file: str, days: float, variant: str, result: Comparison) -> tuple[l
     return lines, held, total
 
 
+SEED_STRATEGIES = ("burst", "reactive", "floor", "oracle")
+"""What the other seeds replay: enough for every target that does not compare with Karpenter."""
+DOC_SEEDS = 2
+"""Further seeds the docs run replays (1..DOC_SEEDS) besides `--seed`."""
+
+
+def seed_rows(file: str, days: float, result: Comparison, seed: int) -> str:
+    """One window under one further seed: burst's ratios over reactive and the targets that fail."""
+    res = result.results
+    b, r, floor = res["burst"], res["reactive"], res["floor"]
+    rows = target_rows(result, boot_latency_s(result))
+    failing = "; ".join(f"{name.split(',')[0]} ({mine} vs {ref})" for name, mine, ref, ok in rows if not ok) or "none"
+    return (f"| {file} | {seed} | {ratio(b.cost_usd, r.cost_usd):.2f} "
+            f"| {ratio(b.cost_usd - floor.cost_usd, r.cost_usd - floor.cost_usd):.2f} "
+            f"| {ratio(b.wait_p95_s, r.wait_p95_s):.2f} | {ratio(b.lost_gpu_hours, r.lost_gpu_hours):.2f} "
+            f"| {sum(ok for *_, ok in rows)} of {len(rows)} | {failing} |")
+
+
+def _seed_names(seeds: range) -> str:
+    return f"seed {seeds.start}" if len(seeds) == 1 else f"seeds {seeds.start}..{seeds.stop - 1}"
+
+
+def seeds_section(rows: list[str], seeds: range) -> list[str]:
+    """The other seeds' table: the same windows and set-up, other draws of fault tolerance and interruptions."""
+    return ["## Other seeds", "",
+            f"The main set-up's windows again under {_seed_names(seeds)} (the seed draws which jobs "
+            "are fault-tolerant, their checkpoint durations and the spot interruptions), with "
+            f"{', '.join(SEED_STRATEGIES)}: every target above that does not compare with Karpenter. A target that holds "
+            "under one seed only is not one burst meets.", "",
+            "| window | seed | cost vs reactive | (burst - floor) / (reactive - floor) | P95 wait vs reactive "
+            "| lost work vs reactive | targets held | failing (burst vs reference) |",
+            "|---|---:|---:|---:|---:|---:|---|---|", *rows, ""]
+
+
+def headroom_row(file: str, result: Comparison) -> str | None:
+    """How far forecasts could move burst's figures on this window, at most (see `headroom_section`)."""
+    b = result.results.get("burst")
+    if b is None or not b.waits_s:
+        return None
+    at_p95 = sum(w >= 0.95 * b.wait_p95_s for w in b.waits_s) / len(b.waits_s)
+    ahead = sum(b.cost_gap.get(p, 0.0) for p in ("booting", "idle", "hot_pool"))
+    return (f"| {file} | {b.wait_p95_s:,.0f} | {at_p95:.1%} | {max(0.0, at_p95 - 0.05):.1%} "
+            f"| {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} |")
+
+
+def headroom_section(rows: list[str]) -> list[str]:
+    """What forecasts could change at most on each window: the bound under the forecast targets."""
+    return ["## What forecasts can move", "",
+            "Forecasts act on capacity held ahead of demand or kept after it (pre-scaling, hot pools, scale-in). "
+            "burst's P95 wait falls by 5% only if fewer than 5% of jobs wait at least 95% of it, so the jobs above "
+            "that share must find capacity ready when they arrive; and on cost a forecast can save at most what burst "
+            "pays beyond the floor for cloud capacity booting, idle or warm (the waterfall's booting, idle and hot "
+            "pool parts). Main set-up, burst's run above.", "",
+            "| window | burst P95 wait s | jobs waiting >= 0.95 x P95 | of all jobs, to serve ahead for -5% "
+            "| booting + idle + hot pool $ | share of burst's cost |",
+            "|---|---:|---:|---:|---:|---:|", *rows, ""]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="one-day slice of one trace; writes nothing")
@@ -206,6 +286,9 @@ def main() -> int:
     parser.add_argument("--strategy", action="append", default=[], metavar="NAME",
                         help="run only this strategy (repeatable; floor and oracle always run); writes nothing")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+                        help=f"also replay the main set-up's windows under seeds SEED+1..SEED+N with "
+                             f"{', '.join(SEED_STRATEGIES)} (default {DOC_SEEDS} for the docs run, else 0)")
     parser.add_argument("--workers", type=int, default=2, help="processes running strategies at once (default 2: the CI machine's cores)")
     args = parser.parse_args()
     # the spot-scarcity variant's refused launches are expected: the actuator's warning per failed call is noise here
@@ -222,8 +305,15 @@ def main() -> int:
         runs = tuple(r for r in runs if r[0] in args.window)
     partial = bool(args.window or args.strategy)
     variants = ["main"] if args.small or args.speed or args.no_variants else list(VARIANTS)
+    writes = not (args.small or args.speed or args.no_variants or partial)
+    extra = args.seeds if args.seeds is not None else DOC_SEEDS if writes else 0
+    if extra < 0:
+        parser.error("--seeds must be 0 or more")
+    seeds = range(args.seed + 1, args.seed + 1 + extra)
     out: list[str] = []
     summary_rows: list[str] = []
+    seed_lines: list[str] = []
+    headroom: list[str] = []
     total_wall = 0.0
     for variant in variants:
         out += [f"## {'Main set-up' if variant == 'main' else 'Variant: ' + variant}", ""]
@@ -242,6 +332,15 @@ def main() -> int:
             total_wall += wall
             lines, held, total = section(file, days, variant, result)
             out += lines
+            if variant == "main" and not args.speed:
+                row = headroom_row(file, result)
+                headroom += [row] if row else []
+                for seed in seeds:
+                    other = compare(trace, [n for n in SEED_STRATEGIES if n in names], setup=setup, seed=seed,
+                                    days=days, workers=args.workers)
+                    if "burst" in other.results and "reactive" in other.results:
+                        seed_lines.append(seed_rows(file, days, other, seed))
+                    print(f"{variant} {file} seed {seed}: {other.wall_s:.1f} s wall", file=sys.stderr)
             res = result.results
             b, r = res.get("burst"), res.get("reactive")
             karpenter = res.get("karpenter")
@@ -266,9 +365,10 @@ def main() -> int:
               "| set-up | window | cost vs reactive | cost vs karpenter | (burst - floor) / (reactive - floor) "
               "| P95 wait vs reactive | lost work vs reactive | targets held |",
               "|---|---|---:|---:|---:|---:|---:|---|", *summary_rows, ""]
-    print("\n".join([*ratios, *out]))
+    extras = (seeds_section(seed_lines, seeds) if seed_lines else []) + (headroom_section(headroom) if headroom else [])
+    print("\n".join([*ratios, *extras, *out]))
     print(summary)
-    if not (args.small or args.speed or args.no_variants or partial):
+    if writes:
         write_doc(DOC, "strategies.py", "Strategy benchmark",
                   "Every strategy replays the same trace window through the same controller and sim provider; "
                   "`oracle` is the fluid bound of `burst.sim.oracle` and `floor` the whole-node reference point of "
@@ -280,7 +380,7 @@ def main() -> int:
                   "annotated do-not-disrupt (`burst/sim/strategies.py`, `burst/sim/karpenter.py`). Windows: "
                   + "; ".join(f"{f} {d:g} days from {s or 'its first job'}" for f, s, d in FULL)
                   + f"; the variants replay {' and '.join(VARIANT_WINDOWS)}.",
-                  [*ratios, *out, summary, ""])
+                  [*ratios, *extras, *out, summary, ""])
     return 0
 
 
