@@ -257,22 +257,24 @@ def headroom_row(file: str, result: Comparison) -> str | None:
     if b is None or not b.waits_s:
         return None
     at_p95 = sum(w >= 0.95 * b.wait_p95_s for w in b.waits_s) / len(b.waits_s)
-    ahead = sum(b.cost_gap.get(p, 0.0) for p in ("booting", "idle", "hot_pool"))
+    empty = b.spend.empty_node_usd if b.spend is not None else 0.0
+    ahead = sum(b.cost_gap.get(p, 0.0) for p in ("booting", "hot_pool")) + empty
     return (f"| {file} | {b.wait_p95_s:,.0f} | {at_p95:.1%} | {max(0.0, at_p95 - 0.05):.1%} "
-            f"| {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} |")
+            f"| {fmt(b.cost_gap.get('idle', 0.0))} | {fmt(empty)} | {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} |")
 
 
 def headroom_section(rows: list[str]) -> list[str]:
     """What forecasts could change at most on each window: the bound under the forecast targets."""
     return ["## What forecasts can move", "",
-            "Forecasts act on capacity held ahead of demand or kept after it (pre-scaling, hot pools, scale-in). "
+            "Forecasts act on whole nodes held ahead of demand or kept after it (pre-scaling, hot pools, scale-in). "
             "burst's P95 wait falls by 5% only if fewer than 5% of jobs wait at least 95% of it, so the jobs above "
-            "that share must find capacity ready when they arrive; and on cost a forecast can save at most what burst "
-            "pays beyond the floor for cloud capacity booting, idle or warm (the waterfall's booting, idle and hot "
-            "pool parts). Main set-up, burst's run above.", "",
+            "that share must find capacity ready when they arrive. On cost a forecast can save at most what burst "
+            "pays beyond the floor for nodes booting or warm (the waterfall's booting and hot pool parts) and for "
+            "ready cloud nodes with no job on them; the rest of the idle part is free GPUs on nodes that run work, "
+            "a matter of placement, not of when nodes come and go. Main set-up, burst's run above.", "",
             "| window | burst P95 wait s | jobs waiting >= 0.95 x P95 | of all jobs, to serve ahead for -5% "
-            "| booting + idle + hot pool $ | share of burst's cost |",
-            "|---|---:|---:|---:|---:|---:|", *rows, ""]
+            "| idle part $ | of it, empty nodes $ | booting + hot pool + empty nodes $ | share of burst's cost |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
 
 
 def main() -> int:

@@ -97,7 +97,8 @@ def test_the_waterfall_of_a_scripted_run_names_where_the_money_went() -> None:
     the floor adds the one boot (300 s: structural). What burst pays beyond the floor is 332 s: 331 s of an idle
     node (the break-even, the 30 s termination, the second before B was placed), and the 2 s the ticks came after the
     events (tick lag: the node held by B 1 s past its finish, less the second B started late, which the
-    on-prem shortfall takes back). B waited 301 s, so its delay is 301 s; A's is 0."""
+    on-prem shortfall takes back). Of the idle node's 331 s, the 300 s of the break-even are a ready node with
+    no job on it at all (`empty_node_usd`). B waited 301 s, so its delay is 301 s; A's is 0."""
     jobs = [_job("a", 8, 0, 1), _job("b", 8, 0, 0.5)]
     setup = _setup(jobs, 1, spot=False)
     p_od = setup.catalog.group_price(setup.groups[1])
@@ -109,6 +110,7 @@ def test_the_waterfall_of_a_scripted_run_names_where_the_money_went() -> None:
     assert list(gap) == list(GAP_PARTS)
     assert gap["structural"] == pytest.approx(300 / 3600 * p_od)
     assert gap["idle"] == pytest.approx(331 / 3600 * p_od)
+    assert burst.spend is not None and burst.spend.empty_node_usd == pytest.approx(300 / 3600 * p_od)
     assert gap["tick_lag"] == pytest.approx(2 / 3600 * p_od) and gap["onprem_shortfall"] == pytest.approx(-1 / 3600 * p_od)
     assert all(gap[p] == pytest.approx(0.0, abs=1e-9) for p in GAP_PARTS
                if p not in ("structural", "idle", "tick_lag", "onprem_shortfall"))

@@ -83,7 +83,7 @@ from typing import Any
 
 from burst import progress
 from burst.catalog import COST_LINES, cost_line
-from burst.model import ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Tier
+from burst.model import Action, ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Snapshot, Tier
 from burst.planner.placement import spot_eligible
 from burst.planner.scale_down import idle_release_s, release_idle, releases_idle, scale_down_idle
 from burst.reconcile import Controller, LoopSettings, TickReport
@@ -100,6 +100,7 @@ from providers.sim import ManualClock, SimProvider
 ProgressFn = Callable[[datetime], None]
 _EPS = timedelta(microseconds=1)
 _REQUEUING = frozenset({ActionKind.EVICT_JOB, ActionKind.REQUEUE_JOB})
+_RELEASING = frozenset({ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES})
 
 
 MARKS = ("scale_up", "scale_down", "move", "interruption")
@@ -137,6 +138,7 @@ class Spend:
     steady_usd: float = 0.0
     booting_usd: float = 0.0  # cloud nodes at full price before they were ready (booting, waking)
     idle_usd: float = 0.0  # cloud nodes at full price holding no job's GPUs (ready, draining, terminating, warm running)
+    empty_node_usd: float = 0.0  # the part of idle_usd on ready cloud nodes that held no job at all
     hot_pool_usd: float = 0.0  # warm nodes at the standby price
     rerun_usd: float = 0.0  # lost work: cloud GPU-seconds at their group's price, on-prem ones at the reference cloud price
     spot_work_on_demand_usd: float = 0.0  # kept spot-eligible work on on-demand nodes x (its price - reference spot)
@@ -372,6 +374,8 @@ class _Meter:
         self.seen_unplaced: set[str] = set()
         self.open_ups: list[tuple[GroupId, int, datetime, int]] = []  # (group, size asked, since, gone then)
         self._ready_nodes: dict[str, GroupId] = {}  # nodes ready at the last tick, and their group
+        self.empty_gpu_s: dict[GroupId, float] = defaultdict(float)  # GPU-seconds of ready elastic nodes no job held
+        self._empty_rates: dict[GroupId, float] = {}
         self.gone: dict[GroupId, int] = defaultdict(int)  # per group, nodes seen ready that have gone since
         self.ttc: list[float] = []
         self.scale_ups = 0
@@ -401,6 +405,8 @@ class _Meter:
             self.steady_used_gpu_s += self._steady_running_gpus * dt
             self.warm_node_s += self._warm_nodes * dt
             self.spot_used_gpu_s += self._spot_running_gpus * dt
+            for empty_in, empty_gpus in self._empty_rates.items():
+                self.empty_gpu_s[empty_in] += empty_gpus * dt
             held = self.held_gpu_s
             for kind, rates_of in enumerate(self._held_rates):
                 for group_id, rate in rates_of.items():
@@ -492,6 +498,7 @@ class _Meter:
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
         self._held_rates, self._held_group = rates, held_group
+        self._empty_rates = self._empty_gpus(ready_nodes, holding, snap, report.plan.actions)
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
         self._warm_nodes = warm
         still_open = []
@@ -525,6 +532,20 @@ class _Meter:
             if events.requeued:
                 marks["interruption"] += len(events.requeued)
             self.timeline.append(TimelinePoint(now, demand, dict(capacity), pending, marks=dict(marks)))
+
+    def _empty_gpus(self, ready_nodes: Mapping[str, GroupId], holding: Sequence[tuple[Job, Sequence[str]]],
+                    snap: Snapshot, actions: Sequence[Action]) -> dict[GroupId, float]:
+        """GPUs per elastic group on ready nodes that no job holds, is placed on, nor that this tick lets go."""
+        used = {n for _, node_ids in holding for n in node_ids}
+        used.update(n for a in actions if a.kind in _RELEASING for n in a.node_ids)
+        gpus = {n.id: n.gpus for n in snap.nodes if n.id in ready_nodes and n.id not in used}
+        out: dict[GroupId, float] = defaultdict(float)
+        steady = self._steady_groups
+        for node_id, count in gpus.items():
+            group_id = ready_nodes[node_id]
+            if group_id not in steady:
+                out[group_id] += count
+        return out
 
     def bill(self, provider: SimProvider) -> None:
         """Put the bill so far per cost line on the latest timeline point (a run that keeps its timeline)."""
@@ -887,6 +908,7 @@ def _spend(
         held_gpu_s = held.get((group_id, True), 0.0) + held.get((group_id, False), 0.0)
         spend.booting_usd += per_gpu_s * booting_gpu_s
         spend.idle_usd += per_gpu_s * (full_s * group.gpus_per_node - booting_gpu_s - held_gpu_s)
+        spend.empty_node_usd += per_gpu_s * meter.empty_gpu_s.get(group_id, 0.0)
     for (held_in, eligible), gpu_s in held.items():
         where = groups.get(held_in) if held_in is not None else None
         if where is not None and where.tier is Tier.STEADY:
