@@ -83,7 +83,7 @@ from typing import Any
 
 from burst import progress
 from burst.catalog import COST_LINES, cost_line
-from burst.model import Action, ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Snapshot, Tier
+from burst.model import Action, ActionKind, CapacityType, GroupId, Job, NodeState, Policy, Tier
 from burst.planner.placement import spot_eligible
 from burst.planner.scale_down import idle_release_s, release_idle, releases_idle, scale_down_idle
 from burst.reconcile import Controller, LoopSettings, TickReport
@@ -498,7 +498,7 @@ class _Meter:
                 on_spot.add(job.id)
         self._running_gpus, self._steady_running_gpus = running, steady_running
         self._held_rates, self._held_group = rates, held_group
-        self._empty_rates = self._empty_gpus(ready_nodes, holding, snap, report.plan.actions)
+        self._empty_rates = self._empty_gpus(ready_nodes, holding, report.plan.actions)
         self._spot_running_gpus, self._on_spot = spot_running, on_spot
         self._warm_nodes = warm
         still_open = []
@@ -534,17 +534,15 @@ class _Meter:
             self.timeline.append(TimelinePoint(now, demand, dict(capacity), pending, marks=dict(marks)))
 
     def _empty_gpus(self, ready_nodes: Mapping[str, GroupId], holding: Sequence[tuple[Job, Sequence[str]]],
-                    snap: Snapshot, actions: Sequence[Action]) -> dict[GroupId, float]:
+                    actions: Sequence[Action]) -> dict[GroupId, float]:
         """GPUs per elastic group on ready nodes that no job holds, is placed on, nor that this tick lets go."""
         used = {n for _, node_ids in holding for n in node_ids}
         used.update(n for a in actions if a.kind in _RELEASING for n in a.node_ids)
-        gpus = {n.id: n.gpus for n in snap.nodes if n.id in ready_nodes and n.id not in used}
         out: dict[GroupId, float] = defaultdict(float)
-        steady = self._steady_groups
-        for node_id, count in gpus.items():
-            group_id = ready_nodes[node_id]
-            if group_id not in steady:
-                out[group_id] += count
+        steady, groups = self._steady_groups, self.groups
+        for node_id, group_id in ready_nodes.items():
+            if group_id not in steady and node_id not in used:
+                out[group_id] += groups[group_id].gpus_per_node
         return out
 
     def bill(self, provider: SimProvider) -> None:
