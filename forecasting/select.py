@@ -160,8 +160,7 @@ def own_candidates() -> dict[str, QuantileFit]:
 
 def truncated(series: DemandSeries, start: int, end: int) -> DemandSeries:
     """`series`' points [start, end)."""
-    return DemandSeries(series.tenant, series.gpu_model, series.timestamps[start:end], series.values[start:end],
-                        series.step_s)
+    return series.part(start, end)
 
 
 @dataclass

@@ -134,3 +134,16 @@ def test_prophet_is_fitted_on_hourly_means_that_end_at_the_last_point() -> None:
     assert stamps == [T0 + timedelta(seconds=2 * 900 + 1350), T0 + timedelta(seconds=6 * 900 + 1350)]
     hourly = tuple(T0 + timedelta(hours=i) for i in range(3))
     assert fitting_points(DemandSeries("ml", "A100", hourly, (1.0, 2.0, 3.0), 3600.0)) == (list(hourly), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, 96), (10, 50), (95, 96), (-24, 96), (0, 1000)])
+def test_a_part_of_a_series_equals_the_checked_series_of_its_points(start: int, end: int) -> None:
+    series = daily_series(24)
+    part = series.part(start, end)
+    assert part == DemandSeries(series.tenant, series.gpu_model, series.timestamps[start:end],
+                                series.values[start:end], series.step_s)
+
+
+def test_an_empty_part_of_a_series_is_refused() -> None:
+    with pytest.raises(SeriesError, match="no points"):
+        daily_series(24).part(50, 50)

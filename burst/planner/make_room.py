@@ -162,6 +162,7 @@ class RoomMaker:
 
     def pin(self, node_ids: tuple[NodeId, ...]) -> None:
         """A job that may not move was placed on these steady nodes by this plan: they are no longer clearable."""
+        self.on_node()  # indexed first, so indexing the running jobs later cannot make them clearable again
         self._pinned.update(node_ids)
         self._clearable.difference_update(node_ids)
         self._pinned_now = None

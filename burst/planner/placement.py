@@ -26,7 +26,7 @@ a job that fits nowhere becomes a hold naming the reason.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -197,7 +197,7 @@ class _CostRules:
         self.spare_first: list[Job] | None = None  # jobs that can move and would lose work to a reclaim
         self._placed_first: set[JobId] = set()
 
-    def _spare_to_those_a_reclaim_hurts(self, ctx: PlanContext, pinned: set[NodeId]) -> None:
+    def _spare_to_those_a_reclaim_hurts(self, ctx: PlanContext, pinned: Callable[[], set[NodeId]]) -> None:
         """Place the jobs of `spare_first`, in fair order, on free GPUs already paid for (on-prem, spare GPUs
         of running cloud nodes), before any job that can move is served: on spot a reclaim would cost them the
         work since their last checkpoint, while the others checkpoint on the notice and lose only a restart.
@@ -212,7 +212,7 @@ class _CostRules:
 
     def serve(self, ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity],
               refusals: _Refusals, waiting: dict[str, int], launches: dict[str, _LaunchSummary]) -> bool:
-        pinned = self.room.pinned()
+        pinned = self.room.pinned  # read only where a placement may prefer them (it indexes the running jobs)
         if spot_allowed(ctx, job, policy):
             if self.spare_first is not None:
                 self._spare_to_those_a_reclaim_hurts(ctx, pinned)
@@ -368,13 +368,15 @@ def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: f
 
 
 def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals,
-               *, spare_only: bool = False, prefer: set[NodeId] | None = None, elastic_spare: bool = False) -> bool:
+               *, spare_only: bool = False, prefer: Callable[[], set[NodeId]] | None = None,
+               elastic_spare: bool = False) -> bool:
     """Place the job on free GPUs of ready nodes of the first candidate group that has them.
 
     `spare_only`: on elastic on-demand groups, only GPUs of nodes that already run other work (an idle
     on-demand node is not paid for whatever happens: it can be released); `elastic_spare`: the same on every
-    elastic group (an idle spot node was launched for some job). `prefer`: nodes a single-node job goes to
-    first when one of them has room (best fit among them), before best fit over the group.
+    elastic group (an idle spot node was launched for some job). `prefer`: gives the nodes a single-node job
+    goes to first when one of them has room (best fit among them), before best fit over the group; called only
+    when a group's ready nodes are taken by count.
     """
     budgeted = _has_budget(policy)
     demand = gpu_demand_of(job)
@@ -396,7 +398,8 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 continue
             node_ids, uuids, where = bound
         else:
-            taken = cap.take_ready_among(job.whole_gpus, prefer) if prefer and not spare else None
+            preferred = prefer() if prefer is not None and not spare else None
+            taken = cap.take_ready_among(job.whole_gpus, preferred) if preferred else None
             if taken is None:
                 taken = cap.take_spare(job.whole_gpus) if spare else cap.take_ready(job.whole_gpus)
             if taken is None:
