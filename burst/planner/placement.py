@@ -375,8 +375,8 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
     `spare_only`: on elastic on-demand groups, only GPUs of nodes that already run other work (an idle
     on-demand node is not paid for whatever happens: it can be released); `elastic_spare`: the same on every
     elastic group (an idle spot node was launched for some job). `prefer`: gives the nodes a single-node job
-    goes to first when one of them has room (best fit among them), before best fit over the group; called only
-    when a group's ready nodes are taken by count.
+    goes to first when one of them has room (best fit among them), before best fit over the group; steady
+    nodes, so it is called only when a steady group's ready nodes are taken by count.
     """
     budgeted = _has_budget(policy)
     demand = gpu_demand_of(job)
@@ -398,7 +398,8 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 continue
             node_ids, uuids, where = bound
         else:
-            preferred = prefer() if prefer is not None and not spare else None
+            # the preferred nodes are steady ones: on another group they can be none of its nodes
+            preferred = prefer() if prefer is not None and not spare and cap.group.tier is Tier.STEADY else None
             taken = cap.take_ready_among(job.whole_gpus, preferred) if preferred else None
             if taken is None:
                 taken = cap.take_spare(job.whole_gpus) if spare else cap.take_ready(job.whole_gpus)
