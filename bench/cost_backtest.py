@@ -2,6 +2,7 @@
 
     python bench/cost_backtest.py            # the docs table: ITP clusters 02 and 04, every full week
     python bench/cost_backtest.py --small    # one week of one trace (CI keeps the script from rotting)
+    python bench/cost_backtest.py --trace itp-cluster04.csv   # a subset: every week of the traces named; no doc
 
 For week N+1 (7 days from the trace's first midnight + 7(N+1) days; only full
 weeks with a full week of history before them): the set-up is sized from the
@@ -94,11 +95,14 @@ def weeks_of(name: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="one week of one trace; prints, writes no doc")
+    parser.add_argument("--trace", action="append", choices=FULL, default=None,
+                        help="run only this trace's weeks (repeatable): a subset, printed, written to no doc")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--paths", type=int, default=MIN_PATHS,
                         help="demand paths sampled per week (default: the fewest burst cost takes, to keep the run short)")
     args = parser.parse_args()
-    cases = [(SMALL[0], 1)] if args.small else [(n, w) for n in FULL for w in weeks_of(n)]
+    traces = tuple(args.trace or FULL)
+    cases = [(SMALL[0], 1)] if args.small else [(n, w) for n in traces for w in weeks_of(n)]
     names, weeks = zip(*cases, strict=True)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         rows = []
@@ -131,7 +135,7 @@ def main() -> None:
                f"actual inside the P10-P90 band in {inside} of {len(rows)} weeks (target at least {need}: "
                f"{'met' if inside >= need else 'not met'}).")
     print("\n".join([*lines, "", *inputs, "", summary]))
-    if not args.small:
+    if not args.small and traces == FULL:
         write_doc(DOC, "cost_backtest.py", "Cost projection backtest",
                   "Each week is projected from the history before it, then replayed as it happened (see the script's "
                   "docstring for the method).", ["", *lines, "", "What each projection started from, against what happened:", "",
