@@ -26,6 +26,7 @@ $BURST_DATA_DIR (default ../shared/data).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from datetime import timedelta
@@ -127,7 +128,7 @@ def main() -> None:
                       f"{' / '.join(f'{v:,.0f}' for v in r['tiers'])} | "
                       f"{' / '.join(f'{v:,.0f}' for v in r['actual_tiers'])} |")
     errors = sorted(r["error"] for r in rows)
-    median = errors[(len(errors) - 1) // 2]
+    median = statistics.median(errors)
     inside = sum(r["inside"] for r in rows)
     need = -(-10 * len(rows) // 14)  # 10 of 14, scaled to the weeks run
     summary = (f"{len(rows)} weeks, {args.paths} demand paths each: median P50 error {median:.1%} (target at most 15%: "
