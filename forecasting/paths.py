@@ -65,7 +65,15 @@ from statistics import NormalDist
 
 from burst.model import Forecast
 from forecasting.models import DAY_S, DemandSeries
-from forecasting.select import MIN_TRAIN_S, OWN, OriginCache, SelectingForecaster, Selection, truncated
+from forecasting.select import (
+    MIN_TRAIN_S,
+    OWN,
+    OriginCache,
+    SelectingForecaster,
+    Selection,
+    fit_start,
+    truncated,
+)
 
 DEFAULT_PATHS = 50
 MIN_PATHS = 20
@@ -137,8 +145,8 @@ def horizon_residuals(history: DemandSeries, selection: Selection, cache: Origin
     out: list[list[float]] = []
     whole = 0
     for origin in range(min(last, n - math.ceil(MIN_OBSERVED * steps)), max(min_train, since) - 1, -day):
-        start = selection.train_start if origin - selection.train_start >= min_train else 0
-        path = cache.path(truncated(history, start, origin), selection.model, steps)
+        path = cache.path(truncated(history, fit_start(origin, history.step_s, selection.train_start), origin),
+                          selection.model, steps)
         seen = min(steps, n - origin)
         out.append([history.values[origin + k] - path[k] for k in range(seen)])
         whole += seen == steps

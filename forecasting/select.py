@@ -8,6 +8,14 @@ the history before that origin alone, and is scored on the points of the
 history from that origin on (at most one horizon; a fold whose horizon runs
 past the end of the history is scored on the part observed).
 
+Every fit, a fold's or the one that serves, trains on at most the
+`TRAIN_WINDOW_S` (14 days, two weekly seasons) before its origin
+(`fit_start`). So what a fold scores is what serves, fitted on as much
+history, and a fold's training window depends on its origin alone, not on
+where the history handed in starts: as a rolling history window moves, a
+reselection fits only its new origins (`OriginCache`) instead of every fold
+again.
+
 Candidates (point forecasts; every quantile comes from calibration):
 
 - `prophet`: Prophet's point forecast (`forecasting.models.prophet_fit`);
@@ -63,7 +71,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from burst.model import QUANTILES, Forecast, SpecialEvent
@@ -84,6 +92,7 @@ SPACING_S = 12 * 3600.0
 ORIGINS = 20
 MIN_ORIGINS = 3
 MIN_TRAIN_S = 2 * DAY_S
+TRAIN_WINDOW_S = 14 * DAY_S
 POOL_S = 3 * 3600.0
 MIN_RESIDUALS = 30
 RECENT_S = 6 * 3600.0
@@ -293,9 +302,17 @@ def _mad(values: Sequence[float], centre: float) -> float:
     return 1.4826 * statistics.median(abs(v - centre) for v in values)
 
 
+def fit_start(origin: int, step_s: float, since: int = 0) -> int:
+    """The index of the first point a fit from `origin` trains on: `since` (where a level shift put the new level)
+    once at least `MIN_TRAIN_S` lies between it and the origin, else the history's start; in either case no more
+    than `TRAIN_WINDOW_S` before the origin."""
+    start = since if origin - since >= int(math.ceil(MIN_TRAIN_S / step_s)) else 0
+    return max(start, origin - int(round(TRAIN_WINDOW_S / step_s)))
+
+
 def folds_of(history: DemandSeries, steps: int, *, since: int = 0) -> list[Fold]:
     """The inner folds of `history`: origins on the `SPACING_S` grid, the last `ORIGINS` of them with at least
-    `MIN_TRAIN_S` of training before and one point after, none before `since`."""
+    `MIN_TRAIN_S` of training before and one point after, none before `since`; each trains from `fit_start`."""
     n = len(history.values)
     min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
     out: list[Fold] = []
@@ -303,7 +320,7 @@ def folds_of(history: DemandSeries, steps: int, *, since: int = 0) -> list[Fold]
         offset = (history.timestamps[i] - _EPOCH).total_seconds() % SPACING_S
         if min(offset, SPACING_S - offset) * 2 >= history.step_s:
             continue
-        out.append(Fold(0, i, min(n, i + steps)))
+        out.append(Fold(fit_start(i, history.step_s), i, min(n, i + steps)))
         if len(out) == ORIGINS:
             break
     return sorted(out, key=lambda f: f.origin)
@@ -324,12 +341,12 @@ def select_model(
     since = 0 if shift is None else shift + int(round(DAY_S / history.step_s))
     min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
     train_start = shift if shift is not None and len(history.values) - shift >= min_train else 0
-    folds = [Fold(train_start if f.origin - train_start >= min_train else 0, f.origin, f.scored_until)
+    folds = [Fold(fit_start(f.origin, history.step_s, train_start), f.origin, f.scored_until)
              for f in folds_of(history, steps, since=since)]
     shift_at = None if shift is None else history.timestamps[shift]
     errors: dict[str, str] = {}
     if shift is not None and not folds:
-        every = [Fold(0, f.origin, min(f.scored_until, shift)) for f in folds_of(history, steps) if f.origin < shift]
+        every = [replace(f, scored_until=min(f.scored_until, shift)) for f in folds_of(history, steps) if f.origin < shift]
         residuals = _residuals(history, cache, "recent_level", every, steps, errors)[0.5]
         offsets = _offsets(residuals, steps, history.step_s)
         return Selection("recent_level", at, {"recent_level": _score(residuals, offsets)}, offsets, tuple(every),
@@ -466,8 +483,9 @@ def _score(residuals: Sequence[Sequence[float]], offsets: Mapping[float, Sequenc
 def serve(history: DemandSeries, selection: Selection, steps: int, cache: OriginCache) -> dict[float, list[float]]:
     """The selected model's paths after `history` (its P50 path, or its own quantiles for an `_own` candidate), with
     its calibrated offsets: every quantile's path."""
-    start = min(selection.train_start, len(history.values) - 1)
-    paths = cache.quantiles(truncated(history, start, len(history.values)), selection.model, steps)
+    n = len(history.values)
+    start = min(fit_start(n, history.step_s, selection.train_start), n - 1)
+    paths = cache.quantiles(truncated(history, start, n), selection.model, steps)
     out: dict[float, list[float]] = {}
     for q in QUANTILES:
         offs = selection.offsets[q]
@@ -527,10 +545,9 @@ class SelectingForecaster:
 
 
 def _with_train_start(selection: Selection, start: int) -> Selection:
-    from dataclasses import replace
-
     return replace(selection, train_start=start)
 
 
-__all__ = ["OWN", "OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "level_shift", "own_candidates",
+__all__ = ["OWN", "OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "fit_start", "level_shift",
+           "own_candidates",
            "rise_skill", "select_model", "serve"]

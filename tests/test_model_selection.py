@@ -11,6 +11,7 @@ import pytest
 
 from forecasting.models import DemandSeries, SeriesError
 from forecasting.select import (
+    TRAIN_WINDOW_S,
     OriginCache,
     SelectingForecaster,
     conformal_quantile,
@@ -29,6 +30,11 @@ def hourly(values: list[float]) -> DemandSeries:
     return DemandSeries("t", "any", tuple(T0 + timedelta(hours=i) for i in range(len(values))), tuple(values), 3600.0)
 
 
+def end(train: DemandSeries) -> int:
+    """The index (in hours after T0) of the first point after `train`: where a fit on it forecasts from."""
+    return int((train.timestamps[-1] - T0).total_seconds() // 3600) + 1
+
+
 def daily_wave(hours: int, *, mean: float = 50.0, amplitude: float = 20.0) -> list[float]:
     return [mean + amplitude * math.sin(2 * math.pi * (i % 24) / 24) for i in range(hours)]
 
@@ -38,7 +44,7 @@ def test_selection_picks_the_model_that_is_known_to_win() -> None:
     series = hourly(truth)
 
     def exact(train: DemandSeries, steps: int) -> list[float]:
-        return [truth[len(train.values) + k] if len(train.values) + k < len(truth) else 0.0 for k in range(steps)]
+        return [truth[end(train) + k] if end(train) + k < len(truth) else 0.0 for k in range(steps)]
 
     def three_high(train: DemandSeries, steps: int) -> list[float]:
         return [v + 3.0 for v in exact(train, steps)]
@@ -132,6 +138,29 @@ def test_the_selector_never_reads_the_fold_it_is_scored_on() -> None:
     assert select_model(truncated(garbage, 0, cut), 48, cache=OriginCache({"spy": spy}), names=["spy"]) == early
 
 
+def test_every_fit_trains_on_the_window_before_its_origin_so_a_moving_history_refits_only_new_origins() -> None:
+    series = hourly(daily_wave(40 * 24))
+    window = int(TRAIN_WINDOW_S // 3600)
+    trained: list[tuple[int, int]] = []
+
+    def spy(train: DemandSeries, steps: int) -> list[float]:
+        trained.append((end(train) - len(train.values), end(train)))
+        return [train.values[-1]] * steps
+
+    cache = OriginCache({"spy": spy})
+    first = select_model(truncated(series, 0, 30 * 24), 48, cache=cache, names=["spy"])
+    assert all(f.train_start == f.origin - window for f in first.folds)
+    assert sorted(trained) == sorted((f.origin - window, f.origin) for f in first.folds)
+    served = serve(truncated(series, 0, 30 * 24), first, 48, cache)
+    assert trained[-1] == (30 * 24 - window, 30 * 24) and len(served[0.5]) == 48
+    # a day later the 30-day history starts a day later, and two origins are new: the one the last serving fit
+    # forecast from (its fit is that fold's) and the one 12 h after it, the only fit made
+    trained.clear()
+    later = select_model(truncated(series, 24, 31 * 24), 48, cache=cache, names=["spy"])
+    assert trained == [(31 * 24 - 12 - window, 31 * 24 - 12)]
+    assert all(f.origin - f.train_start == window for f in later.folds)
+
+
 def test_calibration_reaches_nominal_coverage_on_a_series_with_known_noise() -> None:
     rng = random.Random(11)
     n = 40 * 24
@@ -188,7 +217,7 @@ def noisy_if(truth: list[float], noisy: Callable[[int], bool]) -> Callable[[Dema
     """A candidate that forecasts `truth` exactly, plus noise (sd 10) from the fold origins `noisy` picks."""
 
     def fit(train: DemandSeries, steps: int) -> list[float]:
-        origin = len(train.values)
+        origin = end(train)
         rng = random.Random(origin)
         return [truth[origin + k] + (rng.gauss(0.0, 10.0) if noisy(origin) else 0.0) if origin + k < len(truth)
                 else 0.0 for k in range(steps)]
@@ -219,11 +248,11 @@ def test_a_peer_with_its_own_quantiles_is_a_candidate_and_serves_them_unchanged(
     series = hourly([max(0.0, v + rng.gauss(0.0, s)) for v, s in zip(wave, sd, strict=True)])
 
     def point(train: DemandSeries, steps: int) -> list[float]:
-        return [wave[len(train.values) + k] if len(train.values) + k < len(wave) else 50.0 for k in range(steps)]
+        return [wave[end(train) + k] if end(train) + k < len(wave) else 50.0 for k in range(steps)]
 
     def own(train: DemandSeries, steps: int) -> dict[float, list[float]]:
         p50 = point(train, steps)
-        spread = [sd[min(len(sd) - 1, len(train.values) + k)] for k in range(steps)]
+        spread = [sd[min(len(sd) - 1, end(train) + k)] for k in range(steps)]
         return {0.1: [v - 1.2816 * s for v, s in zip(p50, spread, strict=True)], 0.5: p50,
                 0.9: [v + 1.2816 * s for v, s in zip(p50, spread, strict=True)],
                 0.99: [v + 2.3263 * s for v, s in zip(p50, spread, strict=True)]}
