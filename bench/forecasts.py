@@ -55,8 +55,8 @@ NOTES = """## How burst forecasts here
   median, each with calibrated quantiles; and the two peers themselves,
   `seasonal_naive_own` and `auto_ets_own`, with their own quantiles) is
   backtested from up to 20 fold origins 12 h apart before the origin, each
-  trained only on the data before it and scored on what followed it up to
-  the origin; the candidate whose P90 has the lowest pinball loss serves,
+  trained only on the data before it (at most the 14 days before it, as the
+  serving fit is) and scored on what followed it up to the origin; the candidate whose P90 has the lowest pinball loss serves,
   each fold weighted by its recency (halving every 5 days before the last
   fold), so a model that stopped tracking the series loses the choice within
   days (`forecasting/select.py`). On vcLJZ, seasonal naive had led the
