@@ -103,6 +103,9 @@ SHIFT_THRESHOLD = 3.0
 RESELECT_EVERY_S = DAY_S
 HALF_LIFE_S = 5 * DAY_S
 COMBINATION = "median"
+ETS_OWN = "auto_ets_own"
+WITH_ETS = frozenset({"auto_ets", ETS_OWN, COMBINATION})
+"""The candidates whose paths hold an AutoETS fit."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 PointFit = Callable[[DemandSeries, int], list[float]]
@@ -123,9 +126,16 @@ def seasonal_naive_point(series: DemandSeries, steps: int) -> list[float]:
     return seasonal_naive(series, steps)[0.5]
 
 
-def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
+def auto_ets_fit(series: DemandSeries, steps: int, structure: str | None = None) -> tuple[QuantilePaths, str]:
     """statsforecast's AutoETS (daily season) fitted on hourly means, held over each hour at the series' step: its
-    mean as P50, the ends of its 80% interval as P10 and P90 and the top of its 98% interval as P99."""
+    mean as P50, the ends of its 80% interval as P10 and P90 and the top of its 98% interval as P99; and the
+    structure it fitted (statsforecast's components: the error, trend and season types, then D for a damped trend
+    or N, e.g. "ANAN" for additive errors and season with no trend).
+
+    With `structure` the model keeps that form and fits only its parameters (about a tenth of the time); without,
+    or when that form cannot fit this series (a season on too short a history, a fit that fails), AutoETS chooses
+    the form by AICc as well.
+    """
     import numpy as np
     from statsforecast.models import AutoETS
 
@@ -135,10 +145,50 @@ def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
     if len(values) <= 2 * season:
         season = 1
     hours = int(math.ceil(steps * series.step_s / fit_step - 1e-9))
-    out = AutoETS(season_length=season).fit(np.asarray(values, dtype=float)).predict(h=hours, level=[80, 98])
+    y = np.asarray(values, dtype=float)
+    fitted = None
+    if structure is not None and (season > 1 or structure[2] == "N"):
+        try:
+            fitted = AutoETS(season_length=season, model=structure[:3], damped=structure[3] != "N").fit(y)
+        except Exception:  # noqa: BLE001 - that form does not fit this window: let AutoETS choose one
+            fitted = None
+    if fitted is None:
+        fitted = AutoETS(season_length=season).fit(y)
+    out = fitted.predict(h=hours, level=[80, 98])
     held = [min(hours - 1, int(math.ceil((k + 1) * series.step_s / fit_step - 1e-9)) - 1) for k in range(steps)]
-    return {q: [float(out[column][i]) for i in held]
-            for q, column in ((0.1, "lo-80"), (0.5, "mean"), (0.9, "hi-80"), (0.99, "hi-98"))}
+    return ({q: [float(out[column][i]) for i in held]
+             for q, column in ((0.1, "lo-80"), (0.5, "mean"), (0.9, "hi-80"), (0.99, "hi-98"))},
+            str(fitted.model_["components"]))
+
+
+def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
+    """`auto_ets_fit`'s paths, the form chosen by AutoETS."""
+    return auto_ets_fit(series, steps)[0]
+
+
+@dataclass
+class EtsStructures:
+    """AutoETS as a candidate (`auto_ets_quantiles`) that remembers the structure it chose for each training window,
+    so a refit between reselections can keep the serving fit's (`SelectingForecaster`)."""
+
+    chosen: dict[tuple[str, datetime, datetime], str] = field(default_factory=dict)
+
+    def __call__(self, series: DemandSeries, steps: int) -> QuantilePaths:
+        paths, self.chosen[_window(series)] = auto_ets_fit(series, steps)
+        return paths
+
+    def of(self, window: DemandSeries) -> str | None:
+        """The structure AutoETS chose when it was fitted on `window` (None: it was not)."""
+        return self.chosen.get(_window(window))
+
+    def forget_before(self, instant: datetime) -> None:
+        """Drop the structures of windows that ended before `instant`."""
+        for key in [k for k in self.chosen if k[2] < instant]:
+            del self.chosen[key]
+
+
+def _window(series: DemandSeries) -> tuple[str, datetime, datetime]:
+    return series.name, series.timestamps[0], series.timestamps[-1]
 
 
 def auto_ets_point(series: DemandSeries, steps: int) -> list[float]:
@@ -499,7 +549,10 @@ class SelectingForecaster:
     Called as the `ForecastService`'s fit (`fit(series, horizon_s=, quota=)`).
     A series reselects when it has no selection, when `reselect_every_s` has
     passed since the last, or when a level shift appears that the last did
-    not know about; between reselections only the serving model is refitted.
+    not know about; between reselections only the serving model is refitted,
+    and AutoETS (alone or in the median) keeps the structure it chose for the
+    reselection's serving fit, fitting only its parameters (the structure is
+    part of the choice the backtest made, redone with it).
     A series with too little history for `MIN_ORIGINS` folds is served by
     `forecast_series` (Prophet with its own quantiles, or its fallbacks).
     """
@@ -509,8 +562,10 @@ class SelectingForecaster:
         self.reselect_every_s = reselect_every_s
         self.min_history_s = min_history_s
         self.events = tuple(events)
-        self.cache = OriginCache(candidates(self.events), own_candidates())
+        self.ets = EtsStructures()
+        self.cache = OriginCache(candidates(self.events), {**own_candidates(), ETS_OWN: self.ets})
         self.selections: dict[str, Selection] = {}
+        self.held: dict[str, str] = {}  # per series: the AutoETS structure refits keep until the next reselection
 
     def __call__(self, series: DemandSeries, *, horizon_s: float, quota: float | None = None) -> Forecast:
         """The forecast of `series` over `horizon_s` after its last point, from its selected model."""
@@ -522,6 +577,7 @@ class SelectingForecaster:
         due = (chosen is None or (at - chosen.at).total_seconds() >= self.reselect_every_s
                or len(chosen.offsets[0.5]) < steps or (shift_at is not None and chosen.level_shift_at is None))
         if due and series.history_s >= self.min_history_s and max(series.values) > min(series.values):
+            self.held.pop(series.name, None)
             try:
                 # whole days of steps, so a horizon that moves by a step between refits reuses the folds' fits
                 day = max(1, int(round(DAY_S / series.step_s)))
@@ -529,6 +585,7 @@ class SelectingForecaster:
             except SeriesError:
                 chosen = None
             self.cache.forget_before(series.timestamps[0])
+            self.ets.forget_before(series.timestamps[0])
             if chosen is None:
                 self.selections.pop(series.name, None)
             else:
@@ -539,9 +596,29 @@ class SelectingForecaster:
         if chosen.train_start and chosen.level_shift_at is not None:
             start = next((i for i, t in enumerate(series.timestamps) if t >= chosen.level_shift_at), 0)
             chosen = _with_train_start(chosen, start)
-        paths = serve(series, chosen, steps, self.cache)
+        paths = self._serve(series, chosen, steps)
         return guarded_forecast(series, paths, steps, model=chosen.model, quota=quota,
                                 backtest_p90_pinball=_finite(chosen.score), backtest_rise_skill=chosen.rise_skill)
+
+    def _serve(self, series: DemandSeries, chosen: Selection, steps: int) -> dict[float, list[float]]:
+        """`serve` the selection; the first serving fit after a reselection lets AutoETS choose its structure
+        (kept in `held`), the later ones keep it. Fits with a kept structure are not cached: a backtest fold
+        on the same window would be a fit of another model."""
+        structure = self.held.get(series.name)
+        if structure is None or chosen.model not in WITH_ETS:
+            paths = serve(series, chosen, steps, self.cache)
+            if chosen.model in WITH_ETS:
+                n = len(series.values)
+                window = truncated(series, min(fit_start(n, series.step_s, chosen.train_start), n - 1), n)
+                if (found := self.ets.of(window)) is not None:
+                    self.held[series.name] = found
+            return paths
+        kept = OriginCache(self.cache.models, {**self.cache.own, ETS_OWN: lambda s, k: auto_ets_fit(s, k, structure)[0]},
+                           {k: v for k, v in self.cache.paths.items() if k[1] not in WITH_ETS})
+        paths = serve(series, chosen, steps, kept)
+        self.cache.paths.update((k, v) for k, v in kept.paths.items() if k[1] not in WITH_ETS)
+        self.cache.fits += kept.fits
+        return paths
 
 
 def _with_train_start(selection: Selection, start: int) -> Selection:

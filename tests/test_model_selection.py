@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable
@@ -11,9 +12,13 @@ import pytest
 
 from forecasting.models import DemandSeries, SeriesError
 from forecasting.select import (
+    ETS_OWN,
     TRAIN_WINDOW_S,
+    WITH_ETS,
     OriginCache,
     SelectingForecaster,
+    auto_ets_fit,
+    auto_ets_point,
     conformal_quantile,
     level_shift,
     recent_level_point,
@@ -159,6 +164,44 @@ def test_every_fit_trains_on_the_window_before_its_origin_so_a_moving_history_re
     later = select_model(truncated(series, 24, 31 * 24), 48, cache=cache, names=["spy"])
     assert trained == [(31 * 24 - 12 - window, 31 * 24 - 12)]
     assert all(f.origin - f.train_start == window for f in later.folds)
+
+
+def test_autoets_given_the_structure_it_chose_fits_the_same_paths_and_falls_back_where_that_form_cannot_fit() -> None:
+    rng = random.Random(11)
+    series = hourly([v + rng.gauss(0, 3) for v in daily_wave(6 * 24)])
+    paths, structure = auto_ets_fit(series, 48)
+    again, kept = auto_ets_fit(series, 48, structure)
+    assert kept == structure and structure[2] != "N", "a daily season is found and kept"
+    assert again[0.5] == pytest.approx(paths[0.5]) and again[0.9] == pytest.approx(paths[0.9])
+    # two days of history hold no daily season: a seasonal form cannot fit, so AutoETS chooses again
+    short, chosen = auto_ets_fit(truncated(series, 0, 40), 6, structure)
+    assert chosen[2] == "N" and len(short[0.5]) == 6
+
+
+def test_refits_between_reselections_keep_the_autoets_structure_of_the_reselections_serving_fit() -> None:
+    rng = random.Random(12)
+    series = hourly([v + rng.gauss(0, 3) for v in daily_wave(6 * 24)])
+    forecaster = SelectingForecaster()
+    forecaster.cache = OriginCache({"seasonal_naive": seasonal_naive_point, "auto_ets": auto_ets_point},
+                                   {ETS_OWN: forecaster.ets})
+    forecaster(truncated(series, 0, 120), horizon_s=48 * 3600.0)
+    name = series.name
+    forecaster.selections[name] = dataclasses.replace(forecaster.selections[name], model="auto_ets")
+    forecaster.held.clear()
+    forecaster(truncated(series, 0, 126), horizon_s=48 * 3600.0)  # 6 h on: a refit, AutoETS chooses its form
+    structure = forecaster.ets.of(truncated(series, 0, 126))
+    assert structure is not None and forecaster.held[name] == structure
+    chosen, fits = dict(forecaster.ets.chosen), forecaster.cache.fits
+    forecaster(truncated(series, 0, 132), horizon_s=48 * 3600.0)  # 6 h more: the same form, its parameters refitted
+    assert forecaster.ets.chosen == chosen and forecaster.cache.fits == fits + 1
+    assert forecaster.held[name] == structure
+    forecaster(truncated(series, 0, 144), horizon_s=48 * 3600.0)  # a day after the selection: reselected in full
+    reselected = forecaster.selections[name]
+    assert reselected.at == series.timestamps[143] + timedelta(hours=1)
+    if reselected.model in WITH_ETS:
+        assert forecaster.held[name] == forecaster.ets.of(truncated(series, 0, 144))
+    else:
+        assert name not in forecaster.held
 
 
 def test_calibration_reaches_nominal_coverage_on_a_series_with_known_noise() -> None:
