@@ -530,12 +530,16 @@ def _score(residuals: Sequence[Sequence[float]], offsets: Mapping[float, Sequenc
     return total / mass if mass else math.inf
 
 
+def serving_window(history: DemandSeries, selection: Selection) -> DemandSeries:
+    """The part of `history` the serving fit trains on (`fit_start` from its end, at least its last point)."""
+    n = len(history.values)
+    return truncated(history, min(fit_start(n, history.step_s, selection.train_start), n - 1), n)
+
+
 def serve(history: DemandSeries, selection: Selection, steps: int, cache: OriginCache) -> dict[float, list[float]]:
     """The selected model's paths after `history` (its P50 path, or its own quantiles for an `_own` candidate), with
     its calibrated offsets: every quantile's path."""
-    n = len(history.values)
-    start = min(fit_start(n, history.step_s, selection.train_start), n - 1)
-    paths = cache.quantiles(truncated(history, start, n), selection.model, steps)
+    paths = cache.quantiles(serving_window(history, selection), selection.model, steps)
     out: dict[float, list[float]] = {}
     for q in QUANTILES:
         offs = selection.offsets[q]
@@ -608,9 +612,7 @@ class SelectingForecaster:
         if structure is None or chosen.model not in WITH_ETS:
             paths = serve(series, chosen, steps, self.cache)
             if chosen.model in WITH_ETS:
-                n = len(series.values)
-                window = truncated(series, min(fit_start(n, series.step_s, chosen.train_start), n - 1), n)
-                if (found := self.ets.of(window)) is not None:
+                if (found := self.ets.of(serving_window(series, chosen))) is not None:
                     self.held[series.name] = found
             return paths
         kept = OriginCache(self.cache.models, {**self.cache.own, ETS_OWN: lambda s, k: auto_ets_fit(s, k, structure)[0]},
