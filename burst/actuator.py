@@ -8,8 +8,11 @@ kind cannot be logged as applied and run by nobody.
 Every action goes the same way: the leader fence is checked, the intent is
 written to the journal, marked `sent` just before the call, and `confirmed`
 or `failed` (with the provider's typed error on the `Outcome`) after it. A
-provider action's intent is `planned` first; a job action, applied to the
-store or memory queue in the same process, is journaled `sent` at once. The
+provider action's intent is `planned` first; a plan's job actions, applied
+to the store or memory queue in the same process, are journaled `sent`
+together (one transaction) before the first is applied, and confirmed
+together after the last (one more), so a tick writes two journal
+transactions for its job actions however many it has. The
 idempotency key is the plan id plus what the action does (`Action.key`),
 written to the journal before the call, so a resend after a restart carries
 the same key and the provider ignores the duplicate.
@@ -155,10 +158,7 @@ class Actuator:
         jobs = [a for a in plan.actions if EXECUTORS[a.kind] is Executor.JOB_SOURCE]
         if jobs and apply_job is None:
             raise ValueError(f"plan {plan.id} has job actions and no job source to apply them")
-        out: list[Outcome] = []
-        for a in jobs:
-            assert apply_job is not None
-            out.append(self._apply(plan.id, a, apply_job))
+        out = self._apply_jobs(plan.id, jobs, apply_job) if jobs else []
         for a in plan.actions:
             if EXECUTORS[a.kind] is not Executor.PROVIDER:
                 continue
@@ -173,19 +173,40 @@ class Actuator:
             out.append(outcome)
         return out
 
-    def _apply(self, plan_id: str, action: Action, apply_job: JobApplier) -> Outcome:
-        """Journal a job action as sent, apply it, and confirm it (an exception marks it failed and goes on up)."""
-        key = self.idempotency_key(plan_id, action)
+    def _apply_jobs(self, plan_id: str, actions: Sequence[Action], apply_job: JobApplier | None) -> list[Outcome]:
+        """Journal a plan's job actions as sent (one transaction), apply them in order, and confirm them (one
+        more). An exception marks the action it came from failed, and those not reached failed as not applied,
+        and goes on up. A crash before the confirmation leaves them sent, which `recover` settles as failed."""
+        assert apply_job is not None
+        keys = [self.idempotency_key(plan_id, a) for a in actions]
         self._fenced()
-        intent_id = self.store.record_intent(key, plan_id, action.to_json(), self.clock(), status=IntentStatus.SENT)
+        now = self.clock()
+        with self.store.transaction():
+            ids = [
+                self.store.record_intent(key, plan_id, a.to_json(), now, status=IntentStatus.SENT)
+                for key, a in zip(keys, actions, strict=True)
+            ]
+        applied = 0
         try:
-            apply_job(action)
+            for action in actions:
+                apply_job(action)
+                applied += 1
         except BaseException as exc:
-            self.store.mark_intent(intent_id, IntentStatus.FAILED, self.clock(), f"{type(exc).__name__}: {exc}")
+            with self.store.transaction():
+                self._mark_intents(ids[:applied], IntentStatus.CONFIRMED)
+                self._mark_intents(ids[applied:applied + 1], IntentStatus.FAILED, f"{type(exc).__name__}: {exc}")
+                self._mark_intents(ids[applied + 1:], IntentStatus.FAILED, "not applied: an earlier job action failed")
             raise
-        self.store.mark_intent(intent_id, IntentStatus.CONFIRMED, self.clock())
-        _log_applied(plan_id, action, by=Executor.JOB_SOURCE)
-        return Outcome(action, key, True)
+        with self.store.transaction():
+            self._mark_intents(ids, IntentStatus.CONFIRMED)
+        for action in actions:
+            _log_applied(plan_id, action, by=Executor.JOB_SOURCE)
+        return [Outcome(a, key, True) for a, key in zip(actions, keys, strict=True)]
+
+    def _mark_intents(self, ids: Sequence[int], status: IntentStatus, detail: str = "") -> None:
+        now = self.clock()
+        for intent_id in ids:
+            self.store.mark_intent(intent_id, status, now, detail)
 
     def _fenced(self) -> None:
         """Raise `burst.lease.Deposed` if this daemon no longer leads (no journal write or call may follow)."""

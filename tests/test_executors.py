@@ -55,6 +55,29 @@ def test_a_deposed_leader_applies_no_job_action() -> None:
         Actuator({"sim": sim}, store, cluster="test", clock=clock).execute(late)
 
 
+def test_a_plans_job_actions_are_journaled_together_and_a_failure_marks_the_rest_not_applied() -> None:
+    clock = ManualClock(T0)
+    store = Store(":memory:")
+    actuator = Actuator({}, store, cluster="test", clock=clock)
+    actions = tuple(Action(kind=ActionKind.PLACE_JOB, target=f"j{i}", count=1, node_ids=("n1",), reason="r",
+                           step="test") for i in range(3))
+    seen: list[IntentStatus] = []
+
+    def apply(action: Action) -> None:
+        seen.append({i.action["target"]: i.status for i in store.intents()}[action.target])
+        if action.target == "j1":
+            raise RuntimeError("queue refused j1")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        actuator.execute(Plan(id="p", at=T0, actions=actions), apply_job=apply)
+    assert seen == [IntentStatus.SENT, IntentStatus.SENT], "every job intent is sent before the first is applied"
+    by_target = {i.action["target"]: i for i in store.intents()}
+    assert [by_target[t].status for t in ("j0", "j1", "j2")] == [
+        IntentStatus.CONFIRMED, IntentStatus.FAILED, IntentStatus.FAILED]
+    assert "queue refused j1" in by_target["j1"].detail
+    assert by_target["j2"].detail == "not applied: an earlier job action failed"
+
+
 def test_a_sent_job_intent_is_not_resent_after_a_restart() -> None:
     clock = ManualClock(T0)
     store = Store(":memory:")
