@@ -181,11 +181,8 @@ class Actuator:
         keys = [self.idempotency_key(plan_id, a) for a in actions]
         self._fenced()
         now = self.clock()
-        with self.store.transaction():
-            ids = [
-                self.store.record_intent(key, plan_id, a.to_json(), now, status=IntentStatus.SENT)
-                for key, a in zip(keys, actions, strict=True)
-            ]
+        ids = self.store.record_intents(
+            [(key, plan_id, a.to_json()) for key, a in zip(keys, actions, strict=True)], now, status=IntentStatus.SENT)
         applied = 0
         try:
             for action in actions:
@@ -193,20 +190,16 @@ class Actuator:
                 applied += 1
         except BaseException as exc:
             with self.store.transaction():
-                self._mark_intents(ids[:applied], IntentStatus.CONFIRMED)
-                self._mark_intents(ids[applied:applied + 1], IntentStatus.FAILED, f"{type(exc).__name__}: {exc}")
-                self._mark_intents(ids[applied + 1:], IntentStatus.FAILED, "not applied: an earlier job action failed")
+                self.store.mark_intents(ids[:applied], IntentStatus.CONFIRMED, self.clock())
+                self.store.mark_intents(ids[applied:applied + 1], IntentStatus.FAILED, self.clock(),
+                                        f"{type(exc).__name__}: {exc}")
+                self.store.mark_intents(ids[applied + 1:], IntentStatus.FAILED, self.clock(),
+                                        "not applied: an earlier job action failed")
             raise
-        with self.store.transaction():
-            self._mark_intents(ids, IntentStatus.CONFIRMED)
+        self.store.mark_intents(ids, IntentStatus.CONFIRMED, self.clock())
         for action in actions:
             _log_applied(plan_id, action, by=Executor.JOB_SOURCE)
         return [Outcome(a, key, True) for a, key in zip(actions, keys, strict=True)]
-
-    def _mark_intents(self, ids: Sequence[int], status: IntentStatus, detail: str = "") -> None:
-        now = self.clock()
-        for intent_id in ids:
-            self.store.mark_intent(intent_id, status, now, detail)
 
     def _fenced(self) -> None:
         """Raise `burst.lease.Deposed` if this daemon no longer leads (no journal write or call may follow)."""

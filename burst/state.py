@@ -481,6 +481,12 @@ def _where(clauses: Sequence[str]) -> str:
     return (" WHERE " + " AND ".join(clauses)) if clauses else ""
 
 
+_IDS_PER_STATEMENT = 500
+"""Ids one `IN (...)` list holds at most (SQLite's older builds allow 999 parameters a statement)."""
+_ROWS_PER_INSERT = 150
+"""Rows one multi-row INSERT writes at most (six parameters each, under the same limit)."""
+
+
 def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
@@ -907,16 +913,33 @@ class Store:
     ) -> int:
         """Journal an intent before it is carried out, `planned` (or `sent`, for an action applied in this
         process at once); returns its id."""
+        return self.record_intents(((key, plan_id, action),), at, status=status)[0]
+
+    def record_intents(
+        self,
+        intents: Sequence[tuple[str, str, Mapping[str, Any]]],
+        at: datetime,
+        *,
+        status: IntentStatus = IntentStatus.PLANNED,
+    ) -> list[int]:
+        """Journal several intents (key, plan id, action) as `record_intent` does, in one transaction: all of
+        them or none; returns their ids in order."""
         if status not in UNCONFIRMED_INTENT_STATUSES:
             raise InvalidIntentTransition(f"an intent is journaled planned or sent, not {status.value}")
         stamp = _ts(at, "at")
+        value = IntentStatus(status).value
+        rows = [(key, plan_id, _json(dict(action), "action"), value, stamp, stamp) for key, plan_id, action in intents]
+        ids: list[int] = []
         with self._tx() as conn:
-            row = conn.execute(
-                "INSERT INTO intents (key, plan_id, action_json, status, detail, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, '', ?, ?) RETURNING id",
-                (key, plan_id, _json(dict(action), "action"), IntentStatus(status).value, stamp, stamp),
-            ).fetchone()
-            return int(row[0])
+            for i in range(0, len(rows), _ROWS_PER_INSERT):
+                chunk = rows[i:i + _ROWS_PER_INSERT]
+                found = conn.execute(
+                    "INSERT INTO intents (key, plan_id, action_json, status, detail, created_at, updated_at) VALUES "
+                    + ",".join(["(?, ?, ?, ?, '', ?, ?)"] * len(chunk)) + " RETURNING id",
+                    [value for row in chunk for value in row],
+                ).fetchall()
+                ids.extend(sorted(int(r[0]) for r in found))  # ids ascend in the VALUES' order; RETURNING's is unset
+        return ids
 
     def mark_intent(self, intent_id: int, status: IntentStatus | str, at: datetime, detail: str = "") -> None:
         """Move an intent forward (see `INTENT_TRANSITIONS`); an empty `detail` keeps the previous one.
@@ -940,6 +963,34 @@ class Store:
             if row is None:
                 raise KeyError(f"intent {intent_id} not found")
             raise InvalidIntentTransition(f"intent {intent_id}: {IntentStatus(row[0]).value} -> {new.value} is not allowed")
+
+    def mark_intents(self, intent_ids: Sequence[int], status: IntentStatus | str, at: datetime, detail: str = "") -> None:
+        """Move several intents forward as `mark_intent` does, in one transaction: all of them or (on the
+        first that may not move, or is unknown) none: their statuses are read first, to say why, then one guarded
+        UPDATE per `_IDS_PER_STATEMENT` ids moves them."""
+        new = IntentStatus(status)
+        before = _INTENT_PREDECESSORS[new]
+        stamp = _ts(at, "at")
+        ids = list(intent_ids)
+        if len(set(ids)) != len(ids):
+            raise InvalidIntentTransition(f"an intent is moved once per call: {sorted(i for i in set(ids) if ids.count(i) > 1)}")
+        with self._tx() as conn:
+            for chunk in (ids[i:i + _IDS_PER_STATEMENT] for i in range(0, len(ids), _IDS_PER_STATEMENT)):
+                marks = _placeholders(len(chunk))
+                found = dict(conn.execute(f"SELECT id, status FROM intents WHERE id IN ({marks})", chunk).fetchall())
+                for intent_id in chunk:
+                    if intent_id not in found:
+                        raise KeyError(f"intent {intent_id} not found")
+                    if found[intent_id] not in before:
+                        raise InvalidIntentTransition(
+                            f"intent {intent_id}: {IntentStatus(found[intent_id]).value} -> {new.value} is not allowed")
+                moved = conn.execute(
+                    "UPDATE intents SET status = ?, updated_at = ?, detail = CASE WHEN ? = '' THEN detail ELSE ? END "
+                    f"WHERE id IN ({marks}) AND status IN ({_placeholders(len(before))})",
+                    (new.value, stamp, detail, detail, *chunk, *before),
+                ).rowcount
+                if moved != len(chunk):  # another writer moved one between the read and the UPDATE
+                    raise InvalidIntentTransition(f"{len(chunk) - moved} of intents {chunk} moved meanwhile")
 
     _INTENT_SELECT = (
         "SELECT id, key, plan_id, action_json, status, detail, created_at, updated_at FROM intents"

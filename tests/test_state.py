@@ -525,6 +525,29 @@ def test_intents_move_forward_only(store: Store) -> None:
         store.record_intent("k", "p", {"x": float("nan")}, T0)
 
 
+def test_intents_journaled_and_moved_together_land_all_or_none(store: Store) -> None:
+    many = store.record_intents([(f"k-{i}", "p1", {"kind": "place_job", "target": f"j{i}"}) for i in range(1203)], T0,
+                                status=IntentStatus.SENT)
+    assert len(many) == 1203 and many == sorted(many)
+    assert [i.action["target"] for i in store.unconfirmed_intents()][:3] == ["j0", "j1", "j2"]
+    done = T0 + timedelta(seconds=1)
+    store.mark_intents(many, IntentStatus.CONFIRMED, done)  # more ids than one statement takes
+    assert store.unconfirmed_intents() == []
+    assert {(i.status, i.updated_at) for i in store.intents(limit=2000)} == {(IntentStatus.CONFIRMED, done)}
+
+    a, b = store.record_intents([("k-a", "p2", {"kind": "evict_job"}), ("k-b", "p2", {"kind": "evict_job"})], T0,
+                                status=IntentStatus.SENT)
+    for ids, error in [([a, many[0], b], InvalidIntentTransition), ([a, 10**9], KeyError), ([a, a], InvalidIntentTransition)]:
+        with pytest.raises(error):
+            store.mark_intents(ids, IntentStatus.FAILED, done, "refused")
+        assert [i.status for i in store.unconfirmed_intents()] == [IntentStatus.SENT] * 2, "a refused call moves none"
+    with pytest.raises(InvalidIntentTransition, match="planned or sent"):
+        store.record_intents([("k-c", "p3", {})], T0, status=IntentStatus.CONFIRMED)
+    with pytest.raises(ValueError, match="action"):
+        store.record_intents([("k-d", "p3", {}), ("k-e", "p3", {"x": float("nan")})], T0)
+    assert store.intents(key="k-d") == [], "a row that cannot be written keeps the others out too"
+
+
 # ------------------------------------------------------------------ store: targets, meta, decisions
 
 
