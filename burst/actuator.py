@@ -43,6 +43,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from burst.lease import Deposed
 from burst.model import NODE_STATE_TIMEOUT_S, Action, ActionKind, Node, NodeId, NodeState, Plan, WarmState
 from burst.state import IntentStatus, MetaKey, Store
 from providers.base import NotFound, Provider, ProviderError
@@ -174,9 +175,10 @@ class Actuator:
         return out
 
     def _apply_jobs(self, plan_id: str, actions: Sequence[Action], apply_job: JobApplier | None) -> list[Outcome]:
-        """Journal a plan's job actions as sent (one transaction), apply them in order, and confirm them (one
-        more). An exception marks the action it came from failed, and those not reached failed as not applied,
-        and goes on up. A crash before the confirmation leaves them sent, which `recover` settles as failed."""
+        """Journal a plan's job actions as sent (one transaction), apply them in order, each behind the leader
+        fence, and confirm them (one more). An exception marks the action it came from failed, and those not
+        reached failed as not applied, and goes on up; `Deposed` goes on up with nothing written. A crash
+        before the confirmation leaves them sent, which `recover` settles as failed."""
         assert apply_job is not None
         keys = [self.idempotency_key(plan_id, a) for a in actions]
         self._fenced()
@@ -186,8 +188,11 @@ class Actuator:
         applied = 0
         try:
             for action in actions:
+                self._fenced()
                 apply_job(action)
                 applied += 1
+        except Deposed:
+            raise  # no write may follow: the new leader's recovery settles these intents (still sent) as failed
         except BaseException as exc:
             with self.store.transaction():
                 self.store.mark_intents(ids[:applied], IntentStatus.CONFIRMED, self.clock())

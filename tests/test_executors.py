@@ -78,6 +78,26 @@ def test_a_plans_job_actions_are_journaled_together_and_a_failure_marks_the_rest
     assert by_target["j2"].detail == "not applied: an earlier job action failed"
 
 
+def test_a_leader_deposed_between_two_job_actions_applies_no_more_and_writes_nothing() -> None:
+    clock = ManualClock(T0)
+    store = Store(":memory:")
+    actuator = Actuator({}, store, cluster="test", clock=clock)
+    checks = iter([True, True, False])  # the batch's check, the first action's, then the lease is lost
+
+    def fence() -> None:
+        if not next(checks):
+            raise Deposed("held by daemon-b")
+
+    actuator.fence = fence
+    actions = tuple(Action(kind=ActionKind.PLACE_JOB, target=f"j{i}", count=1, node_ids=("n1",), reason="r",
+                           step="test") for i in range(3))
+    applied: list[Action] = []
+    with pytest.raises(Deposed):
+        actuator.execute(Plan(id="p", at=T0, actions=actions), apply_job=applied.append)
+    assert [a.target for a in applied] == ["j0"]
+    assert [i.status for i in store.intents()] == [IntentStatus.SENT] * 3, "left for the new leader's recovery"
+
+
 def test_a_sent_job_intent_is_not_resent_after_a_restart() -> None:
     clock = ManualClock(T0)
     store = Store(":memory:")
