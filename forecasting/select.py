@@ -22,6 +22,11 @@ Candidates (point forecasts; every quantile comes from calibration):
 - `seasonal_naive`: the value one season earlier (a week with two weeks of
   history, else a day);
 - `auto_ets`: statsforecast's AutoETS with a daily season, fitted on hourly means;
+  its structure (error, trend, season, damping) is searched once per day,
+  on the `STRUCTURE_WINDOW_S` (13 days) before the day's start (UTC), and
+  every fit whose origin falls on that day fits its parameters on that
+  structure (`EtsStructures.of_day`): the search tries 15 forms, a fit with
+  the form given one;
 - `recent_level`: the median of the last 6 h, held flat;
 - `median`: the median of the four above, step by step (the robust
   combination);
@@ -93,6 +98,9 @@ ORIGINS = 20
 MIN_ORIGINS = 3
 MIN_TRAIN_S = 2 * DAY_S
 TRAIN_WINDOW_S = 14 * DAY_S
+STRUCTURE_WINDOW_S = 13 * DAY_S
+"""The history AutoETS's daily structure search fits: within every 14-day training window whose origin falls on
+that day."""
 POOL_S = 3 * 3600.0
 MIN_RESIDUALS = 30
 RECENT_S = 6 * 3600.0
@@ -168,14 +176,37 @@ def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
 
 @dataclass
 class EtsStructures:
-    """AutoETS as a candidate (`auto_ets_quantiles`) that remembers the structure it chose for each training window,
-    so a refit between reselections can keep the serving fit's (`SelectingForecaster`)."""
+    """AutoETS as a candidate (`auto_ets_quantiles`) that searches its structure once per series and day
+    (`of_day`) and remembers the structure of each training window, so a refit between reselections can keep
+    the serving fit's (`SelectingForecaster`). A window that does not hold the day's search window (early
+    history, or training from a level shift on) lets AutoETS choose its structure alone."""
 
     chosen: dict[tuple[str, datetime, datetime], str] = field(default_factory=dict)
+    daily: dict[tuple[str, datetime], str] = field(default_factory=dict)  # per (series, day): the structure searched
+    searches: int = 0
 
     def __call__(self, series: DemandSeries, steps: int) -> QuantilePaths:
-        paths, self.chosen[_window(series)] = auto_ets_fit(series, steps)
+        structure = self.of_day(series)
+        paths, self.chosen[_window(series)] = auto_ets_fit(series, steps, structure)
         return paths
+
+    def of_day(self, series: DemandSeries) -> str | None:
+        """The structure AutoETS chooses on the `STRUCTURE_WINDOW_S` before the start of the day (UTC) of the
+        forecast origin after `series` (searched once per series and day, and a function of the history
+        alone); None when `series` does not hold that window."""
+        origin = series.timestamps[-1] + timedelta(seconds=series.step_s)
+        day = origin.replace(hour=0, minute=0, second=0, microsecond=0)
+        first = day - timedelta(seconds=STRUCTURE_WINDOW_S)
+        if series.timestamps[0] > first:  # checked first: a short window never takes a structure searched before it
+            return None
+        key = (series.name, day)
+        if key in self.daily:
+            return self.daily[key]
+        start = next(i for i, t in enumerate(series.timestamps) if t >= first)
+        end = next((i for i, t in enumerate(series.timestamps) if t >= day), len(series.values))
+        self.searches += 1
+        self.daily[key] = auto_ets_fit(series.part(start, end), 1)[1]
+        return self.daily[key]
 
     def of(self, window: DemandSeries) -> str | None:
         """The structure AutoETS chose when it was fitted on `window` (None: it was not)."""
@@ -185,6 +216,8 @@ class EtsStructures:
         """Drop the structures of windows that ended before `instant`."""
         for key in [k for k in self.chosen if k[2] < instant]:
             del self.chosen[key]
+        for day in [k for k in self.daily if k[1] < instant]:
+            del self.daily[day]
 
 
 def _window(series: DemandSeries) -> tuple[str, datetime, datetime]:

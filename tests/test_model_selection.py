@@ -13,8 +13,10 @@ import pytest
 from forecasting.models import DemandSeries, SeriesError
 from forecasting.select import (
     ETS_OWN,
+    STRUCTURE_WINDOW_S,
     TRAIN_WINDOW_S,
     WITH_ETS,
+    EtsStructures,
     OriginCache,
     SelectingForecaster,
     auto_ets_fit,
@@ -176,6 +178,29 @@ def test_autoets_given_the_structure_it_chose_fits_the_same_paths_and_falls_back
     # two days of history hold no daily season: a seasonal form cannot fit, so AutoETS chooses again
     short, chosen = auto_ets_fit(truncated(series, 0, 40), 6, structure)
     assert chosen[2] == "N" and len(short[0.5]) == 6
+
+
+def test_autoets_searches_its_structure_once_a_day_on_the_days_before_it_and_fits_that_days_windows_on_it() -> None:
+    rng = random.Random(13)
+    series = hourly([v + rng.gauss(0, 3) for v in daily_wave(17 * 24)])
+    window, day = int(TRAIN_WINDOW_S // 3600), 15 * 24  # T0 is midnight UTC: hour 360 starts day 15
+    morning = truncated(series, day + 6 - window, day + 6)  # 14-day windows whose origins fall on day 15
+    evening = truncated(series, day + 18 - window, day + 18)
+    ets = EtsStructures()
+    ets(morning, 48)
+    ets(evening, 48)
+    searched = auto_ets_fit(truncated(series, day - int(STRUCTURE_WINDOW_S // 3600), day), 1)[1]
+    assert ets.searches == 1 and ets.of(morning) == ets.of(evening) == searched
+    longer = EtsStructures()  # more history before the same origin: the same day's search, the same structure
+    longer(truncated(series, 0, day + 6), 48)
+    assert longer.of(truncated(series, 0, day + 6)) == searched
+    ets(truncated(series, day + 30 - window, day + 30), 48)  # the next day searches again
+    assert ets.searches == 2
+    short = truncated(series, day + 6 - 10 * 24, day + 6)  # holds no 13 days before its day: AutoETS chooses alone
+    for structures in (EtsStructures(), ets):  # whether or not that day was searched for a longer window
+        searches = structures.searches
+        structures(short, 48)
+        assert structures.searches == searches and structures.of(short) == auto_ets_fit(short, 48)[1]
 
 
 def test_refits_between_reselections_keep_the_autoets_structure_of_the_reselections_serving_fit() -> None:
