@@ -22,11 +22,12 @@ Candidates (point forecasts; every quantile comes from calibration):
 - `seasonal_naive`: the value one season earlier (a week with two weeks of
   history, else a day);
 - `auto_ets`: statsforecast's AutoETS with a daily season, fitted on hourly means;
-  its structure (error, trend, season, damping) is searched once per day,
-  on the `STRUCTURE_WINDOW_S` (13 days) before the day's start (UTC), and
-  every fit whose origin falls on that day fits its parameters on that
-  structure (`EtsStructures.of_day`): the search tries 15 forms, a fit with
-  the form given one;
+  its structure (error, trend, season, damping) is searched once per
+  `STRUCTURE_PERIOD_S` (two days, counted from the Unix epoch), on the
+  `STRUCTURE_WINDOW_S` (12 days) before the period's start, and every fit
+  whose origin falls in that period fits its parameters on that structure
+  (`EtsStructures.of_period`): the search tries 15 forms, a fit with the
+  form given one;
 - `recent_level`: the median of the last 6 h, held flat;
 - `median`: the median of the four above, step by step (the robust
   combination);
@@ -75,6 +76,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -98,9 +100,11 @@ ORIGINS = 20
 MIN_ORIGINS = 3
 MIN_TRAIN_S = 2 * DAY_S
 TRAIN_WINDOW_S = 14 * DAY_S
-STRUCTURE_WINDOW_S = 13 * DAY_S
-"""The history AutoETS's daily structure search fits: within every 14-day training window whose origin falls on
-that day."""
+STRUCTURE_PERIOD_S = 2 * DAY_S
+"""How often AutoETS searches a series' structure: once per period of this length, counted from the Unix epoch."""
+STRUCTURE_WINDOW_S = 12 * DAY_S
+"""The history AutoETS's structure search fits: the days before the period's start, within every 14-day training
+window whose origin falls in the period (so period + window <= `TRAIN_WINDOW_S`)."""
 POOL_S = 3 * 3600.0
 MIN_RESIDUALS = 30
 RECENT_S = 6 * 3600.0
@@ -176,37 +180,37 @@ def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
 
 @dataclass
 class EtsStructures:
-    """AutoETS as a candidate (`auto_ets_quantiles`) that searches its structure once per series and day
-    (`of_day`) and remembers the structure of each training window, so a refit between reselections can keep
+    """AutoETS as a candidate (`auto_ets_quantiles`) that searches its structure once per series and
+    `STRUCTURE_PERIOD_S` (`of_period`) and remembers the structure of each training window, so a refit between reselections can keep
     the serving fit's (`SelectingForecaster`). A window that does not hold the day's search window (early
     history, or training from a level shift on) lets AutoETS choose its structure alone."""
 
     chosen: dict[tuple[str, datetime, datetime], str] = field(default_factory=dict)
-    daily: dict[tuple[str, datetime], str] = field(default_factory=dict)  # per (series, day): the structure searched
+    searched: dict[tuple[str, datetime], str] = field(default_factory=dict)  # per (series, period start)
     searches: int = 0
 
     def __call__(self, series: DemandSeries, steps: int) -> QuantilePaths:
-        structure = self.of_day(series)
+        structure = self.of_period(series)
         paths, self.chosen[_window(series)] = auto_ets_fit(series, steps, structure)
         return paths
 
-    def of_day(self, series: DemandSeries) -> str | None:
-        """The structure AutoETS chooses on the `STRUCTURE_WINDOW_S` before the start of the day (UTC) of the
-        forecast origin after `series` (searched once per series and day, and a function of the history
-        alone); None when `series` does not hold that window."""
+    def of_period(self, series: DemandSeries) -> str | None:
+        """The structure AutoETS chooses on the `STRUCTURE_WINDOW_S` before the start of the `STRUCTURE_PERIOD_S`
+        period of the forecast origin after `series` (searched once per series and period, and a function of the
+        history alone); None when `series` does not hold that window."""
         origin = series.timestamps[-1] + timedelta(seconds=series.step_s)
-        day = origin.replace(hour=0, minute=0, second=0, microsecond=0)
-        first = day - timedelta(seconds=STRUCTURE_WINDOW_S)
+        since = (origin - _EPOCH).total_seconds()
+        period = _EPOCH + timedelta(seconds=since - since % STRUCTURE_PERIOD_S)
+        first = period - timedelta(seconds=STRUCTURE_WINDOW_S)
         if series.timestamps[0] > first:  # checked first: a short window never takes a structure searched before it
             return None
-        key = (series.name, day)
-        if key in self.daily:
-            return self.daily[key]
-        start = next(i for i, t in enumerate(series.timestamps) if t >= first)
-        end = next((i for i, t in enumerate(series.timestamps) if t >= day), len(series.values))
+        key = (series.name, period)
+        if key in self.searched:
+            return self.searched[key]
+        start, end = bisect_left(series.timestamps, first), bisect_left(series.timestamps, period)
         self.searches += 1
-        self.daily[key] = auto_ets_fit(series.part(start, end), 1)[1]
-        return self.daily[key]
+        self.searched[key] = auto_ets_fit(series.part(start, end), 1)[1]
+        return self.searched[key]
 
     def of(self, window: DemandSeries) -> str | None:
         """The structure AutoETS chose when it was fitted on `window` (None: it was not)."""
@@ -216,8 +220,8 @@ class EtsStructures:
         """Drop the structures of windows that ended before `instant`."""
         for key in [k for k in self.chosen if k[2] < instant]:
             del self.chosen[key]
-        for day in [k for k in self.daily if k[1] < instant]:
-            del self.daily[day]
+        for key in [k for k in self.searched if k[1] < instant]:
+            del self.searched[key]
 
 
 def _window(series: DemandSeries) -> tuple[str, datetime, datetime]:

@@ -13,6 +13,7 @@ import pytest
 from forecasting.models import DemandSeries, SeriesError
 from forecasting.select import (
     ETS_OWN,
+    STRUCTURE_PERIOD_S,
     STRUCTURE_WINDOW_S,
     TRAIN_WINDOW_S,
     WITH_ETS,
@@ -180,24 +181,26 @@ def test_autoets_given_the_structure_it_chose_fits_the_same_paths_and_falls_back
     assert chosen[2] == "N" and len(short[0.5]) == 6
 
 
-def test_autoets_searches_its_structure_once_a_day_on_the_days_before_it_and_fits_that_days_windows_on_it() -> None:
+def test_autoets_searches_its_structure_once_a_period_on_the_days_before_it_and_fits_that_periods_windows_on_it() -> None:
     rng = random.Random(13)
-    series = hourly([v + rng.gauss(0, 3) for v in daily_wave(17 * 24)])
-    window, day = int(TRAIN_WINDOW_S // 3600), 15 * 24  # T0 is midnight UTC: hour 360 starts day 15
-    morning = truncated(series, day + 6 - window, day + 6)  # 14-day windows whose origins fall on day 15
-    evening = truncated(series, day + 18 - window, day + 18)
+    series = hourly([v + rng.gauss(0, 3) for v in daily_wave(20 * 24)])
+    window, period = int(TRAIN_WINDOW_S // 3600), int(STRUCTURE_PERIOD_S // 3600)
+    hours_since_epoch = int((T0 - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() // 3600)
+    start = 15 * 24 - (hours_since_epoch + 15 * 24) % period  # the hour a period starts, on day 14 or 15
+    first = truncated(series, start + 6 - window, start + 6)  # 14-day windows whose origins fall in that period
+    last = truncated(series, start + period - 6 - window, start + period - 6)
     ets = EtsStructures()
-    ets(morning, 48)
-    ets(evening, 48)
-    searched = auto_ets_fit(truncated(series, day - int(STRUCTURE_WINDOW_S // 3600), day), 1)[1]
-    assert ets.searches == 1 and ets.of(morning) == ets.of(evening) == searched
-    longer = EtsStructures()  # more history before the same origin: the same day's search, the same structure
-    longer(truncated(series, 0, day + 6), 48)
-    assert longer.of(truncated(series, 0, day + 6)) == searched
-    ets(truncated(series, day + 30 - window, day + 30), 48)  # the next day searches again
+    ets(first, 48)
+    ets(last, 48)
+    searched = auto_ets_fit(truncated(series, start - int(STRUCTURE_WINDOW_S // 3600), start), 1)[1]
+    assert ets.searches == 1 and ets.of(first) == ets.of(last) == searched
+    longer = EtsStructures()  # more history before the same origin: the same period's search, the same structure
+    longer(truncated(series, 0, start + 6), 48)
+    assert longer.of(truncated(series, 0, start + 6)) == searched
+    ets(truncated(series, start + period + 6 - window, start + period + 6), 48)  # the next period searches again
     assert ets.searches == 2
-    short = truncated(series, day + 6 - 10 * 24, day + 6)  # holds no 13 days before its day: AutoETS chooses alone
-    for structures in (EtsStructures(), ets):  # whether or not that day was searched for a longer window
+    short = truncated(series, start + 6 - 10 * 24, start + 6)  # holds no 12 days before its period: chooses alone
+    for structures in (EtsStructures(), ets):  # whether or not that period was searched for a longer window
         searches = structures.searches
         structures(short, 48)
         assert structures.searches == searches and structures.of(short) == auto_ets_fit(short, 48)[1]
