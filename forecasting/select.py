@@ -220,8 +220,8 @@ class EtsStructures:
         """Drop the structures of windows that ended before `instant`."""
         for key in [k for k in self.chosen if k[2] < instant]:
             del self.chosen[key]
-        for key in [k for k in self.searched if k[1] < instant]:
-            del self.searched[key]
+        for searched in [k for k in self.searched if k[1] < instant]:
+            del self.searched[searched]
 
 
 def _window(series: DemandSeries) -> tuple[str, datetime, datetime]:
