@@ -1,6 +1,7 @@
-"""Benchmark: `bench/strategies.py --speed` in several checkouts, run in turn, with each run's wall and CPU time.
+"""Benchmark: `bench/strategies.py --speed` in several checkouts, run in turn or together, with each run's wall and CPU time.
 
     python bench/speed_side_by_side.py BASE_DIR NEW_DIR [MORE_DIR ...] [--rounds 2] [--workers 2] [--json] [--small]
+    python bench/speed_side_by_side.py BASE_DIR NEW_DIR --together     # each round runs them at once, one core each
 
 Each DIR is a checkout of burst (e.g. `git worktree add --detach /tmp/base
 <commit>`), the first the base the others are compared with. Each run is
@@ -11,6 +12,13 @@ load from anything else on the machine falls on all alike. Each run's user and
 system CPU are its process tree's (`resource.getrusage(RUSAGE_CHILDREN)` before
 and after: the workers are children of the run). On a loaded machine the CPU
 figures are the steadier ones: wall time also counts the waits for a core.
+
+On a shared machine whose pace drifts between runs, turns are not enough: two
+runs of the same pair a few minutes apart have differed by 15% in their ratio.
+`--together` starts every checkout of a round at the same moment, each with
+`--workers 1` (give the machine at least as many cores as checkouts), so any
+drift falls on all of them at once; each run's CPU is its own process tree's
+(`os.wait4`).
 
 Prints one row per run and each checkout's ratios over the base of the median wall and user CPU; writes
 nothing.
@@ -25,6 +33,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +56,35 @@ def run_once(checkout: Path, workers: int, scope: str = "--speed") -> dict[str, 
             "strategies": per[per.find("(") + 1:per.rfind(")")] if per else ""}
 
 
+def run_together(checkouts: list[Path], scope: str = "--speed") -> list[dict[str, Any]]:
+    """`run_once` for every checkout at the same time, each with one worker: one dict per checkout, in order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        started: dict[int, tuple[int, subprocess.Popen[bytes], Path]] = {}
+        t0 = time.perf_counter()
+        for i, checkout in enumerate(checkouts):
+            env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+            err = Path(tmp) / f"{i}.err"
+            with err.open("wb") as sink:
+                proc = subprocess.Popen([sys.executable, "bench/strategies.py", scope, "--workers", "1"], cwd=checkout,
+                                        env=env, stdout=subprocess.DEVNULL, stderr=sink)
+            started[proc.pid] = (i, proc, err)
+        out: list[dict[str, Any]] = [{} for _ in checkouts]
+        while started:
+            pid, status, usage = os.wait4(-1, 0)
+            if pid not in started:
+                continue
+            i, proc, err = started.pop(pid)
+            text = err.read_text(errors="replace")
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"{checkouts[i]}: bench/strategies.py {scope} exited "
+                                 f"{os.waitstatus_to_exitcode(status)}:\n{text[-2000:]}")
+            per = next((line for line in text.splitlines() if " wall (" in line), "")
+            out[i] = {"wall_s": time.perf_counter() - t0, "user_s": usage.ru_utime, "sys_s": usage.ru_stime,
+                      "strategies": per[per.find("(") + 1:per.rfind(")")] if per else ""}
+            proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkouts", type=Path, nargs="+", metavar="DIR",
@@ -55,6 +93,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="--workers of each run (default 2)")
     parser.add_argument("--json", action="store_true", help="print the runs and ratios as one JSON object")
     parser.add_argument("--small", action="store_true", help="time `--small` runs instead (a check of this script)")
+    parser.add_argument("--together", action="store_true",
+                        help="run each round's checkouts at the same time, one worker each (see the module doc)")
     args = parser.parse_args()
     if len(args.checkouts) < 2:
         parser.error("give at least two checkouts: the base and one to compare with it")
@@ -65,9 +105,11 @@ def main() -> int:
         parser.error("--rounds must be >= 1")
     labels = [str(c) for c in args.checkouts]
     runs: list[dict[str, Any]] = []
+    scope = "--small" if args.small else "--speed"
     for round_ in range(1, args.rounds + 1):
-        for label, checkout in zip(labels, args.checkouts, strict=True):
-            figures = run_once(checkout, args.workers, "--small" if args.small else "--speed")
+        together = run_together(list(args.checkouts), scope) if args.together else None
+        for i, (label, checkout) in enumerate(zip(labels, args.checkouts, strict=True)):
+            figures = together[i] if together is not None else run_once(checkout, args.workers, scope)
             runs.append({"round": round_, "checkout": label, **figures})
             if not args.json:
                 print(f"round {round_} wall {figures['wall_s']:7.1f} s  user {figures['user_s']:7.1f} s  "
