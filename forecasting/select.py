@@ -181,9 +181,9 @@ def auto_ets_quantiles(series: DemandSeries, steps: int) -> QuantilePaths:
 @dataclass
 class EtsStructures:
     """AutoETS as a candidate (`auto_ets_quantiles`) that searches its structure once per series and
-    `STRUCTURE_PERIOD_S` (`of_period`) and remembers the structure of each training window, so a refit between reselections can keep
-    the serving fit's (`SelectingForecaster`). A window that does not hold the day's search window (early
-    history, or training from a level shift on) lets AutoETS choose its structure alone."""
+    `STRUCTURE_PERIOD_S` (`of_period`) and remembers the structure of each training window, so a refit between
+    reselections can keep the serving fit's (`SelectingForecaster`). A window that does not hold its period's
+    search window (early history, or training from a level shift on) lets AutoETS choose its structure alone."""
 
     chosen: dict[tuple[str, datetime, datetime], str] = field(default_factory=dict)
     searched: dict[tuple[str, datetime], str] = field(default_factory=dict)  # per (series, period start)

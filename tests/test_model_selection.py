@@ -194,6 +194,7 @@ def test_autoets_searches_its_structure_once_a_period_on_the_days_before_it_and_
     ets(last, 48)
     searched = auto_ets_fit(truncated(series, start - int(STRUCTURE_WINDOW_S // 3600), start), 1)[1]
     assert ets.searches == 1 and ets.of(first) == ets.of(last) == searched
+    assert ets.of_period(last) == searched, "the period's last window still holds the days its search fitted"
     longer = EtsStructures()  # more history before the same origin: the same period's search, the same structure
     longer(truncated(series, 0, start + 6), 48)
     assert longer.of(truncated(series, 0, start + 6)) == searched
