@@ -949,25 +949,12 @@ class Store:
         KeyError for an unknown id, `InvalidIntentTransition` for any other
         move (including re-marking the same status). `intent(id)` reads the result.
         """
-        new = IntentStatus(status)
-        before = _INTENT_PREDECESSORS[new]
-        stamp = _ts(at, "at")
-        with self._tx() as conn:
-            if before and conn.execute(
-                "UPDATE intents SET status = ?, updated_at = ?, detail = CASE WHEN ? = '' THEN detail ELSE ? END "
-                f"WHERE id = ? AND status IN ({_placeholders(len(before))})",
-                (new.value, stamp, detail, detail, intent_id, *before),
-            ).rowcount == 1:
-                return
-            row = conn.execute("SELECT status FROM intents WHERE id = ?", (intent_id,)).fetchone()
-            if row is None:
-                raise KeyError(f"intent {intent_id} not found")
-            raise InvalidIntentTransition(f"intent {intent_id}: {IntentStatus(row[0]).value} -> {new.value} is not allowed")
+        self.mark_intents((intent_id,), status, at, detail)
 
     def mark_intents(self, intent_ids: Sequence[int], status: IntentStatus | str, at: datetime, detail: str = "") -> None:
         """Move several intents forward as `mark_intent` does, in one transaction: all of them or (on the
-        first that may not move, or is unknown) none: their statuses are read first, to say why, then one guarded
-        UPDATE per `_IDS_PER_STATEMENT` ids moves them."""
+        first that may not move, or is unknown) none. One guarded UPDATE per `_IDS_PER_STATEMENT` ids moves them;
+        only when it moves fewer than asked are the others read, to say why (and the transaction rolls back)."""
         new = IntentStatus(status)
         before = _INTENT_PREDECESSORS[new]
         stamp = _ts(at, "at")
@@ -976,21 +963,20 @@ class Store:
             raise InvalidIntentTransition(f"an intent is moved once per call: {sorted(i for i in set(ids) if ids.count(i) > 1)}")
         with self._tx() as conn:
             for chunk in (ids[i:i + _IDS_PER_STATEMENT] for i in range(0, len(ids), _IDS_PER_STATEMENT)):
-                marks = _placeholders(len(chunk))
-                found = dict(conn.execute(f"SELECT id, status FROM intents WHERE id IN ({marks})", chunk).fetchall())
-                for intent_id in chunk:
-                    if intent_id not in found:
-                        raise KeyError(f"intent {intent_id} not found")
-                    if found[intent_id] not in before:
-                        raise InvalidIntentTransition(
-                            f"intent {intent_id}: {IntentStatus(found[intent_id]).value} -> {new.value} is not allowed")
                 moved = conn.execute(
                     "UPDATE intents SET status = ?, updated_at = ?, detail = CASE WHEN ? = '' THEN detail ELSE ? END "
-                    f"WHERE id IN ({marks}) AND status IN ({_placeholders(len(before))})",
+                    f"WHERE id IN ({_placeholders(len(chunk))}) AND status IN ({_placeholders(len(before))}) "
+                    "RETURNING id",
                     (new.value, stamp, detail, detail, *chunk, *before),
-                ).rowcount
-                if moved != len(chunk):  # another writer moved one between the read and the UPDATE
-                    raise InvalidIntentTransition(f"{len(chunk) - moved} of intents {chunk} moved meanwhile")
+                ).fetchall() if before else []
+                if len(moved) == len(chunk):
+                    continue
+                done = {int(r[0]) for r in moved}
+                first = next(i for i in chunk if i not in done)
+                row = conn.execute("SELECT status FROM intents WHERE id = ?", (first,)).fetchone()
+                if row is None:
+                    raise KeyError(f"intent {first} not found")
+                raise InvalidIntentTransition(f"intent {first}: {IntentStatus(row[0]).value} -> {new.value} is not allowed")
 
     _INTENT_SELECT = (
         "SELECT id, key, plan_id, action_json, status, detail, created_at, updated_at FROM intents"
