@@ -44,7 +44,12 @@ Calibration (split conformal, per horizon step): a candidate's residuals
 give its P10/P50/P90/P99 offsets at step k: the conformal quantiles of the
 pool (the ceil((n+1)q)-th smallest residual for q >= 0.5, the
 floor((n+1)q)-th for q < 0.5). The forecast is the P50 path plus each
-offset, so a model with a bias has it corrected at P50 too.
+offset, so a model with a bias has it corrected at P50 too, where the bias
+was measured: at a step that fewer than `BIAS_MIN_SHARE` of the folds
+observed (the far steps of a long horizon, reached only by the oldest
+folds, which all score the same stretch of history) the P50 is the model's
+own, and every quantile keeps its offset from the pooled P50, so the band
+keeps its calibrated width around it.
 
 The serving model is the candidate whose calibrated P90 (its own P90 for
 an `_own` candidate) has the lowest mean pinball loss over every scored
@@ -107,6 +112,9 @@ STRUCTURE_WINDOW_S = 12 * DAY_S
 window whose origin falls in the period (so period + window <= `TRAIN_WINDOW_S`)."""
 POOL_S = 3 * 3600.0
 MIN_RESIDUALS = 30
+BIAS_MIN_SHARE = 0.75
+"""A step's P50 offset (the model's bias there) is kept only where at least this share of the folds observed the
+step; the later steps are reached only by the oldest folds, which all score one stretch of history."""
 RECENT_S = 6 * 3600.0
 SHIFT_WINDOW_S = 7 * DAY_S
 SHIFT_BEFORE_S = 3 * DAY_S
@@ -531,8 +539,10 @@ def _offsets(residuals: Sequence[Sequence[float]], steps: int, step_s: float) ->
                 break
             width = max(1, width * 2)
         pool.sort()
+        at = {q: conformal_quantile(pool, q) if pool else 0.0 for q in QUANTILES}
+        bias = at[0.5] if len(residuals[k]) >= BIAS_MIN_SHARE * len(residuals[0]) else 0.0
         for q in QUANTILES:
-            out[q].append(conformal_quantile(pool, q) if pool else 0.0)
+            out[q].append(at[q] - at[0.5] + bias)
     return {q: tuple(v) for q, v in out.items()}
 
 

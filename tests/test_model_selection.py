@@ -12,6 +12,7 @@ import pytest
 
 from forecasting.models import DemandSeries, SeriesError
 from forecasting.select import (
+    BIAS_MIN_SHARE,
     ETS_OWN,
     STRUCTURE_PERIOD_S,
     STRUCTURE_WINDOW_S,
@@ -254,6 +255,22 @@ def test_calibration_reaches_nominal_coverage_on_a_series_with_known_noise() -> 
     assert 0.43 <= coverage[0.5] <= 0.57, coverage
     assert 0.85 <= coverage[0.9] <= 0.95, coverage
     assert coverage[0.99] >= 0.97, coverage
+
+
+def test_a_bias_is_corrected_only_at_the_steps_most_folds_observed() -> None:
+    rng = random.Random(5)
+    series = hourly([50.0 + rng.gauss(0.0, 2.0) for _ in range(14 * 24)])
+    cache = OriginCache({"low": lambda train, steps: [40.0] * steps})  # 10 GPUs under the truth, at every step
+    chosen = select_model(series, 7 * 24, cache=cache, names=["low"])
+    observed = [sum(f.scored_until - f.origin > k for f in chosen.folds) for k in range(7 * 24)]
+    assert observed[0] == len(chosen.folds) == 20 and observed[-1] < BIAS_MIN_SHARE * 20
+    paths = serve(series, chosen, 7 * 24, cache)
+    near, far = 0, observed.index(next(n for n in observed if n < BIAS_MIN_SHARE * 20))
+    assert paths[0.5][near] == pytest.approx(50.0, abs=1.0)  # the bias the folds measured, corrected
+    assert paths[0.5][far] == paths[0.5][-1] == 40.0  # measured by the oldest folds alone: the model's own P50
+    for k in (near, far, 7 * 24 - 1):  # the band keeps its calibrated width around the P50 served
+        assert paths[0.1][k] < paths[0.5][k] < paths[0.9][k]
+        assert paths[0.9][k] - paths[0.1][k] == pytest.approx(2 * 1.2816 * 2.0, rel=0.35)  # P10-P90 of noise with sd 2
 
 
 def test_conformal_quantile_takes_the_finite_sample_rank() -> None:
