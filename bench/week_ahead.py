@@ -83,18 +83,19 @@ def _scores(forecast: list[float], actual: tuple[float, ...]) -> tuple[float, fl
     return week, statistics.mean(abs(f - a) for f, a in zip(forecast, actual, strict=True)) / mean
 
 
-def one_origin(series: DemandSeries, origin: int) -> dict[str, tuple[float, float]]:
-    """Each rule's and seasonal naive's scores from `origin`."""
+def one_origin(series: DemandSeries, origin: int) -> dict[str, tuple[float, float, str]]:
+    """Each rule's and seasonal naive's scores from `origin`, with the model that served."""
     history = replace(series, timestamps=series.timestamps[max(0, origin - int(HISTORY_S // 3600)):origin],
                       values=series.values[max(0, origin - int(HISTORY_S // 3600)):origin])
     actual = series.values[origin:origin + HORIZON]
-    out = {}
+    out: dict[str, tuple[float, float, str]] = {}
     for rule, share in RULES.items():
         select.BIAS_MIN_SHARE = share
         forecast = SelectingForecaster()(history, horizon_s=HORIZON * 3600.0)
-        out[rule] = _scores([max(0.0, v) for v in forecast.quantiles[0.5][:HORIZON]], actual)
+        out[rule] = (*_scores([max(0.0, v) for v in forecast.quantiles[0.5][:HORIZON]], actual),
+                     forecast.model.split(" (")[0])
     select.BIAS_MIN_SHARE = BIAS_MIN_SHARE
-    out["seasonal_naive"] = _scores(list(seasonal_naive_point(history, HORIZON)), actual)
+    out["seasonal_naive"] = (*_scores(list(seasonal_naive_point(history, HORIZON)), actual), "seasonal_naive")
     return out
 
 
@@ -105,8 +106,8 @@ def main() -> int:
     args = parser.parse_args()
     cases = [(label, s, o) for label, s in all_series(args.small) for o in origins_of(s, 2 if args.small else ORIGINS)]
     names = [*RULES, "seasonal_naive"]
-    lines = ["| series | origin | " + " | ".join(f"{n}: week / hourly" for n in names) + " |",
-             "|---|---|" + "---:|" * len(names)]
+    lines = ["| series | origin | " + " | ".join(f"{n}: week / hourly" for n in names) + " | served by: "
+             + " / ".join(RULES) + " |", "|---|---|" + "---:|" * len(names) + "---|"]
     rows = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         for (label, series, origin), row in zip(cases, pool.map(one_origin, *zip(*[(s, o) for _, s, o in cases],
@@ -115,7 +116,8 @@ def main() -> int:
             print(f"[{len(rows)}/{len(cases)}] {label} from {series.timestamps[origin]:%Y-%m-%d %H:%M}", file=sys.stderr,
                   flush=True)
             lines.append(f"| {label} | {series.timestamps[origin]:%Y-%m-%d %H:%M} | "
-                         + " | ".join(f"{row[n][0]:.0%} / {row[n][1]:.0%}" for n in names) + " |")
+                         + " | ".join(f"{row[n][0]:.0%} / {row[n][1]:.0%}" for n in names) + " | "
+                         + " / ".join(row[n][2] for n in RULES) + " |")
     summary = ["| over every origin | week error: median / mean | hourly error: median / mean |", "|---|---:|---:|"]
     for n in names:
         week, hourly = [r[n][0] for r in rows], [r[n][1] for r in rows]
