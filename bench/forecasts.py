@@ -69,9 +69,10 @@ NOTES = """## How burst forecasts here
   regime; AutoETS's own 80% interval (its P90 here) covers 0.91-1.00 of
   actuals. P10 coverage counts actuals at or below P10, so on a series that
   sits at zero (vcJkd) it counts every idle hour, where P10 is zero too.
-  The P50's own offset (the model's bias) is kept only at the steps at
-  least three quarters of the folds observed: within 48 h that is every
-  step unless a level shift left few folds; a week ahead it is the first
+  The P50's own offset (the model's bias) and the serving model are kept
+  only at the steps at least three quarters of the folds observed; beyond,
+  the median of the candidates serves, uncorrected. Within 48 h that is
+  every step unless the history is short; a week ahead it is the first
   days (`bench/week_ahead.py` measures the rule there).
 - Level shifts: a step to a new level found on whole days after a split
   restricts the backtest to folds starting a day after it (the recent level

@@ -13,13 +13,15 @@ followed: the error of the week's mean demand (|forecast - actual| / actual,
 what a weekly cost total follows) and the hourly mean absolute error over the
 week's mean demand.
 
-Two calibration rules, side by side on the same origins:
+Two rules for the far steps, side by side on the same origins:
 
-- `bias where measured` (burst's): the P50 offset corrects the serving
-  model's bias only at steps at least `BIAS_MIN_SHARE` of the selection's
-  folds observed;
-- `bias everywhere` (the rule before it): the P50 offset at every step, the
-  far ones included, where only the oldest few folds reach.
+- `burst`: at the steps at least `BIAS_MIN_SHARE` of the selection's folds
+  observed, the serving model's P50 with its bias corrected; from the first
+  step fewer folds observed, the robust combination's P50 (the median of the
+  candidates), uncorrected (forecasting.select, `served_p50`);
+- `every step alike` (the rule before it): the serving model's P50 with its
+  per-step bias at every step, the far ones included, where only the oldest
+  few folds reach (`BIAS_MIN_SHARE` = 0).
 
 `seasonal_naive` (last week repeated, or the last day with less than two
 weeks of history) is the reference. No target: this is the measurement
@@ -52,7 +54,7 @@ SPACING = 72
 ORIGINS = 6
 FIRST = 14 * 24
 ITP = tuple(f"itp-cluster0{i}.csv" for i in range(1, 6))
-RULES = {"bias where measured": BIAS_MIN_SHARE, "bias everywhere": 0.0}
+RULES = {"burst": BIAS_MIN_SHARE, "every step alike": 0.0}
 
 
 def all_series(small: bool) -> list[tuple[str, DemandSeries]]:

@@ -72,6 +72,7 @@ from forecasting.select import (
     SelectingForecaster,
     Selection,
     fit_start,
+    served_p50,
     truncated,
 )
 
@@ -145,8 +146,8 @@ def horizon_residuals(history: DemandSeries, selection: Selection, cache: Origin
     out: list[list[float]] = []
     whole = 0
     for origin in range(min(last, n - math.ceil(MIN_OBSERVED * steps)), max(min_train, since) - 1, -day):
-        path = cache.path(truncated(history, fit_start(origin, history.step_s, selection.train_start), origin),
-                          selection.model, steps)
+        path = served_p50(cache, truncated(history, fit_start(origin, history.step_s, selection.train_start), origin),
+                          selection, steps)
         seen = min(steps, n - origin)
         out.append([history.values[origin + k] - path[k] for k in range(seen)])
         whole += seen == steps
@@ -174,7 +175,7 @@ def fold_residuals(history: DemandSeries, selection: Selection, cache: OriginCac
     steps = len(selection.offsets[0.5])
     out = []
     for f in selection.folds:
-        path = cache.path(truncated(history, f.train_start, f.origin), selection.model, steps)
+        path = served_p50(cache, truncated(history, f.train_start, f.origin), selection, steps)
         out.append([history.values[f.origin + k] - path[k] for k in range(min(steps, f.scored_until - f.origin))])
     return out
 

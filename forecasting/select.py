@@ -45,11 +45,15 @@ give its P10/P50/P90/P99 offsets at step k: the conformal quantiles of the
 pool (the ceil((n+1)q)-th smallest residual for q >= 0.5, the
 floor((n+1)q)-th for q < 0.5). The forecast is the P50 path plus each
 offset, so a model with a bias has it corrected at P50 too, where the bias
-was measured: at a step that fewer than `BIAS_MIN_SHARE` of the folds
-observed (the far steps of a long horizon, reached only by the oldest
-folds, which all score the same stretch of history) the P50 is the model's
-own, and every quantile keeps its offset from the pooled P50, so the band
-keeps its calibrated width around it.
+was measured. From the first step that fewer than `BIAS_MIN_SHARE` of the
+folds observed (the far steps of a long horizon, reached only by the oldest
+folds, which all score the same stretch of history), neither the bias nor
+the choice of model rests on enough folds: there the P50 is the robust
+combination's (`median`, fitted on the serving window; the serving model's
+own when it is the combination, or after a level shift, where the
+candidates' fits may straddle the shift), and every quantile keeps its
+offset from the pooled P50, so the band keeps its calibrated width around
+it (`served_p50`). The choice itself is scored on every step observed.
 
 The serving model is the candidate whose calibrated P90 (its own P90 for
 an `_own` candidate) has the lowest mean pinball loss over every scored
@@ -585,13 +589,39 @@ def serving_window(history: DemandSeries, selection: Selection) -> DemandSeries:
 
 def serve(history: DemandSeries, selection: Selection, steps: int, cache: OriginCache) -> dict[float, list[float]]:
     """The selected model's paths after `history` (its P50 path, or its own quantiles for an `_own` candidate), with
-    its calibrated offsets: every quantile's path."""
-    paths = cache.quantiles(serving_window(history, selection), selection.model, steps)
+    its calibrated offsets: every quantile's path. At the steps its folds did not measure, every path moves with
+    the P50 to the robust combination's (`served_p50`)."""
+    window = serving_window(history, selection)
+    paths = cache.quantiles(window, selection.model, steps)
+    moved = [p - m for p, m in zip(served_p50(cache, window, selection, steps), paths[0.5], strict=True)]
     out: dict[float, list[float]] = {}
     for q in QUANTILES:
         offs = selection.offsets[q]
-        out[q] = [v + (offs[k] if k < len(offs) else offs[-1]) for k, v in enumerate(paths.get(q, paths[0.5]))]
+        out[q] = [v + moved[k] + (offs[k] if k < len(offs) else offs[-1])
+                  for k, v in enumerate(paths.get(q, paths[0.5]))]
     return out
+
+
+def unmeasured_from(selection: Selection, steps: int) -> int:
+    """The first horizon step that fewer than `BIAS_MIN_SHARE` of the selection's folds observed (`steps` when
+    they observed every one)."""
+    folds = selection.folds
+    for k in range(steps):
+        if sum(f.scored_until - f.origin > k for f in folds) < BIAS_MIN_SHARE * len(folds):
+            return k
+    return steps
+
+
+def served_p50(cache: OriginCache, train: DemandSeries, selection: Selection, steps: int) -> list[float]:
+    """The P50 path the selection serves after `train`, before calibration: the serving model's where its folds
+    measured it, and from `unmeasured_from` on the robust combination's (module doc), unless the serving model is
+    the combination or the selection follows a level shift (the candidates' fits may straddle it)."""
+    own = list(cache.path(train, selection.model, steps))
+    far = unmeasured_from(selection, steps)
+    if far >= len(own) or selection.model == COMBINATION or selection.level_shift_at is not None:
+        return own
+    combined = cache.path(train, COMBINATION, steps)
+    return own[:far] + [combined[k] if k < len(combined) else own[k] for k in range(far, len(own))]
 
 
 class SelectingForecaster:
@@ -676,4 +706,4 @@ def _with_train_start(selection: Selection, start: int) -> Selection:
 
 __all__ = ["OWN", "OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "fit_start", "level_shift",
            "own_candidates",
-           "rise_skill", "select_model", "serve"]
+           "rise_skill", "select_model", "serve", "served_p50", "unmeasured_from"]
