@@ -87,8 +87,8 @@ def _scores(forecast: list[float], actual: tuple[float, ...]) -> tuple[float, fl
 
 def one_origin(series: DemandSeries, origin: int) -> dict[str, tuple[float, float, str]]:
     """Each rule's and seasonal naive's scores from `origin`, with the model that served."""
-    history = replace(series, timestamps=series.timestamps[max(0, origin - int(HISTORY_S // 3600)):origin],
-                      values=series.values[max(0, origin - int(HISTORY_S // 3600)):origin])
+    start = max(0, origin - int(HISTORY_S // 3600))
+    history = replace(series, timestamps=series.timestamps[start:origin], values=series.values[start:origin])
     actual = series.values[origin:origin + HORIZON]
     out: dict[str, tuple[float, float, str]] = {}
     for rule, share in RULES.items():

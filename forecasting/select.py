@@ -544,7 +544,7 @@ def _offsets(residuals: Sequence[Sequence[float]], steps: int, step_s: float) ->
             width = max(1, width * 2)
         pool.sort()
         at = {q: conformal_quantile(pool, q) if pool else 0.0 for q in QUANTILES}
-        bias = at[0.5] if len(residuals[k]) >= BIAS_MIN_SHARE * len(residuals[0]) else 0.0
+        bias = at[0.5] if _measured(len(residuals[k]), len(residuals[0])) else 0.0
         for q in QUANTILES:
             out[q].append(at[q] - at[0.5] + bias)
     return {q: tuple(v) for q, v in out.items()}
@@ -607,9 +607,14 @@ def unmeasured_from(selection: Selection, steps: int) -> int:
     they observed every one)."""
     folds = selection.folds
     for k in range(steps):
-        if sum(f.scored_until - f.origin > k for f in folds) < BIAS_MIN_SHARE * len(folds):
+        if not _measured(sum(f.scored_until - f.origin > k for f in folds), len(folds)):
             return k
     return steps
+
+
+def _measured(observing: int, folds: int) -> bool:
+    """Whether a horizon step that `observing` of `folds` folds observed is measured (`BIAS_MIN_SHARE`)."""
+    return observing >= BIAS_MIN_SHARE * folds
 
 
 def served_p50(cache: OriginCache, train: DemandSeries, selection: Selection, steps: int) -> list[float]:
