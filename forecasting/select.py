@@ -48,12 +48,15 @@ offset, so a model with a bias has it corrected at P50 too, where the bias
 was measured. From the first step that fewer than `BIAS_MIN_SHARE` of the
 folds observed (the far steps of a long horizon, reached only by the oldest
 folds, which all score the same stretch of history), neither the bias nor
-the choice of model rests on enough folds: there the P50 is the robust
-combination's (`median`, fitted on the serving window; the serving model's
-own when it is the combination, or after a level shift, where the
-candidates' fits may straddle the shift), and every quantile keeps its
-offset from the pooled P50, so the band keeps its calibrated width around
-it (`served_p50`). The choice itself is scored on every step observed.
+the choice of model rests on enough folds: there the P50 is the far
+combination's: step by step, the median of the four base candidates
+(fitted on the serving window) and the mean daily profile of the window's
+last week (`far_combination`), so a level the last hours set (a burst, a
+quiet night) is carried a week ahead only where most candidates carry it;
+after a level shift, where the fits and the week's profile may straddle the
+shift, the serving model's own. Every quantile keeps its offset from the
+pooled P50, so the band keeps its calibrated width around it (`served_p50`).
+The choice itself is scored on every step observed.
 
 The serving model is the candidate whose calibrated P90 (its own P90 for
 an `_own` candidate) has the lowest mean pinball loss over every scored
@@ -120,6 +123,7 @@ BIAS_MIN_SHARE = 0.75
 """A step's P50 offset (the model's bias there) is kept only where at least this share of the folds observed the
 step; the later steps are reached only by the oldest folds, which all score one stretch of history."""
 RECENT_S = 6 * 3600.0
+PROFILE_S = 7 * DAY_S
 SHIFT_WINDOW_S = 7 * DAY_S
 SHIFT_BEFORE_S = 3 * DAY_S
 SHIFT_MIN_AFTER_S = DAY_S
@@ -249,6 +253,22 @@ def recent_level_point(series: DemandSeries, steps: int) -> list[float]:
     """The median of the last `RECENT_S` of the series, held flat."""
     n = max(1, int(round(RECENT_S / series.step_s)))
     return [float(statistics.median(series.values[-n:]))] * steps
+
+
+def week_profile_point(series: DemandSeries, steps: int) -> list[float]:
+    """The mean of each step of the day over the last `PROFILE_S` (a week) of the series, repeated: a level that
+    the last hours do not move, with the weekdays and the weekend weighed as they come (a flat mean of that week
+    where a day is not a whole number of steps)."""
+    per = int(round(DAY_S / series.step_s))
+    window = series.values[-max(1, int(round(PROFILE_S / series.step_s))):]
+    n, m = len(series.values), len(window)
+    mean = statistics.fmean(window)
+    if per < 1 or abs(per * series.step_s - DAY_S) > 1e-6:
+        return [mean] * steps
+    by_phase: dict[int, list[float]] = {}
+    for i, v in enumerate(window):
+        by_phase.setdefault((n - m + i) % per, []).append(v)
+    return [statistics.fmean(by_phase[(n + k) % per]) if (n + k) % per in by_phase else mean for k in range(steps)]
 
 
 def candidates(events: Sequence[SpecialEvent] = ()) -> dict[str, PointFit]:
@@ -619,14 +639,22 @@ def _measured(observing: int, folds: int) -> bool:
 
 def served_p50(cache: OriginCache, train: DemandSeries, selection: Selection, steps: int) -> list[float]:
     """The P50 path the selection serves after `train`, before calibration: the serving model's where its folds
-    measured it, and from `unmeasured_from` on the robust combination's (module doc), unless the serving model is
-    the combination or the selection follows a level shift (the candidates' fits may straddle it)."""
+    measured it, and from `unmeasured_from` on the far combination's (`far_combination`), unless the selection
+    follows a level shift (the candidates' fits and the week's profile may straddle it)."""
     own = list(cache.path(train, selection.model, steps))
     far = unmeasured_from(selection, steps)
-    if far >= len(own) or selection.model == COMBINATION or selection.level_shift_at is not None:
+    if far >= len(own) or selection.level_shift_at is not None:
         return own
-    combined = cache.path(train, COMBINATION, steps)
-    return own[:far] + [combined[k] if k < len(combined) else own[k] for k in range(far, len(own))]
+    combined = far_combination(cache, train, steps)
+    return own[:far] + combined[far:]
+
+
+def far_combination(cache: OriginCache, train: DemandSeries, steps: int) -> list[float]:
+    """The P50 at steps the folds did not measure: step by step, the median of the base candidates and the
+    week's mean daily profile (`week_profile_point`), so a level the last hours set is not carried a week ahead
+    unless most candidates carry it."""
+    rows = [cache.path(train, m, steps) for m in cache.models] + [week_profile_point(train, steps)]
+    return [float(statistics.median(col)) for col in zip(*rows, strict=True)]
 
 
 class SelectingForecaster:
@@ -710,5 +738,5 @@ def _with_train_start(selection: Selection, start: int) -> Selection:
 
 
 __all__ = ["OWN", "OriginCache", "SelectingForecaster", "Selection", "conformal_quantile", "fit_start", "level_shift",
-           "own_candidates",
-           "rise_skill", "select_model", "serve", "served_p50", "unmeasured_from"]
+           "far_combination", "own_candidates",
+           "rise_skill", "select_model", "serve", "served_p50", "unmeasured_from", "week_profile_point"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -29,8 +30,10 @@ from forecasting.select import (
     seasonal_naive_point,
     select_model,
     serve,
+    serving_window,
     truncated,
     unmeasured_from,
+    week_profile_point,
 )
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
@@ -259,26 +262,42 @@ def test_calibration_reaches_nominal_coverage_on_a_series_with_known_noise() -> 
     assert coverage[0.99] >= 0.97, coverage
 
 
-def test_the_steps_few_folds_observed_serve_the_combination_without_the_bias() -> None:
+def test_the_steps_few_folds_observed_serve_the_far_combination_without_the_bias() -> None:
     rng = random.Random(5)
     series = hourly([50.0 + rng.gauss(0.0, 2.0) for _ in range(14 * 24)])
 
     def flat(v: float) -> Callable[[DemandSeries, int], list[float]]:
         return lambda train, steps: [v] * steps
 
-    # `low` is 10 GPUs under the truth at every step and is made to serve; the combination is the median of all three
-    cache = OriginCache({"low": flat(40.0), "middle": flat(47.0), "high": flat(70.0)})
+    # `low` is 10 GPUs under the truth at every step and is made to serve; the median of the four candidates alone
+    # would be 57.5, while the week's mean profile (about 50) is the median once it joins them
+    cache = OriginCache({"low": flat(40.0), "middle": flat(45.0), "high": flat(70.0), "higher": flat(75.0)})
     chosen = select_model(series, 7 * 24, cache=cache, names=["low"])
     observed = [sum(f.scored_until - f.origin > k for f in chosen.folds) for k in range(7 * 24)]
     far = unmeasured_from(chosen, 7 * 24)
     assert observed[0] == len(chosen.folds) == 20
     assert observed[far - 1] >= BIAS_MIN_SHARE * 20 > observed[far] and 0 < far < 7 * 24
     paths = serve(series, chosen, 7 * 24, cache)
+    profile = week_profile_point(serving_window(series, chosen), 7 * 24)
     assert paths[0.5][0] == pytest.approx(50.0, abs=1.0)  # the bias the folds measured, corrected
-    assert paths[0.5][far] == paths[0.5][-1] == 47.0  # measured by the oldest folds alone: the combination, unbiased
+    for k in (far, 7 * 24 - 1):  # measured by the oldest folds alone: the far combination, unbiased
+        assert paths[0.5][k] == pytest.approx(profile[k]) and profile[k] == pytest.approx(50.0, abs=2.0)
     for k in (0, far, 7 * 24 - 1):  # the band keeps its calibrated width around the P50 served
         assert paths[0.1][k] < paths[0.5][k] < paths[0.9][k]
         assert paths[0.9][k] - paths[0.1][k] == pytest.approx(2 * 1.2816 * 2.0, rel=0.35)  # P10-P90 of noise, sd 2
+
+
+def test_the_week_profile_is_the_last_weeks_mean_hour_by_hour() -> None:
+    wave = daily_wave(7 * 24, mean=50.0, amplitude=20.0)
+    series = hourly([200.0] * 48 + [v + (3.0 if i // 24 == 2 else 0.0) for i, v in enumerate(wave)])  # 9 days
+    profile = week_profile_point(series, 30)
+    n = len(series.values)
+    # the two days at 200 before the week are not in it; each hour is that hour's mean over the week's 7 days
+    assert profile == pytest.approx([50.0 + 20.0 * math.sin(2 * math.pi * ((n + k) % 24) / 24) + 3.0 / 7
+                                     for k in range(30)])
+    values = [float(i % 5) for i in range(40)]  # 7 h steps: a day is no whole number of them, so the week's flat mean
+    odd = DemandSeries("t", "any", tuple(T0 + timedelta(hours=7 * i) for i in range(40)), tuple(values), 7 * 3600.0)
+    assert week_profile_point(odd, 3) == pytest.approx([statistics.fmean(values[-24:])] * 3)
 
 
 def test_conformal_quantile_takes_the_finite_sample_rank() -> None:
