@@ -71,7 +71,8 @@ NOTES = """## How burst forecasts here
   sits at zero (vcJkd) it counts every idle hour, where P10 is zero too.
   The P50's own offset (the model's bias) and the serving model are kept
   only at the steps at least three quarters of the folds observed; beyond,
-  the median of the candidates serves, uncorrected. Within 48 h that is
+  the median of the candidates and the last week's mean daily profile
+  serves, uncorrected. Within 48 h that is
   every step unless the history is short; a week ahead it is the first
   days (`bench/week_ahead.py` measures the rule there).
 - Level shifts: a step to a new level found on whole days after a split

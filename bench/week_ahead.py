@@ -13,15 +13,19 @@ followed: the error of the week's mean demand (|forecast - actual| / actual,
 what a weekly cost total follows) and the hourly mean absolute error over the
 week's mean demand.
 
-Two rules for the far steps, side by side on the same origins:
+Three rules for the far steps, side by side on the same origins:
 
 - `burst`: at the steps at least `BIAS_MIN_SHARE` of the selection's folds
   observed, the serving model's P50 with its bias corrected; from the first
-  step fewer folds observed, the robust combination's P50 (the median of the
-  candidates), uncorrected (forecasting.select, `served_p50`);
-- `every step alike` (the rule before it): the serving model's P50 with its
-  per-step bias at every step, the far ones included, where only the oldest
-  few folds reach (`BIAS_MIN_SHARE` = 0).
+  step fewer folds observed, the far combination's P50 (the median of the
+  four base candidates and the week's mean daily profile), uncorrected
+  (forecasting.select, `served_p50`, `far_combination`);
+- `candidates' median`: the same, with the median of the four candidates
+  alone at the far steps (the rule before the profile joined them; the
+  serving model's own where the combination serves);
+- `every step alike` (the rule before both): the serving model's P50 with
+  its per-step bias at every step, the far ones included, where only the
+  oldest few folds reach (`BIAS_MIN_SHARE` = 0).
 
 `seasonal_naive` (last week repeated, or the last day with less than two
 weeks of history) is the reference. No target: this is the measurement
@@ -44,7 +48,7 @@ from burst.projection.demand import HISTORY_S, series_of_jobs
 from burst.settings import data_dir
 from burst.sim.traces import load_trace
 from forecasting.models import DemandSeries
-from forecasting.select import BIAS_MIN_SHARE, SelectingForecaster, seasonal_naive_point
+from forecasting.select import BIAS_MIN_SHARE, SelectingForecaster, far_combination, seasonal_naive_point
 from forecasting.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +58,12 @@ SPACING = 72
 ORIGINS = 6
 FIRST = 14 * 24
 ITP = tuple(f"itp-cluster0{i}.csv" for i in range(1, 6))
-RULES = {"burst": BIAS_MIN_SHARE, "every step alike": 0.0}
+RULES = {"burst": BIAS_MIN_SHARE, "candidates' median": BIAS_MIN_SHARE, "every step alike": 0.0}
+
+
+def candidates_median(cache: select.OriginCache, train: DemandSeries, steps: int) -> list[float]:
+    """The far steps' P50 under `candidates' median`: the median of the four base candidates alone."""
+    return cache.path(train, select.COMBINATION, steps)
 
 
 def all_series(small: bool) -> list[tuple[str, DemandSeries]]:
@@ -93,10 +102,11 @@ def one_origin(series: DemandSeries, origin: int) -> dict[str, tuple[float, floa
     out: dict[str, tuple[float, float, str]] = {}
     for rule, share in RULES.items():
         select.BIAS_MIN_SHARE = share
+        select.far_combination = candidates_median if rule == "candidates' median" else far_combination
         forecast = SelectingForecaster()(history, horizon_s=HORIZON * 3600.0)
         out[rule] = (*_scores([max(0.0, v) for v in forecast.quantiles[0.5][:HORIZON]], actual),
                      forecast.model.split(" (")[0])
-    select.BIAS_MIN_SHARE = BIAS_MIN_SHARE
+    select.BIAS_MIN_SHARE, select.far_combination = BIAS_MIN_SHARE, far_combination
     out["seasonal_naive"] = (*_scores(list(seasonal_naive_point(history, HORIZON)), actual), "seasonal_naive")
     return out
 

@@ -610,7 +610,7 @@ def serving_window(history: DemandSeries, selection: Selection) -> DemandSeries:
 def serve(history: DemandSeries, selection: Selection, steps: int, cache: OriginCache) -> dict[float, list[float]]:
     """The selected model's paths after `history` (its P50 path, or its own quantiles for an `_own` candidate), with
     its calibrated offsets: every quantile's path. At the steps its folds did not measure, every path moves with
-    the P50 to the robust combination's (`served_p50`)."""
+    the P50 to the far combination's (`served_p50`)."""
     window = serving_window(history, selection)
     paths = cache.quantiles(window, selection.model, steps)
     moved = [p - m for p, m in zip(served_p50(cache, window, selection, steps), paths[0.5], strict=True)]
