@@ -34,14 +34,17 @@ SMALL = (("itp-cluster02.csv", None, 1.0),)
 
 READING = """## Reading the table
 
-A pool turns a 5-minute cold boot into a 1-minute wake, which is where the P95
-wait goes. Most of what a pool adds to the bill is not the stopped nodes'
-storage (the `of which hot pool` column) but on-demand node-hours: the planner
-places a pending job on ready capacity before it waits for cheaper capacity
-still booting, so fault-tolerant jobs that would have waited for a spot boot
-take a woken on-demand node instead, and every draw prepares a replacement,
-one boot at full price. The ratio lines under each table compare the
-forecast-sized pool with the other two rows of the same run.
+A pool turns a 5-minute cold boot into a 1-minute wake for the jobs that take
+on-demand nodes. Spot groups have no pool (AWS refuses warm pools on Spot),
+so fault-tolerant jobs still wait a spot boot, and they are most of the jobs
+that wait about a boot (`docs/benchmarks/strategies.md`, "What forecasts can
+move", counts them): the P95 wait falls where jobs that cannot go to spot were
+among those at it, and does not move where they were not. What a pool adds
+to the bill is the stopped nodes' storage (the `of which hot pool` column)
+and one boot at full price to prepare each replacement; a woken node also
+spares the boot a cold launch would have billed, so the totals move by about
+1% either way. The ratio lines under each table compare the forecast-sized
+pool with the other two rows of the same run.
 """
 
 def row(name: str, r: StrategyResult) -> str:

@@ -45,16 +45,17 @@ import math
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from benchdoc import write_doc
 
+from burst.model import Job
 from burst.settings import data_dir
 from burst.sim.compare import Comparison, compare, ratio
 from burst.sim.engine import GAP_PARTS, StrategyResult
-from burst.sim.setup import SimSetup, default_setup, in_region, with_spot_scarcity
+from burst.sim.setup import SimSetup, default_setup, in_region, with_fault_tolerance, with_spot_scarcity
 from burst.sim.strategies import STRATEGIES
 from burst.sim.traces import load_trace
 
@@ -251,15 +252,18 @@ def seeds_section(rows: list[str], seeds: range) -> list[str]:
             "|---|---:|---:|---:|---:|---:|---|---|", *rows, ""]
 
 
-def headroom_row(file: str, result: Comparison) -> str | None:
-    """How far forecasts could move burst's figures on this window, at most (see `headroom_section`)."""
+def headroom_row(file: str, result: Comparison, jobs: Sequence[Job]) -> str | None:
+    """How far forecasts could move burst's figures on this window, at most (see `headroom_section`); `jobs` are
+    the replayed jobs with their fault tolerance, in the order of burst's waits."""
     b = result.results.get("burst")
     if b is None or not b.waits_s:
         return None
-    at_p95 = sum(w >= 0.95 * b.wait_p95_s for w in b.waits_s) / len(b.waits_s)
+    waiting = [j for j, w in zip(jobs, b.waits_s, strict=True) if w >= 0.95 * b.wait_p95_s]
+    at_p95 = len(waiting) / len(b.waits_s)
+    tolerant = sum(j.fault_tolerant for j in waiting) / len(waiting) if waiting else 0.0
     empty = b.spend.empty_node_usd if b.spend is not None else 0.0
     ahead = sum(b.cost_gap.get(p, 0.0) for p in ("booting", "hot_pool")) + empty
-    return (f"| {file} | {b.wait_p95_s:,.0f} | {at_p95:.1%} | {max(0.0, at_p95 - 0.05):.1%} "
+    return (f"| {file} | {b.wait_p95_s:,.0f} | {at_p95:.1%} | {tolerant:.0%} | {max(0.0, at_p95 - 0.05):.1%} "
             f"| {fmt(b.cost_gap.get('idle', 0.0))} | {fmt(empty)} | {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} |")
 
 
@@ -268,13 +272,16 @@ def headroom_section(rows: list[str]) -> list[str]:
     return ["## What forecasts can move", "",
             "Forecasts act on whole nodes held ahead of demand or kept after it (pre-scaling, hot pools, scale-in). "
             "burst's P95 wait falls by 5% only if fewer than 5% of jobs wait at least 95% of it, so the jobs above "
-            "that share must find capacity ready when they arrive. On cost a forecast can save at most what burst "
+            "that share must find capacity ready when they arrive. Those that are fault-tolerant wait a spot boot, "
+            "and no forecast-driven step holds spot ahead: spot groups have no hot pool (AWS refuses warm pools on "
+            "Spot) and pre-scaling launches on-demand capacity only. On cost a forecast can save at most what burst "
             "pays beyond the floor for nodes booting or warm (the waterfall's booting and hot pool parts) and for "
             "ready cloud nodes with no job on them; the rest of the idle part is free GPUs on nodes that run work, "
             "a matter of placement, not of when nodes come and go. Main set-up, burst's run above.", "",
-            "| window | burst P95 wait s | jobs waiting >= 0.95 x P95 | of all jobs, to serve ahead for -5% "
-            "| idle part $ | of it, empty nodes $ | booting + hot pool + empty nodes $ | share of burst's cost |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
+            "| window | burst P95 wait s | jobs waiting >= 0.95 x P95 | of them fault-tolerant "
+            "| of all jobs, to serve ahead for -5% | idle part $ | of it, empty nodes $ "
+            "| booting + hot pool + empty nodes $ | share of burst's cost |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
 
 
 def main() -> int:
@@ -335,7 +342,7 @@ def main() -> int:
             lines, held, total = section(file, days, variant, result)
             out += lines
             if variant == "main" and not args.speed:
-                row = headroom_row(file, result)
+                row = headroom_row(file, result, with_fault_tolerance(trace.jobs, setup, args.seed))
                 headroom += [row] if row else []
                 for seed in seeds:
                     other = compare(trace, [n for n in SEED_STRATEGIES if n in names], setup=setup, seed=seed,
