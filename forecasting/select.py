@@ -316,8 +316,7 @@ class OriginCache:
         found = self.paths.get(key)
         if found is None or len(found[0.5]) < steps:
             if model == COMBINATION:
-                rows = [self.path(train, m, steps) for m in self.models]
-                found = {0.5: [float(statistics.median(col)) for col in zip(*rows, strict=True)]}
+                found = {0.5: stepwise_median([self.path(train, m, steps) for m in self.models])}
             elif model + OWN in self.own:  # the point candidate is its own-quantile twin's P50: one fit for both
                 found = {0.5: self.quantiles(train, model + OWN, steps)[0.5]}
             else:
@@ -653,8 +652,12 @@ def far_combination(cache: OriginCache, train: DemandSeries, steps: int) -> list
     """The P50 at steps the folds did not measure: step by step, the median of the base candidates and the
     week's mean daily profile (`week_profile_point`), so a level the last hours set is not carried a week ahead
     unless most candidates carry it."""
-    rows = [cache.path(train, m, steps) for m in cache.models] + [week_profile_point(train, steps)]
-    return [float(statistics.median(col)) for col in zip(*rows, strict=True)]
+    return stepwise_median([*(cache.path(train, m, steps) for m in cache.models), week_profile_point(train, steps)])
+
+
+def stepwise_median(paths: Sequence[Sequence[float]]) -> list[float]:
+    """The median of `paths` at each step (the combinations' rule)."""
+    return [float(statistics.median(col)) for col in zip(*paths, strict=True)]
 
 
 class SelectingForecaster:
