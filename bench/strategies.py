@@ -27,7 +27,8 @@ The docs run also replays the main set-up's windows under two further seeds
 (`--seeds N`; burst, reactive, floor and oracle: every target but Karpenter's)
 and says, per window, how far forecasts could move burst's P95 wait and cost
 at most (the jobs that wait about a cold boot; the spend on capacity booting,
-idle or warm).
+idle or warm), with `burst-clairvoyant` (burst planning with the trace's true
+future demand) replayed beside burst on the main set-up as the measured bound.
 
 `--window FILE` and `--strategy NAME` (each repeatable) replay only those
 windows of FULL and those strategies (`floor` and `oracle` always run: the
@@ -78,6 +79,9 @@ SMALL = (("itp-cluster02.csv", None, 1.0),)
 SPEED = (("itp-cluster04.csv", None, 60.0),)
 SPEED_STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
 """The strategies the speed target was set for (Karpenter's 1 s reactions make its replays several times longer)."""
+CLAIRVOYANT = "burst-clairvoyant"
+"""The bound on what forecasts could move, replayed beside burst on the main set-up's windows."""
+
 SPEED_TARGET_S = 60.0
 MEMORY_TARGET_MIB = 1024.0
 TTC_SLACK_S = 15.0  # time to capacity on cold boots may exceed the boot latency by this much
@@ -212,8 +216,13 @@ def section(file: str, days: float, variant: str, result: Comparison) -> tuple[l
                                                           else "") + "):", "", *checks, ""]
     with_f, without = result.results.get("burst"), result.results.get("burst-no-forecast")
     if with_f and without:
-        lines += [f"Forecasting (burst over burst-no-forecast, same run): cost x{ratio(with_f.cost_usd, without.cost_usd):.3f}, "
-                  f"P95 wait x{ratio(with_f.wait_p95_s, without.wait_p95_s):.3f}, {with_f.forecast_fits} fits.", ""]
+        line = (f"Forecasting (burst over burst-no-forecast, same run): cost x{ratio(with_f.cost_usd, without.cost_usd):.3f}, "
+                f"P95 wait x{ratio(with_f.wait_p95_s, without.wait_p95_s):.3f}, {with_f.forecast_fits} fits")
+        seer = result.results.get(CLAIRVOYANT)
+        if seer:
+            line += (f"; with the true future demand in place of forecasts (`{CLAIRVOYANT}`, a bound): cost "
+                     f"x{ratio(seer.cost_usd, without.cost_usd):.3f}, P95 wait x{ratio(seer.wait_p95_s, without.wait_p95_s):.3f}")
+        lines += [line + ".", ""]
     lines += ["Assumptions: " + "; ".join(result.setup.assumptions) + ".", ""]
     return lines, held, total
 
@@ -263,8 +272,12 @@ def headroom_row(file: str, result: Comparison, jobs: Sequence[Job]) -> str | No
     tolerant = sum(j.fault_tolerant for j in waiting) / len(waiting) if waiting else 0.0
     empty = b.spend.empty_node_usd if b.spend is not None else 0.0
     ahead = sum(b.cost_gap.get(p, 0.0) for p in ("booting", "hot_pool")) + empty
+    seer, without = result.results.get(CLAIRVOYANT), result.results.get("burst-no-forecast")
+    bound = (f"x{ratio(seer.cost_usd, without.cost_usd):.3f} | x{ratio(seer.wait_p95_s, without.wait_p95_s):.3f}"
+             if seer and without else "n/a | n/a")
     return (f"| {file} | {b.wait_p95_s:,.0f} | {at_p95:.1%} | {tolerant:.0%} | {max(0.0, at_p95 - 0.05):.1%} "
-            f"| {fmt(b.cost_gap.get('idle', 0.0))} | {fmt(empty)} | {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} |")
+            f"| {fmt(b.cost_gap.get('idle', 0.0))} | {fmt(empty)} | {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} "
+            f"| {bound} |")
 
 
 def headroom_section(rows: list[str]) -> list[str]:
@@ -277,11 +290,15 @@ def headroom_section(rows: list[str]) -> list[str]:
             "Spot) and pre-scaling launches on-demand capacity only. On cost a forecast can save at most what burst "
             "pays beyond the floor for nodes booting or warm (the waterfall's booting and hot pool parts) and for "
             "ready cloud nodes with no job on them; the rest of the idle part is free GPUs on nodes that run work, "
-            "a matter of placement, not of when nodes come and go. Main set-up, burst's run above.", "",
+            "a matter of placement, not of when nodes come and go. Main set-up, burst's run above. The last two "
+            f"columns measure the bound: `{CLAIRVOYANT}` is burst planning with the trace's true future demand, "
+            "minute by minute, in place of forecasts (`burst.sim.forecasts.ClairvoyantForecaster`), over "
+            "burst-no-forecast: what perfect forecasts would move with today's forecast-driven steps.", "",
             "| window | burst P95 wait s | jobs waiting >= 0.95 x P95 | of them fault-tolerant "
             "| of all jobs, to serve ahead for -5% | idle part $ | of it, empty nodes $ "
-            "| booting + hot pool + empty nodes $ | share of burst's cost |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
+            "| booting + hot pool + empty nodes $ | share of burst's cost | true future demand: cost "
+            "| true future demand: P95 wait |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
 
 
 def main() -> int:
@@ -307,9 +324,9 @@ def main() -> int:
     unknown = [w for w in args.window if w not in known]
     if unknown:
         parser.error(f"--window {unknown[0]}: expected one of {', '.join(known)}")
-    bad = [s for s in args.strategy if s not in STRATEGIES]
+    bad = [s for s in args.strategy if s not in (*STRATEGIES, CLAIRVOYANT)]
     if bad:
-        parser.error(f"--strategy {bad[0]}: expected one of {', '.join(STRATEGIES)}")
+        parser.error(f"--strategy {bad[0]}: expected one of {', '.join((*STRATEGIES, CLAIRVOYANT))}")
     if args.window:
         runs = tuple(r for r in runs if r[0] in args.window)
     partial = bool(args.window or args.strategy)
@@ -334,6 +351,8 @@ def main() -> int:
             setup = VARIANTS[variant](default_setup(trace.stats()))
             t0 = time.perf_counter()
             names = list(SPEED_STRATEGIES if args.speed else STRATEGIES)
+            if variant == "main" and not args.speed and "burst-no-forecast" in names:
+                names.insert(names.index("burst-no-forecast") + 1, CLAIRVOYANT)
             if args.strategy:
                 names = [n for n in names if n in args.strategy or n in ("floor", "oracle")]
             result = compare(trace, names, setup=setup, seed=args.seed, days=days, workers=args.workers)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from builders import T0, job
 
-from burst.model import ALL_TENANTS, DemandPoint
+from burst.model import ALL_TENANTS, DemandPoint, Job
 from burst.sim.compare import compare
-from burst.sim.forecasts import SimForecaster, SimForecasting, pooled, trace_demand
-from burst.sim.setup import default_setup
-from burst.sim.traces import load_trace
+from burst.sim.forecasts import ClairvoyantForecaster, SimForecaster, SimForecasting, pooled, trace_demand
+from burst.sim.setup import default_setup, with_fault_tolerance
+from burst.sim.traces import Trace, TraceStats, load_trace
 from burst.state import Store
 
 D0 = datetime(2026, 3, 2, tzinfo=UTC)
@@ -75,3 +75,44 @@ def test_the_sim_ticks_when_a_forecast_step_enters_the_lead_time(tmp_path: Path)
         due = forecaster.next_due(start)
         assert due is not None and due + lead in f.timestamps and due > start
         assert forecaster.service.next_refit_at() == start + timedelta(hours=6)
+
+
+def test_the_clairvoyant_forecaster_serves_the_true_future_demand_as_every_quantile() -> None:
+    jobs = [job("a", gpus=8, submitted=T0 + timedelta(minutes=30), duration_s=3600.0),
+            job("b", gpus=4, submitted=T0 + timedelta(minutes=45), duration_s=600.0)]
+    settings = SimForecasting(step_s=300.0, horizon_s=3600.0, clairvoyant=True)
+    setup = default_setup(load_trace_stats(jobs))
+    with Store.open(":memory:") as store:
+        seer = ClairvoyantForecaster(settings, store, jobs, setup.groups, T0)
+        (f,) = seer(T0 + timedelta(minutes=7))  # served from the step that holds now
+        assert f.timestamps[0] == T0 + timedelta(minutes=5) and len(f.timestamps) == 12
+        truth = [p.running_gpus for p in trace_demand(jobs, T0 + timedelta(minutes=5), T0 + timedelta(minutes=65), 300.0)]
+        assert all(list(path) == truth for path in f.quantiles.values())
+        assert truth[5] == 8.0 and truth[8] == 12.0, "the job b's 4 GPUs from 00:45, a's 8 from 00:30"
+        assert f.backtest_rise_skill == 0.0 and f.backtest_p90_pinball == 0.0, "every forecast-driven step trusts it"
+        assert seer.service.fits == 0
+        due = seer.next_due(T0)
+        assert due is not None and T0 < due <= T0 + timedelta(seconds=300) and (due + seer.lead - T0).total_seconds() % 300 == 0
+
+
+def load_trace_stats(jobs: list[Job]) -> TraceStats:
+    """Trace statistics of `jobs`, for a default set-up."""
+    return Trace(path=Path("jobs.csv"), format="generic", jobs=tuple(jobs)).stats()
+
+
+def test_clairvoyant_forecasts_pre_scale_for_a_ramp_that_real_forecasts_have_not_seen(tmp_path: Path) -> None:
+    # the window is the ramp's first day: no forecast has history to select a model on, the truth needs none
+    trace = load_trace(ramp_trace(tmp_path)).window(D0, days=1)
+    result = compare(trace, ["burst", "burst-no-forecast", "burst-clairvoyant"], days=1)
+    seer, blind, burst = (result.results[n] for n in ("burst-clairvoyant", "burst-no-forecast", "burst"))
+    assert (burst.waits_s, burst.cost_usd) == (blind.waits_s, blind.cost_usd), "an unfitted forecast changes nothing"
+    assert seer.forecast_fits == 0
+    jobs = with_fault_tolerance(trace.jobs, result.setup, 0)
+    booted = [i for i, w in enumerate(blind.waits_s) if w >= 250]
+    assert any(not jobs[i].fault_tolerant for i in booted), "without forecasts a job that cannot use spot waits a boot"
+    for i in booted:
+        if not jobs[i].fault_tolerant:
+            assert seer.waits_s[i] < 60, f"{jobs[i].id}: capacity pre-scaled for it was ready on arrival"
+    still = [jobs[i] for i, w in enumerate(seer.waits_s) if w >= 250]
+    assert all(j.fault_tolerant for j in still), "pre-scaling launches on-demand only: what still waits a boot is spot's"
+    assert seer.cost_usd > blind.cost_usd, "capacity ahead of demand is paid for"

@@ -87,7 +87,7 @@ from burst.model import Action, ActionKind, CapacityType, GroupId, Job, NodeStat
 from burst.planner.placement import spot_eligible
 from burst.planner.scale_down import idle_release_s, release_idle, releases_idle, scale_down_idle
 from burst.reconcile import Controller, LoopSettings, TickReport
-from burst.sim.forecasts import SimForecaster
+from burst.sim.forecasts import ClairvoyantForecaster, SimForecaster
 from burst.sim.setup import SimSetup
 from burst.sim.strategies import StrategyRun
 from burst.state import CostEntry, Store
@@ -634,7 +634,10 @@ def simulate(
     feed = ArrivalFeed(queue, arrived, start=start - _EPS, load_cursor=lambda: cursor[0], save_cursor=save_cursor)
     policies = setup.policies_for({j.tenant for j in arrivals.jobs})
     store = Store.open(":memory:")
-    forecaster = SimForecaster(run.forecasting, store, [*prior, *jobs], setup.groups, start) if run.forecasting else None
+    forecaster = None
+    if run.forecasting:
+        kind = ClairvoyantForecaster if run.forecasting.clairvoyant else SimForecaster
+        forecaster = kind(run.forecasting, store, [*prior, *jobs], setup.groups, start)
     controller = Controller(
         providers={"sim": provider},
         source=feed,

@@ -19,6 +19,13 @@ Two choices differ from a daemon's defaults, and the report states them:
   tenants, and fitting each every six simulated hours would make the
   benchmark slow without changing much of what pre-scaling does, which sums
   tenants anyway.
+
+`ClairvoyantForecaster` is a bound, not a forecaster: every quantile of its
+forecasts is the trace's true unconstrained demand over the horizon (from the
+step that holds `now` on), and it reports the best backtest a forecast can
+have, so every forecast-driven step trusts it. Planning with it measures the
+most that forecasts of demand could move with this planner; the
+`burst-clairvoyant` strategy runs it (`burst.sim.strategies`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from datetime import datetime, timedelta
 from burst.model import (
     ALL_TENANTS,
     ANY_MODEL,
+    QUANTILES,
     CapacityType,
     DemandPoint,
     Forecast,
@@ -56,6 +64,7 @@ class SimForecasting:
     horizon_s: float = 48 * 3600.0
     refit_every_s: float = 6 * 3600.0
     history_s: float = HISTORY_S
+    clairvoyant: bool = False  # plan with the trace's true future demand (`ClairvoyantForecaster`), a bound
 
 
 def trace_demand(jobs: Iterable[Job], since: datetime, until: datetime, step_s: float) -> list[DemandPoint]:
@@ -158,3 +167,42 @@ class SimForecaster:
         first = bisect.bisect_left(self._recorded, since, key=lambda p: p.at)
         del self._recorded[:first]
         return [p for p in self.prior if p.at >= since] + self._recorded
+
+
+class ClairvoyantForecaster(SimForecaster):
+    """The simulator's forecaster with the trace's future in place of forecasts (see the module doc)."""
+
+    def __init__(
+        self, settings: SimForecasting, store: Store, jobs: Sequence[Job], groups: Sequence[NodeGroup], start: datetime
+    ) -> None:
+        super().__init__(settings, store, jobs, groups, start)
+        last = max((j.submitted_at for j in jobs), default=start)
+        until = max(start, last) + timedelta(seconds=settings.horizon_s + settings.step_s)
+        self.truth: dict[str, list[DemandPoint]] = defaultdict(list)
+        for p in trace_demand(jobs, start, until, settings.step_s):
+            self.truth[p.gpu_model].append(p)
+        self._steps = int(settings.horizon_s // settings.step_s)
+
+    def __call__(self, now: datetime, jobs: Sequence[Job] = ()) -> tuple[Forecast, ...]:
+        """The true demand from the step that holds `now` over the horizon, as every quantile of a forecast."""
+        k = int((now - self.start).total_seconds() // self.settings.step_s)
+        out = []
+        for model, series in sorted(self.truth.items()):
+            path = series[k:k + self._steps]
+            if path:
+                out.append(Forecast(
+                    tenant=ALL_TENANTS, gpu_model=model, timestamps=tuple(p.at for p in path),
+                    quantiles=dict.fromkeys(QUANTILES, tuple(p.running_gpus for p in path)), model=CLAIRVOYANT,
+                    history_s=self.settings.history_s, backtest_p90_pinball=0.0, backtest_rise_skill=0.0))
+        return tuple(out)
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """The next instant a step enters the lead time (the truth changes step by step, never by refit)."""
+        step = self.settings.step_s
+        ahead = (now + self.lead - self.start).total_seconds()
+        due = self.start + timedelta(seconds=(ahead // step + 1) * step) - self.lead
+        return due if due > now else due + timedelta(seconds=step)
+
+
+CLAIRVOYANT = "clairvoyant"
+"""The model name a `ClairvoyantForecaster`'s forecasts carry."""

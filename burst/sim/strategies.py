@@ -26,7 +26,10 @@ on-demand group instead of the forecast-sized one; `burst-periodic-only` is
 periodic checkpoint); `burst-victims-most-recent` and `burst-victims-random` are
 `burst-no-forecast` with priority preemption's victims taken most recently
 started first (Kueue's default) or in seeded random order rather than least
-lost work first.
+lost work first; `burst-clairvoyant` is `burst` planning with the trace's true
+future demand in place of forecasts, at a one-minute step
+(`burst.sim.forecasts.ClairvoyantForecaster`): a bound on what forecasts of
+demand could move with this planner, not a strategy anyone can run.
 
 Every baseline other than `reactive-hotpool` runs without warm pools, and every
 baseline runs the frozen `burst.planner.BASELINE_PIPELINE` (today's placement,
@@ -129,7 +132,8 @@ VICTIM_ORDER_STRATEGIES = {"burst-victims-most-recent": MOST_RECENT, "burst-vict
 """`burst-no-forecast` with priority preemption taking victims most recently started first (Kueue's default) or
 in seeded random order, instead of least lost work first."""
 
-POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *VICTIM_ORDER_STRATEGIES)
+POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *VICTIM_ORDER_STRATEGIES,
+                   "burst-clairvoyant")
 """Strategies `strategy_run` builds on request that the default comparison leaves out."""
 
 STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter", "karpenter-do-not-disrupt",
@@ -140,6 +144,10 @@ LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "karpenter", "kar
                  "karpenter-balanced", "burst", "burst-no-forecast", "static-peak", "floor", "oracle")
 """The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
 queues) first, so a pool of workers finishes together instead of waiting on one late start."""
+
+CLAIRVOYANT_FORECASTING = SimForecasting(step_s=60.0, horizon_s=3600.0, clairvoyant=True)
+"""`burst-clairvoyant`'s forecasts: the truth, minute by minute, an hour ahead (pre-scaling and hot pools look a boot
+latency and its buffer ahead; the hour keeps the bound quick to replay)."""
 
 CA_SCAN_INTERVAL_S = 10.0
 CA_UNNEEDED_TIME_S = 600.0
@@ -179,6 +187,8 @@ def _strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_n
         return StrategyRun(name, setup, PIPELINE, forecasting=SimForecasting())
     if name == "burst-no-forecast":
         return StrategyRun(name, setup, PIPELINE)
+    if name == "burst-clairvoyant":
+        return StrategyRun(name, setup, PIPELINE, forecasting=CLAIRVOYANT_FORECASTING)
     if name == "burst-periodic-only":
         periodic = tuple((n, s) for n, s in PIPELINE if n != "checkpoint_on_notice")
         return StrategyRun(name, setup, periodic)
