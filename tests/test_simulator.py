@@ -265,6 +265,19 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     assert s["reactive-hotpool"]["cost_by_tier"]["hot_pool"] > 0.0
 
 
+def test_simulate_runs_the_clairvoyant_bound_only_on_request(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "burst.cli", "simulate", "--trace", str(tiny_trace(tmp_path)), "--json",
+         "--strategy", "burst-clairvoyant", "--strategy", "burst-no-forecast"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)["strategies"]
+    assert list(s) == ["burst-clairvoyant", "burst-no-forecast"]
+    assert s["burst-clairvoyant"]["forecast_fits"] == 0, "the truth is read, never fitted"
+    assert "burst-clairvoyant" not in STRATEGIES, "the default run leaves the bound out"
+
+
 def test_simulate_report_writes_one_page_with_its_plots_embedded(tmp_path: Path) -> None:
     report = tmp_path / "report"
     out = subprocess.run(
