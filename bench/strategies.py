@@ -28,7 +28,7 @@ The docs run also replays the main set-up's windows under two further seeds
 and says, per window, how far forecasts could move burst's P95 wait and cost
 at most (the jobs that wait about a cold boot; the spend on capacity booting,
 idle or warm), with `burst-clairvoyant` (burst planning with the trace's true
-future demand) replayed beside burst on the main set-up as the measured bound.
+future demand) replayed beside burst on the main set-up as a reference.
 
 `--window FILE` and `--strategy NAME` (each repeatable) replay only those
 windows of FULL and those strategies (`floor` and `oracle` always run: the
@@ -80,7 +80,8 @@ SPEED = (("itp-cluster04.csv", None, 60.0),)
 SPEED_STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
 """The strategies the speed target was set for (Karpenter's 1 s reactions make its replays several times longer)."""
 CLAIRVOYANT = "burst-clairvoyant"
-"""The bound on what forecasts could move, replayed beside burst on the main set-up's windows."""
+"""burst with perfect point forecasts (a reference, not an upper bound), replayed beside burst on the main
+set-up's windows."""
 
 SPEED_TARGET_S = 60.0
 MEMORY_TARGET_MIB = 1024.0
@@ -220,7 +221,7 @@ def section(file: str, days: float, variant: str, result: Comparison) -> tuple[l
                 f"P95 wait x{ratio(with_f.wait_p95_s, without.wait_p95_s):.3f}, {with_f.forecast_fits} fits")
         seer = result.results.get(CLAIRVOYANT)
         if seer:
-            line += (f"; with the true future demand in place of forecasts (`{CLAIRVOYANT}`, a bound): cost "
+            line += (f"; with the true future demand in place of forecasts (`{CLAIRVOYANT}`, a reference): cost "
                      f"x{ratio(seer.cost_usd, without.cost_usd):.3f}, P95 wait x{ratio(seer.wait_p95_s, without.wait_p95_s):.3f}")
         lines += [line + ".", ""]
     lines += ["Assumptions: " + "; ".join(result.setup.assumptions) + ".", ""]
@@ -291,9 +292,11 @@ def headroom_section(rows: list[str]) -> list[str]:
             "pays beyond the floor for nodes booting or warm (the waterfall's booting and hot pool parts) and for "
             "ready cloud nodes with no job on them; the rest of the idle part is free GPUs on nodes that run work, "
             "a matter of placement, not of when nodes come and go. Main set-up, burst's run above. The last two "
-            f"columns measure the bound: `{CLAIRVOYANT}` is burst planning with the trace's true future demand, "
+            f"columns are a reference: `{CLAIRVOYANT}` is burst planning with the trace's true future demand, "
             "minute by minute, in place of forecasts (`burst.sim.forecasts.ClairvoyantForecaster`), over "
-            "burst-no-forecast: what perfect forecasts would move with today's forecast-driven steps.", "",
+            "burst-no-forecast: what perfect point forecasts move with today's forecast-driven steps (a "
+            "reference, not an upper bound: the steps are heuristics and a point forecast does not say which jobs "
+            "will be fault-tolerant).", "",
             "| window | burst P95 wait s | jobs waiting >= 0.95 x P95 | of them fault-tolerant "
             "| of all jobs, to serve ahead for -5% | idle part $ | of it, empty nodes $ "
             "| booting + hot pool + empty nodes $ | share of burst's cost | true future demand: cost "

@@ -734,7 +734,7 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
               type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter",
                                  "karpenter-do-not-disrupt", "karpenter-balanced", "static-peak", "static-p50",
                                  "floor", "oracle", "burst-clairvoyant"]),
-              help="Strategy to simulate (repeatable; default: all but burst-clairvoyant, a bound run on request: "
+              help="Strategy to simulate (repeatable; default: all but burst-clairvoyant, a reference run on request: "
                    "burst planning with the trace's true future demand in place of forecasts).")
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,

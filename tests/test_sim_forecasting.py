@@ -84,13 +84,15 @@ def test_the_clairvoyant_forecaster_serves_the_true_future_demand_as_every_quant
     setup = default_setup(load_trace_stats(jobs))
     with Store.open(":memory:") as store:
         seer = ClairvoyantForecaster(settings, store, jobs, setup.groups, T0)
-        (f,) = seer(T0 + timedelta(minutes=7))  # served from the step that holds now
-        assert f.timestamps[0] == T0 + timedelta(minutes=5) and len(f.timestamps) == 12
-        truth = [p.running_gpus for p in trace_demand(jobs, T0 + timedelta(minutes=5), T0 + timedelta(minutes=65), 300.0)]
+        (f,) = seer(T0 + timedelta(minutes=7))  # served from the first step at or after now
+        assert f.timestamps[0] == T0 + timedelta(minutes=10) and len(f.timestamps) == 12
+        truth = [p.running_gpus for p in trace_demand(jobs, T0 + timedelta(minutes=10), T0 + timedelta(minutes=70), 300.0)]
         assert all(list(path) == truth for path in f.quantiles.values())
-        assert truth[5] == 8.0 and truth[8] == 12.0, "the job b's 4 GPUs from 00:45, a's 8 from 00:30"
+        assert truth[4] == 8.0 and truth[7] == 12.0, "a's 8 GPUs from 00:30, b's 4 more from 00:45"
         assert f.backtest_rise_skill == 0.0 and f.backtest_p90_pinball == 0.0, "every forecast-driven step trusts it"
-        assert seer.service.fits == 0
+        assert seer(T0 + timedelta(minutes=10))[0].timestamps[0] == T0 + timedelta(minutes=10), "on a step: that step"
+        assert seer(T0 - timedelta(hours=3))[0].timestamps[0] == T0, "before the replay: its first step"
+        assert seer.next_due(T0 + timedelta(hours=3)) is None, "nothing is due once the truth has no step left"
         due = seer.next_due(T0)
         assert due is not None and T0 < due <= T0 + timedelta(seconds=300) and (due + seer.lead - T0).total_seconds() % 300 == 0
 

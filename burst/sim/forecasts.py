@@ -20,17 +20,21 @@ Two choices differ from a daemon's defaults, and the report states them:
   benchmark slow without changing much of what pre-scaling does, which sums
   tenants anyway.
 
-`ClairvoyantForecaster` is a bound, not a forecaster: every quantile of its
-forecasts is the trace's true unconstrained demand over the horizon (from the
-step that holds `now` on), and it reports the best backtest a forecast can
-have, so every forecast-driven step trusts it. Planning with it measures the
-most that forecasts of demand could move with this planner; the
+`ClairvoyantForecaster` is a reference, not a forecaster: every quantile of
+its forecasts is the trace's true unconstrained demand over the horizon (from
+the first step at or after `now` on), and it reports the best backtest a
+forecast can have, so every forecast-driven step trusts it. Planning with it
+measures what perfect point forecasts of demand move with this planner's
+forecast-driven steps. It is not an upper bound on what forecasts could do:
+the steps are heuristics, a point forecast says nothing of which jobs will be
+fault-tolerant, and a forecast with a spread can lead them elsewhere. The
 `burst-clairvoyant` strategy runs it (`burst.sim.strategies`).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -64,7 +68,7 @@ class SimForecasting:
     horizon_s: float = 48 * 3600.0
     refit_every_s: float = 6 * 3600.0
     history_s: float = HISTORY_S
-    clairvoyant: bool = False  # plan with the trace's true future demand (`ClairvoyantForecaster`), a bound
+    clairvoyant: bool = False  # plan with the trace's true future demand (`ClairvoyantForecaster`), a reference
 
 
 def trace_demand(jobs: Iterable[Job], since: datetime, until: datetime, step_s: float) -> list[DemandPoint]:
@@ -176,16 +180,22 @@ class ClairvoyantForecaster(SimForecaster):
         self, settings: SimForecasting, store: Store, jobs: Sequence[Job], groups: Sequence[NodeGroup], start: datetime
     ) -> None:
         super().__init__(settings, store, jobs, groups, start)
-        last = max((j.submitted_at for j in jobs), default=start)
-        until = max(start, last) + timedelta(seconds=settings.horizon_s + settings.step_s)
+        ends = [j.submitted_at + timedelta(seconds=j.duration_s) for j in jobs if j.duration_s is not None]
+        until = max([start, *ends]) + timedelta(seconds=settings.horizon_s + settings.step_s)
         self.truth: dict[str, list[DemandPoint]] = defaultdict(list)
         for p in trace_demand(jobs, start, until, settings.step_s):
             self.truth[p.gpu_model].append(p)
         self._steps = int(settings.horizon_s // settings.step_s)
+        self._until = until
 
     def __call__(self, now: datetime, jobs: Sequence[Job] = ()) -> tuple[Forecast, ...]:
-        """The true demand from the step that holds `now` over the horizon, as every quantile of a forecast."""
-        k = int((now - self.start).total_seconds() // self.settings.step_s)
+        """The true demand from the first step at or after `now` over the horizon, as every quantile of a forecast.
+
+        Starting at or after `now`, the forecast's value now holds the jobs about to arrive within a step rather
+        than miss those that arrived since the step before: a job is never counted both in the demand now and in
+        the rise.
+        """
+        k = max(0, math.ceil((now - self.start).total_seconds() / self.settings.step_s - 1e-9))
         out = []
         for model, series in sorted(self.truth.items()):
             path = series[k:k + self._steps]
@@ -197,11 +207,12 @@ class ClairvoyantForecaster(SimForecaster):
         return tuple(out)
 
     def next_due(self, now: datetime) -> datetime | None:
-        """The next instant a step enters the lead time (the truth changes step by step, never by refit)."""
+        """The next instant a step enters the lead time (the truth changes step by step, never by refit); None
+        once the truth has no step left to enter it."""
         step = self.settings.step_s
         ahead = (now + self.lead - self.start).total_seconds()
         due = self.start + timedelta(seconds=(ahead // step + 1) * step) - self.lead
-        return due if due > now else due + timedelta(seconds=step)
+        return due if due + self.lead < self._until else None
 
 
 CLAIRVOYANT = "clairvoyant"

@@ -28,8 +28,9 @@ periodic checkpoint); `burst-victims-most-recent` and `burst-victims-random` are
 started first (Kueue's default) or in seeded random order rather than least
 lost work first; `burst-clairvoyant` is `burst` planning with the trace's true
 future demand in place of forecasts, at a one-minute step
-(`burst.sim.forecasts.ClairvoyantForecaster`): a bound on what forecasts of
-demand could move with this planner, not a strategy anyone can run.
+(`burst.sim.forecasts.ClairvoyantForecaster`): a reference for what perfect
+point forecasts of demand move with burst's forecast-driven steps (not an
+upper bound), not a strategy anyone can run.
 
 Every baseline other than `reactive-hotpool` runs without warm pools, and every
 baseline runs the frozen `burst.planner.BASELINE_PIPELINE` (today's placement,
@@ -147,7 +148,7 @@ queues) first, so a pool of workers finishes together instead of waiting on one 
 
 CLAIRVOYANT_FORECASTING = SimForecasting(step_s=60.0, horizon_s=3600.0, clairvoyant=True)
 """`burst-clairvoyant`'s forecasts: the truth, minute by minute, an hour ahead (pre-scaling and hot pools look a boot
-latency and its buffer ahead; the hour keeps the bound quick to replay)."""
+latency and its buffer ahead; the hour keeps the reference quick to replay)."""
 
 CA_SCAN_INTERVAL_S = 10.0
 CA_UNNEEDED_TIME_S = 600.0
