@@ -265,7 +265,7 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     assert s["reactive-hotpool"]["cost_by_tier"]["hot_pool"] > 0.0
 
 
-def test_simulate_runs_the_clairvoyant_bound_only_on_request(tmp_path: Path) -> None:
+def test_simulate_runs_the_clairvoyant_reference_only_on_request(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "burst.cli", "simulate", "--trace", str(tiny_trace(tmp_path)), "--json",
          "--strategy", "burst-clairvoyant", "--strategy", "burst-no-forecast"],
