@@ -274,11 +274,11 @@ def headroom_row(file: str, result: Comparison, jobs: Sequence[Job]) -> str | No
     empty = b.spend.empty_node_usd if b.spend is not None else 0.0
     ahead = sum(b.cost_gap.get(p, 0.0) for p in ("booting", "hot_pool")) + empty
     seer, without = result.results.get(CLAIRVOYANT), result.results.get("burst-no-forecast")
-    bound = (f"x{ratio(seer.cost_usd, without.cost_usd):.3f} | x{ratio(seer.wait_p95_s, without.wait_p95_s):.3f}"
-             if seer and without else "n/a | n/a")
+    reference = (f"x{ratio(seer.cost_usd, without.cost_usd):.3f} | x{ratio(seer.wait_p95_s, without.wait_p95_s):.3f}"
+                 if seer and without else "n/a | n/a")
     return (f"| {file} | {b.wait_p95_s:,.0f} | {at_p95:.1%} | {tolerant:.0%} | {max(0.0, at_p95 - 0.05):.1%} "
             f"| {fmt(b.cost_gap.get('idle', 0.0))} | {fmt(empty)} | {ahead:,.0f} | {ratio(ahead, b.cost_usd):.1%} "
-            f"| {bound} |")
+            f"| {reference} |")
 
 
 def headroom_section(rows: list[str]) -> list[str]:
