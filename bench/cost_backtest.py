@@ -41,8 +41,8 @@ from burst.projection.project import project
 from burst.settings import data_dir
 from burst.sim.engine import simulate
 from burst.sim.forecasts import trace_demand
+from burst.sim.registry import strategy_run
 from burst.sim.setup import default_setup, with_fault_tolerance
-from burst.sim.strategies import strategy_run
 from burst.sim.traces import load_trace
 from forecasting.paths import MIN_PATHS, quantile
 

@@ -56,8 +56,8 @@ from burst.model import Job
 from burst.settings import data_dir
 from burst.sim.compare import Comparison, compare, ratio
 from burst.sim.engine import GAP_PARTS, StrategyResult
+from burst.sim.registry import check, default_names, offered_names
 from burst.sim.setup import SimSetup, default_setup, in_region, with_fault_tolerance, with_spot_scarcity
-from burst.sim.strategies import STRATEGIES
 from burst.sim.traces import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,6 +320,7 @@ def main() -> int:
                              f"{', '.join(SEED_STRATEGIES)} (default {DOC_SEEDS} for the docs run, else 0)")
     parser.add_argument("--workers", type=int, default=2, help="processes running strategies at once (default 2: the CI machine's cores)")
     args = parser.parse_args()
+    check((*SPEED_STRATEGIES, *SEED_STRATEGIES, CLAIRVOYANT))  # the subsets measured here are registered strategies
     # the spot-scarcity variant's refused launches are expected: the actuator's warning per failed call is noise here
     logging.getLogger("burst.actuator").setLevel(logging.ERROR)
     runs = SMALL if args.small else SPEED if args.speed else FULL
@@ -327,9 +328,9 @@ def main() -> int:
     unknown = [w for w in args.window if w not in known]
     if unknown:
         parser.error(f"--window {unknown[0]}: expected one of {', '.join(known)}")
-    bad = [s for s in args.strategy if s not in (*STRATEGIES, CLAIRVOYANT)]
+    bad = [s for s in args.strategy if s not in offered_names()]
     if bad:
-        parser.error(f"--strategy {bad[0]}: expected one of {', '.join((*STRATEGIES, CLAIRVOYANT))}")
+        parser.error(f"--strategy {bad[0]}: expected one of {', '.join(offered_names())}")
     if args.window:
         runs = tuple(r for r in runs if r[0] in args.window)
     partial = bool(args.window or args.strategy)
@@ -353,7 +354,7 @@ def main() -> int:
             trace = load_trace(data_dir() / "traces" / file).window(since, days=days)
             setup = VARIANTS[variant](default_setup(trace.stats()))
             t0 = time.perf_counter()
-            names = list(SPEED_STRATEGIES if args.speed else STRATEGIES)
+            names = list(SPEED_STRATEGIES if args.speed else default_names())
             if variant == "main" and not args.speed and "burst-no-forecast" in names:
                 names.insert(names.index("burst-no-forecast") + 1, CLAIRVOYANT)
             if args.strategy:

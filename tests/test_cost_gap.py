@@ -15,8 +15,8 @@ from burst.sim.compare import compare
 from burst.sim.engine import GAP_PARTS, Spend, cost_gap, simulate
 from burst.sim.floor import floor
 from burst.sim.oracle import oracle
+from burst.sim.registry import default_names, strategy_run
 from burst.sim.setup import SimSetup, default_setup, with_spot_scarcity
-from burst.sim.strategies import STRATEGIES, strategy_run
 from burst.sim.traces import Trace, load_trace
 
 
@@ -180,8 +180,8 @@ def test_under_spot_scarcity_a_spot_offering_holds_only_its_share_and_every_stra
     setup = with_spot_scarcity(_setup(jobs, 0))
     assert setup.capacity == {"cloud-spot": 1}
     trace = Trace(path=Path("scripted.csv"), format="csv", jobs=tuple(jobs))
-    result = compare(trace, list(STRATEGIES), setup=setup)
+    result = compare(trace, list(default_names()), setup=setup)
     reactive = result.results["reactive"]
     assert reactive.spot_gpu_hours <= 8 * (result.end - result.start).total_seconds() / 3600.0
     assert reactive.cost_by_tier["elastic_on_demand"] > 0 and reactive.jobs_completed == 4
-    assert set(result.results) == set(STRATEGIES)
+    assert set(result.results) == set(default_names())

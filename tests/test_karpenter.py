@@ -25,8 +25,9 @@ from burst.model import (
     Transition,
 )
 from burst.planner import PlanIds, plan
+from burst.sim.registry import strategy_run
 from burst.sim.setup import default_setup
-from burst.sim.strategies import StrategyRun, strategy_run
+from burst.sim.strategies import StrategyRun
 from burst.sim.traces import Trace
 
 OD = group("od", max_size=40)

@@ -21,8 +21,9 @@ from burst.settings import data_dir
 from burst.sim.compare import compare
 from burst.sim.engine import simulate
 from burst.sim.karpenter import KarpenterDisruption, KarpenterProvisioning
+from burst.sim.registry import default_names, offered_names, registered, start_order, strategy_run
 from burst.sim.setup import default_setup
-from burst.sim.strategies import LONGEST_FIRST, STRATEGIES, ClusterAutoscalerScaleDown, strategy_run
+from burst.sim.strategies import ClusterAutoscalerScaleDown
 from burst.sim.traces import Trace, TraceError, load_trace
 
 ROOT = Path(__file__).parent.parent
@@ -248,7 +249,7 @@ def test_simulate_json_contract(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert set(data) >= {"trace", "strategies", "wall_s"}
     assert {"jobs", "gpu_hours", "peak_gpus", "p50_gpus"} <= set(data["trace"])
-    assert list(data["strategies"]) == list(STRATEGIES)
+    assert list(data["strategies"]) == list(default_names())
     keys = {"cost_usd", "cost_by_tier", "cost_by_tenant", "gpu_hours_used", "gpu_hours_paid", "onprem_utilization",
             "wait_p50_s", "wait_p95_s", "wait_p99_s", "slo_violations", "interruptions", "lost_gpu_hours",
             "time_to_capacity_p95_s", "checkpoint_violations", "spot_gpu_hours", "goodput", "delay_mean_s",
@@ -274,7 +275,7 @@ def test_simulate_runs_the_clairvoyant_reference_only_on_request(tmp_path: Path)
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout)["strategies"]
     assert list(s) == ["burst-clairvoyant", "burst-no-forecast"]
-    assert "burst-clairvoyant" not in STRATEGIES, "the default run (every name of STRATEGIES) leaves it out"
+    assert "burst-clairvoyant" not in default_names(), "the default run (every name of default_names) leaves it out"
 
 
 def test_simulate_report_writes_one_page_with_its_plots_embedded(tmp_path: Path) -> None:
@@ -303,15 +304,20 @@ def test_worker_processes_give_the_same_results(tmp_path: Path) -> None:
     assert list(figures(2)) == ["burst", "reactive", "static-p50", "oracle"]  # report order, not start order
 
 
-def test_every_strategy_has_a_start_order_for_parallel_runs() -> None:
-    assert sorted(LONGEST_FIRST) == sorted(STRATEGIES)
+def test_every_default_strategy_has_a_start_order_for_parallel_runs() -> None:
+    ranks = {s.name: s.start_rank for s in registered()}
+    assert sorted(ranks[n] for n in default_names()) == list(range(len(default_names())))
+    assert start_order(default_names()) == ["reactive-hotpool", "static-p50", "reactive", "karpenter",
+                                            "karpenter-do-not-disrupt", "karpenter-balanced", "burst",
+                                            "burst-no-forecast", "static-peak", "floor", "oracle"]
+    assert start_order(["oracle", "burst-clairvoyant", "burst-no-pool"]) == ["burst-clairvoyant", "burst-no-pool", "oracle"]
 
 
 def test_the_simulate_command_offers_every_strategy() -> None:
     from burst.cli import simulate_cmd
 
     (option,) = [p for p in simulate_cmd.params if p.name == "strategies"]
-    assert list(option.type.choices) == [*STRATEGIES, "burst-clairvoyant"]  # type: ignore[attr-defined]
+    assert list(option.type.choices) == list(offered_names()) == [*default_names(), "burst-clairvoyant"]  # type: ignore[attr-defined]
 
 
 def test_spot_interruptions_never_cost_more_than_a_checkpoint_interval() -> None:

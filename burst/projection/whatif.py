@@ -28,8 +28,9 @@ from typing import Any
 
 from burst.catalog import UnknownInstanceType
 from burst.model import CapacityType, Policy, Tier
+from burst.sim.registry import strategy_run
 from burst.sim.setup import SimSetup
-from burst.sim.strategies import StrategyRun, strategy_run
+from burst.sim.strategies import StrategyRun
 from burst.sim.traces import TraceStats
 
 KEYS = ("name", "spot", "hot_pool_nodes", "steady_gpus_delta", "region")

@@ -11,11 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from burst.model import Job
+from burst.sim import registry
 from burst.sim.engine import StrategyResult, cost_gap, reference_prices, simulate
 from burst.sim.floor import floor
 from burst.sim.oracle import oracle, run_end
 from burst.sim.setup import SimSetup, default_setup, with_fault_tolerance
-from burst.sim.strategies import LONGEST_FIRST, POOL_STRATEGIES, STRATEGIES, strategy_run
 from burst.sim.traces import Trace, TraceError, TraceStats
 
 Progress = Callable[[str, float], None]
@@ -73,9 +73,7 @@ def compare(
     is independent and seeded, so the results are the same); progress is then
     reported per finished strategy.
     """
-    unknown = [s for s in strategies if s not in STRATEGIES + POOL_STRATEGIES]
-    if unknown:
-        raise ValueError(f"unknown strategy {unknown[0]!r}: expected one of {', '.join(STRATEGIES + POOL_STRATEGIES)}")
+    registry.check(strategies)
     if not trace.jobs:
         raise TraceError(f"{trace.path}: no jobs in the chosen window")
     wall0 = time.perf_counter()
@@ -89,9 +87,9 @@ def compare(
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = {
-                name: pool.submit(_simulate_named, name, setup, stats, jobs, start, end, seed, keep_timeline, trace.prior,
-                                  fixed_pool_nodes)
-                for name in sorted(strategies, key=lambda n: LONGEST_FIRST.index(n) if n in LONGEST_FIRST else -1)
+                name: pool.submit(_simulate_one, registry.get(name), setup, stats, jobs, start, end, seed, keep_timeline,
+                                  trace.prior, fixed_pool_nodes)
+                for name in registry.start_order(strategies)
             }
             for name in strategies:
                 results[name] = futures[name].result()
@@ -100,8 +98,9 @@ def compare(
         _add_cost_gaps(results, setup, jobs, start, end)
         return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
     for name in strategies:
-        if name in BOUNDS:
-            results[name] = BOUNDS[name](setup, jobs, start=start, end=end)
+        strategy = registry.get(name)
+        if strategy.bound is not None:
+            results[name] = strategy.bound(setup, jobs, start=start, end=end)
             if on_progress:
                 on_progress(name, 1.0)
             continue
@@ -110,15 +109,11 @@ def compare(
             if on_progress:
                 on_progress(name, min(1.0, (now - start).total_seconds() / span))
 
-        run = strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes)
+        run = strategy.simulated(setup, stats, fixed_pool_nodes=fixed_pool_nodes)
         results[name] = simulate(run, jobs, start=start, end=end, seed=seed, on_progress=tick,
                                  keep_timeline=keep_timeline, prior=trace.prior)
     _add_cost_gaps(results, setup, jobs, start, end)
     return Comparison(trace, setup, start, end, results, time.perf_counter() - wall0)
-
-
-BOUNDS = {"oracle": oracle, "floor": floor}
-"""Strategies computed from the trace rather than simulated."""
 
 
 def _add_cost_gaps(
@@ -134,8 +129,8 @@ def _add_cost_gaps(
                                    floor=base.spend, prices=prices)
 
 
-def _simulate_named(
-    name: str,
+def _simulate_one(
+    strategy: registry.Strategy,
     setup: SimSetup,
     stats: TraceStats,
     jobs: Sequence[Job],
@@ -146,11 +141,12 @@ def _simulate_named(
     prior: Sequence[Job],
     fixed_pool_nodes: int,
 ) -> StrategyResult:
-    """One strategy's result (run in a worker process)."""
-    if name in BOUNDS:
-        return BOUNDS[name](setup, jobs, start=start, end=end)
-    return simulate(strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes), jobs, start=start, end=end, seed=seed, keep_timeline=keep_timeline,
-                    prior=prior)
+    """One strategy's result (run in a worker process, which is handed the strategy itself: a strategy registered
+    at run time need not be registered there)."""
+    if strategy.bound is not None:
+        return strategy.bound(setup, jobs, start=start, end=end)
+    return simulate(strategy.simulated(setup, stats, fixed_pool_nodes=fixed_pool_nodes), jobs, start=start, end=end,
+                    seed=seed, keep_timeline=keep_timeline, prior=prior)
 
 
 def ratio(a: float, b: float) -> float:

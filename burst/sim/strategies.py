@@ -3,7 +3,9 @@
 Every strategy runs through the same reconcile loop, sim provider and job
 queue; they differ only in their node groups, loop interval, warm pools and the
 planner pipeline. `oracle` and `floor` are not simulated: they are bounds
-computed from the trace (`burst.sim.oracle`, `burst.sim.floor`).
+computed from the trace (`burst.sim.oracle`, `burst.sim.floor`). Each strategy
+below has one `build_*` function here; `burst.sim.registry` registers it by
+name, with whether it runs by default.
 
 - `burst`: the full planner (`burst.planner.PIPELINE`) on the set-up's groups,
   event-driven as the daemon is (a job submitted or finished, a node ready or
@@ -18,7 +20,8 @@ computed from the trace (`burst.sim.oracle`, `burst.sim.floor`).
 - `burst-no-forecast`: the same planner and policies without forecasts, so
   the two side by side measure what forecasting buys.
 
-Run on request only (`POOL_STRATEGIES`, for the hot-pool benchmark):
+Run only when named (`burst simulate --strategy` offers `burst-clairvoyant`; the others are for the
+benchmarks and the cost what-ifs):
 `burst-no-pool` is `burst` with no hot pool at all; `burst-fixed-pool` is
 `burst` with a fixed pool of `fixed_pool_nodes` stopped nodes in the cheapest
 on-demand group instead of the forecast-sized one; `burst-periodic-only` is
@@ -129,23 +132,6 @@ from burst.sim.karpenter import KarpenterDisruption, KarpenterProvisioning
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 
-VICTIM_ORDER_STRATEGIES = {"burst-victims-most-recent": MOST_RECENT, "burst-victims-random": RANDOM}
-"""`burst-no-forecast` with priority preemption taking victims most recently started first (Kueue's default) or
-in seeded random order, instead of least lost work first."""
-
-POOL_STRATEGIES = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", *VICTIM_ORDER_STRATEGIES,
-                   "burst-clairvoyant")
-"""Strategies `strategy_run` builds on request that the default comparison leaves out."""
-
-STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter", "karpenter-do-not-disrupt",
-              "karpenter-balanced", "static-peak", "static-p50", "floor", "oracle")
-"""Every strategy name `burst simulate --strategy` accepts, in report order."""
-
-LONGEST_FIRST = ("reactive-hotpool", "static-p50", "reactive", "karpenter", "karpenter-do-not-disrupt",
-                 "karpenter-balanced", "burst", "burst-no-forecast", "static-peak", "floor", "oracle")
-"""The order parallel runs start strategies in: the ones that usually take longest (10 s scans, deep
-queues) first, so a pool of workers finishes together instead of waiting on one late start."""
-
 CLAIRVOYANT_FORECASTING = SimForecasting(step_s=60.0, horizon_s=3600.0, clairvoyant=True)
 """`burst-clairvoyant`'s forecasts: the truth, minute by minute, an hour ahead (pre-scaling and hot pools look a boot
 latency and its buffer ahead; the hour keeps the reference quick to replay)."""
@@ -173,75 +159,154 @@ class StrategyRun:
     event_driven: bool = False  # events wake the loop after their batch window; the loop interval is the heartbeat
 
 
-def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_nodes: int = 0) -> StrategyRun:
-    """Build the simulated form of strategy `name` on `setup` for a trace with `stats`.
+@dataclass(frozen=True)
+class StrategyRequest:
+    """What a strategy is built for: its registered name, the set-up, the trace's demand figures and the options
+    some strategies read (`fixed_pool_nodes`: the pool size of `burst-fixed-pool`)."""
 
-    burst and its variants are event-driven, as the daemon is: events wake the loop after their batch
-    window and the set-up's loop interval is the heartbeat. Every baseline polls at its own interval.
-    """
-    run = _strategy_run(name, setup, stats, fixed_pool_nodes=fixed_pool_nodes)
-    return dataclasses.replace(run, event_driven=True) if name.startswith("burst") else run
+    name: str
+    setup: SimSetup
+    stats: TraceStats
+    fixed_pool_nodes: int = 0
 
 
-def _strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_nodes: int) -> StrategyRun:
-    if name == "burst":
-        return StrategyRun(name, setup, PIPELINE, forecasting=SimForecasting())
-    if name == "burst-no-forecast":
-        return StrategyRun(name, setup, PIPELINE)
-    if name == "burst-clairvoyant":
-        return StrategyRun(name, setup, PIPELINE, forecasting=CLAIRVOYANT_FORECASTING)
-    if name == "burst-periodic-only":
-        periodic = tuple((n, s) for n, s in PIPELINE if n != "checkpoint_on_notice")
-        return StrategyRun(name, setup, periodic)
-    if name in VICTIM_ORDER_STRATEGIES:
-        step: Step = preemption_step(VICTIM_ORDER_STRATEGIES[name])
-        return StrategyRun(name, setup, tuple((n, step if n == "preempt" else s) for n, s in PIPELINE))
-    if name == "burst-no-pool":
-        return StrategyRun(name, _without_pools(setup), PIPELINE, forecasting=SimForecasting())
-    if name == "burst-fixed-pool":
-        bare = _without_pools(setup)
-        pools: dict[GroupId, tuple[int, WarmState]] = {}
-        pool_group = _cheapest_on_demand(bare)
-        if pool_group is not None and fixed_pool_nodes > 0:
-            pools[pool_group.id] = (min(fixed_pool_nodes, pool_group.max_size), WarmState.STOPPED)
-        fixed = tuple((n, s) for n, s in PIPELINE if n != "hot_pool")
-        return StrategyRun(name, bare, fixed, pools, forecasting=SimForecasting())
-    setup = _without_pools(setup)
-    if name == "static-peak":
-        return StrategyRun(name, _static(setup, stats.peak_gpus), BASELINE_PIPELINE)
-    if name == "static-p50":
-        return StrategyRun(name, _static(setup, stats.p50_gpus), BASELINE_PIPELINE)
-    if name in ("reactive", "reactive-hotpool"):
-        scale_down = ClusterAutoscalerScaleDown()
-        pipeline: tuple[tuple[str, Step], ...] = (
-            ("ca_taint", scale_down.taint),
-            *_baseline_steps(),
-            (ClusterAutoscalerScaleDown.STEP, scale_down),
-        )
-        reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
-        pools = {}
-        if name == "reactive-hotpool":
-            pool_group = _cheapest_on_demand(setup)
-            if pool_group is not None:
-                size = max(1, math.ceil(HOTPOOL_SHARE_OF_PEAK * stats.peak_gpus / pool_group.gpus_per_node))
-                pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
-        return StrategyRun(name, reactive, pipeline, pools, scale_down.next_due,
-                           launch_failure_cooldown_s=CA_NODE_GROUP_BACKOFF_S, interruption_cooldown_s=0.0)
-    if name in ("karpenter", "karpenter-do-not-disrupt", "karpenter-balanced"):
-        disruption = KarpenterDisruption(do_not_disrupt=name == "karpenter-do-not-disrupt",
-                                         balanced=name == "karpenter-balanced")
-        steps = [(n, KarpenterProvisioning(s) if n == PLACE_STEP else s) for n, s in _baseline_steps()]
-        provisioning = next(s for _, s in steps if isinstance(s, KarpenterProvisioning))
-        pipeline = (("karpenter_taint", disruption.taint), *steps, (KarpenterDisruption.STEP, disruption))
+Build = Callable[[StrategyRequest], StrategyRun]
+"""How a strategy is built: the simulated form of the request's strategy (`burst.sim.registry` maps names to these)."""
 
-        def next_due(now: datetime) -> datetime | None:
-            due = [t for t in (provisioning.next_due(now), disruption.next_due(now)) if t is not None]
-            return min(due) if due else None
 
-        karpenter = dataclasses.replace(setup, loop_interval_s=KARPENTER_LOOP_INTERVAL_S)
-        return StrategyRun(name, karpenter, pipeline, {}, next_due,
-                           launch_failure_cooldown_s=KARPENTER_UNAVAILABLE_OFFERING_S, interruption_cooldown_s=0.0)
-    raise ValueError(f"unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}")
+def _burst(request: StrategyRequest, pipeline: Sequence[tuple[str, Step]], *, setup: SimSetup | None = None,
+           warm_pools: Mapping[GroupId, tuple[int, WarmState]] | None = None,
+           forecasting: SimForecasting | None = None) -> StrategyRun:
+    """A burst variant: event-driven, as the daemon is (events wake the loop after their batch window and the
+    set-up's loop interval is the heartbeat); every baseline polls at its own interval instead."""
+    return StrategyRun(request.name, setup or request.setup, pipeline, dict(warm_pools or {}), forecasting=forecasting,
+                       event_driven=True)
+
+
+def build_burst(request: StrategyRequest) -> StrategyRun:
+    """`burst`: the full planner with demand forecasts, its hot pools sized from them."""
+    return _burst(request, PIPELINE, forecasting=SimForecasting())
+
+
+def build_burst_no_forecast(request: StrategyRequest) -> StrategyRun:
+    """`burst-no-forecast`: the full planner without forecasts."""
+    return _burst(request, PIPELINE)
+
+
+def build_burst_clairvoyant(request: StrategyRequest) -> StrategyRun:
+    """`burst-clairvoyant`: the full planner with the trace's true future demand in place of forecasts."""
+    return _burst(request, PIPELINE, forecasting=CLAIRVOYANT_FORECASTING)
+
+
+def build_burst_periodic_only(request: StrategyRequest) -> StrategyRun:
+    """`burst-periodic-only`: `burst-no-forecast` without checkpoint on notice."""
+    return _burst(request, tuple((n, s) for n, s in PIPELINE if n != "checkpoint_on_notice"))
+
+
+def _with_victim_order(request: StrategyRequest, order: str) -> StrategyRun:
+    """`burst-no-forecast` with priority preemption taking its victims in `order`."""
+    step: Step = preemption_step(order)
+    return _burst(request, tuple((n, step if n == "preempt" else s) for n, s in PIPELINE))
+
+
+def build_burst_victims_most_recent(request: StrategyRequest) -> StrategyRun:
+    """`burst-victims-most-recent`: preemption's victims most recently started first (Kueue's default)."""
+    return _with_victim_order(request, MOST_RECENT)
+
+
+def build_burst_victims_random(request: StrategyRequest) -> StrategyRun:
+    """`burst-victims-random`: preemption's victims in seeded random order."""
+    return _with_victim_order(request, RANDOM)
+
+
+def build_burst_no_pool(request: StrategyRequest) -> StrategyRun:
+    """`burst-no-pool`: `burst` with no hot pool at all."""
+    return _burst(request, PIPELINE, setup=_without_pools(request.setup), forecasting=SimForecasting())
+
+
+def build_burst_fixed_pool(request: StrategyRequest) -> StrategyRun:
+    """`burst-fixed-pool`: `burst` with `fixed_pool_nodes` stopped nodes in the cheapest on-demand group (capped at
+    its max size) in place of the forecast-sized pool; no pool when that is 0 or there is no such group."""
+    bare = _without_pools(request.setup)
+    pools: dict[GroupId, tuple[int, WarmState]] = {}
+    pool_group = _cheapest_on_demand(bare)
+    if pool_group is not None and request.fixed_pool_nodes > 0:
+        pools[pool_group.id] = (min(request.fixed_pool_nodes, pool_group.max_size), WarmState.STOPPED)
+    fixed = tuple((n, s) for n, s in PIPELINE if n != "hot_pool")
+    return _burst(request, fixed, setup=bare, warm_pools=pools, forecasting=SimForecasting())
+
+
+def build_static_peak(request: StrategyRequest) -> StrategyRun:
+    """`static-peak`: the steady tier sized to the trace's peak demand, no cloud."""
+    setup = _static(_without_pools(request.setup), request.stats.peak_gpus)
+    return StrategyRun(request.name, setup, BASELINE_PIPELINE)
+
+
+def build_static_p50(request: StrategyRequest) -> StrategyRun:
+    """`static-p50`: the steady tier sized to the P50 of demand, no cloud."""
+    setup = _static(_without_pools(request.setup), request.stats.p50_gpus)
+    return StrategyRun(request.name, setup, BASELINE_PIPELINE)
+
+
+def build_reactive(request: StrategyRequest) -> StrategyRun:
+    """`reactive`: the Cluster Autoscaler's rules, without warm pools."""
+    return _cluster_autoscaler(request, hot_pool=False)
+
+
+def build_reactive_hotpool(request: StrategyRequest) -> StrategyRun:
+    """`reactive-hotpool`: `reactive` with a fixed warm pool of 10% of peak demand in the cheapest on-demand group."""
+    return _cluster_autoscaler(request, hot_pool=True)
+
+
+def _cluster_autoscaler(request: StrategyRequest, *, hot_pool: bool) -> StrategyRun:
+    """The Cluster Autoscaler on the set-up without warm pools, with one fixed pool where `hot_pool` says so."""
+    setup = _without_pools(request.setup)
+    scale_down = ClusterAutoscalerScaleDown()
+    pipeline: tuple[tuple[str, Step], ...] = (
+        ("ca_taint", scale_down.taint),
+        *_baseline_steps(),
+        (ClusterAutoscalerScaleDown.STEP, scale_down),
+    )
+    reactive = dataclasses.replace(setup, loop_interval_s=CA_SCAN_INTERVAL_S)
+    pools: dict[GroupId, tuple[int, WarmState]] = {}
+    if hot_pool:
+        pool_group = _cheapest_on_demand(setup)
+        if pool_group is not None:
+            size = max(1, math.ceil(HOTPOOL_SHARE_OF_PEAK * request.stats.peak_gpus / pool_group.gpus_per_node))
+            pools[pool_group.id] = (min(size, pool_group.max_size), WarmState.STOPPED)
+    return StrategyRun(request.name, reactive, pipeline, pools, scale_down.next_due,
+                       launch_failure_cooldown_s=CA_NODE_GROUP_BACKOFF_S, interruption_cooldown_s=0.0)
+
+
+def build_karpenter(request: StrategyRequest) -> StrategyRun:
+    """`karpenter`: Karpenter v1 with its documented defaults."""
+    return _karpenter(request, KarpenterDisruption())
+
+
+def build_karpenter_do_not_disrupt(request: StrategyRequest) -> StrategyRun:
+    """`karpenter-do-not-disrupt`: `karpenter` with every job annotated `karpenter.sh/do-not-disrupt`."""
+    return _karpenter(request, KarpenterDisruption(do_not_disrupt=True))
+
+
+def build_karpenter_balanced(request: StrategyRequest) -> StrategyRun:
+    """`karpenter-balanced`: `karpenter` with `consolidationPolicy: Balanced`."""
+    return _karpenter(request, KarpenterDisruption(balanced=True))
+
+
+def _karpenter(request: StrategyRequest, disruption: KarpenterDisruption) -> StrategyRun:
+    """Karpenter's provisioning and the given disruption on the set-up without warm pools."""
+    steps = [(n, KarpenterProvisioning(s) if n == PLACE_STEP else s) for n, s in _baseline_steps()]
+    provisioning = next(s for _, s in steps if isinstance(s, KarpenterProvisioning))
+    pipeline: tuple[tuple[str, Step], ...] = (("karpenter_taint", disruption.taint), *steps,
+                                             (KarpenterDisruption.STEP, disruption))
+
+    def next_due(now: datetime) -> datetime | None:
+        due = [t for t in (provisioning.next_due(now), disruption.next_due(now)) if t is not None]
+        return min(due) if due else None
+
+    karpenter = dataclasses.replace(_without_pools(request.setup), loop_interval_s=KARPENTER_LOOP_INTERVAL_S)
+    return StrategyRun(request.name, karpenter, pipeline, {}, next_due,
+                       launch_failure_cooldown_s=KARPENTER_UNAVAILABLE_OFFERING_S, interruption_cooldown_s=0.0)
 
 
 PLACE_STEP = "place+scale_up"
@@ -430,4 +495,24 @@ def _jobs_on(ctx: PlanContext, node_id: NodeId) -> list[Job]:
     return jobs
 
 
-__all__ = ["LONGEST_FIRST", "POOL_STRATEGIES", "STRATEGIES", "ClusterAutoscalerScaleDown", "StrategyRun", "strategy_run"]
+__all__ = [
+    "Build",
+    "ClusterAutoscalerScaleDown",
+    "StrategyRequest",
+    "StrategyRun",
+    "build_burst",
+    "build_burst_clairvoyant",
+    "build_burst_fixed_pool",
+    "build_burst_no_forecast",
+    "build_burst_no_pool",
+    "build_burst_periodic_only",
+    "build_burst_victims_most_recent",
+    "build_burst_victims_random",
+    "build_karpenter",
+    "build_karpenter_balanced",
+    "build_karpenter_do_not_disrupt",
+    "build_reactive",
+    "build_reactive_hotpool",
+    "build_static_p50",
+    "build_static_peak",
+]
