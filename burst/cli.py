@@ -21,6 +21,7 @@ from burst.nodegroups_cli import nodegroups_group
 from burst.projection.cli import cost_cmd, usage_cmd
 from burst.state_option import StateLocation
 from burst.store_pg import location_exists, shown
+from burst.strategy_option import strategy_option
 
 if TYPE_CHECKING:
     from burst.api.server import ApiServer
@@ -107,7 +108,9 @@ def _open_runtime(config_path: Path | None, state: Path | str | None, *, ephemer
     from burst.catalog import UnknownInstanceType
     from burst.quickstart import state_path_for
     from burst.runtime import ConfigError, build_runtime, load_run_config
+    from burst.state import MissingStore, SchemaTooOld
     from burst.store_files import DamagedStore
+    from burst.store_lock import StoreHeld
     from policies import PolicyValidationError
 
     try:
@@ -118,21 +121,15 @@ def _open_runtime(config_path: Path | None, state: Path | str | None, *, ephemer
                              config_file=config_path, **kw)  # type: ignore[arg-type]
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-    except (ConfigError, UnknownInstanceType, DamagedStore) as exc:
+    except (ConfigError, UnknownInstanceType, DamagedStore, StoreHeld, MissingStore, SchemaTooOld) as exc:
         raise click.ClickException(str(exc)) from None
 
 
-def _open_store(path: Path | str) -> Store:
-    """The store at `path`, or a ClickException saying (in one line) why a damaged file or an unreachable
-    server is refused."""
-    from burst.state import Store
-    from burst.store_files import DamagedStore
-    from burst.store_pg import StoreUnavailable
+def _open_store(path: Path | str, *, read_only: bool = True) -> Store:
+    """The store at `path` for a command (`burst.state_option.open_for_command`): read-only unless it writes."""
+    from burst.state_option import open_for_command
 
-    try:
-        return Store.open(path)
-    except (DamagedStore, StoreUnavailable) as exc:
-        raise click.ClickException(str(exc)) from None
+    return open_for_command(path, read_only=read_only)
 
 
 CONFIG_OPTION = click.option(
@@ -208,6 +205,8 @@ def run_cmd(
         stats = runtime.run(until=until, on_tick=printer.tick)
         runtime.release_lease()  # the end of --duration is a clean stop too
         printer.summary(stats)
+        if stats.gave_up is not None:
+            raise click.ClickException(stats.gave_up)
     finally:
         if api is not None:
             api.stop()
@@ -317,11 +316,10 @@ def _plan_live(config_path: Path | None, state: Path | str | None, when: datetim
     sim = _load_config(config_path).clock == "sim" if config_path is not None else True
     if when is not None and not sim:
         raise click.UsageError("--at needs --snapshot or a sim-clock config (clock: sim)")
-    from burst.quickstart import quickstart_state_path
-
-    quickstart = config_path is None and state is None
-    ephemeral = quickstart and (when is not None or not quickstart_state_path().exists())
-    runtime = _open_runtime(config_path, state, ephemeral=ephemeral)
+    # A dry run writes nothing: it reads the saved state (read-only), or, with --at or before any state exists,
+    # runs on a temporary store of its own.
+    ephemeral = when is not None or not location_exists(_store_path(config_path, state))
+    runtime = _open_runtime(config_path, state, ephemeral=ephemeral, read_only=not ephemeral)
     try:
         if when is not None:
             if when < runtime.now():
@@ -456,7 +454,7 @@ def submit_cmd(
                   "id": "--id"}.get(field, f"--{field.replace('_', '-')}")
         raise click.BadParameter(why, param_hint=option)
     _check_runnable(config_path, job, policy)
-    with _open_store(path) as store:
+    with _open_store(path, read_only=False) as store:
         try:
             store.add_job(job, at=job.submitted_at)
         except JobExists as exc:
@@ -717,8 +715,15 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
 
 
 @main.command("simulate")
-@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="Trace CSV to replay (Philly, ITP, Alibaba 2023 or the generic CSV).")
+@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Trace CSV to replay (Philly, ITP, Alibaba 2023 or the generic CSV); optional with --service-trace.")
+@click.option("--service-trace", "service_traces", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Request-rate series to replay as an inference service (repeatable): timestamp,value (NAB) or "
+                   "the Azure LLM trace (TIMESTAMP,ContextTokens,GeneratedTokens).")
+@click.option("--service-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="YAML with services: entries (a tenant policy's fields), each named after a --service-trace "
+                   "file stem, overriding the default mapping.")
 @click.option("--format", "trace_format", default="auto", show_default=True,
               type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Trace format.")
 @click.option("--epoch", default=None,
@@ -730,12 +735,7 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
               help="burst.yaml whose node groups, initial sizes, spot hazards, prices and policies to simulate "
                    "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
                    "one spot cloud group at catalog prices).")
-@click.option("--strategy", "strategies", multiple=True,
-              type=click.Choice(["burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter",
-                                 "karpenter-do-not-disrupt", "karpenter-balanced", "static-peak", "static-p50",
-                                 "floor", "oracle", "burst-clairvoyant"]),
-              help="Strategy to simulate (repeatable; default: all but burst-clairvoyant, a reference run on request: "
-                   "burst planning with the trace's true future demand in place of forecasts).")
+@strategy_option()
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Replay this many days of submissions (default: the whole trace).")
@@ -744,7 +744,9 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (capacity by tier, cost, wait CDF) into this directory.")
 def simulate_cmd(
-    trace_path: Path,
+    trace_path: Path | None,
+    service_traces: tuple[Path, ...],
+    service_config: Path | None,
     trace_format: str,
     epoch: str | None,
     tenant_column: str | None,
@@ -765,11 +767,16 @@ def simulate_cmd(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from burst.sim.compare import compare
+    from burst.sim.registry import default_names, offered_names
     from burst.sim.setup import setup_from_config
-    from burst.sim.strategies import STRATEGIES
     from burst.sim.traces import TraceError, load_trace
 
-    names = list(strategies) or list(STRATEGIES)
+    if trace_path is None:
+        if not service_traces:
+            raise click.UsageError("give --trace, --service-trace or both")
+        return _simulate_services(service_traces, service_config, strategies, seed, as_json, {})
+    batch = [n for n in strategies if n in offered_names()] if strategies else []
+    names = batch or list(default_names())
     try:
         trace = load_trace(trace_path, format=trace_format, epoch=_parse_at(epoch) if epoch else None, tenant_column=tenant_column)
         shown = 20  # bad rows listed one by one; the rest are counted
@@ -793,10 +800,44 @@ def simulate_cmd(
         from burst.sim.report import write_report
 
         click.echo(f"report: {write_report(result, report_dir)}", err=True)
+    if service_traces:
+        return _simulate_services(service_traces, service_config, strategies, seed, as_json, result.to_json())
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    data = result.to_json()
+    _print_batch(result.to_json(), days)
+
+
+def _simulate_services(paths: tuple[Path, ...], config: Path | None, strategies: tuple[str, ...], seed: int,
+                       as_json: bool, data: dict[str, Any]) -> None:
+    """Replay the service traces (`burst.sim.service_cli`) and print them, beside a batch result in `data`."""
+    from burst.sim.registry import default_names
+    from burst.sim.service_cli import run_from_cli
+    from burst.sim.service_traces import ServiceTraceError
+    from policies import PolicyValidationError
+
+    try:
+        run = run_from_cli(paths, config, strategies, default_names() if data else (), seed)
+    except PolicyValidationError as exc:
+        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
+    except (ServiceTraceError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(run.merge_json(data), indent=2))
+        return
+    if data:
+        _print_batch(data, None)
+    for line in run.mapping_lines():
+        click.echo(line)
+    width = None if sys.stdout.isatty() else 200
+    for table in run.tables():
+        Console(width=width).print(table)
+    for name in run.not_run:
+        click.echo(f"{name}: no service form, not run on the services")
+
+
+def _print_batch(data: dict[str, Any], days: float | None) -> None:
+    """The batch comparison's text output."""
     t = data["trace"]
     click.echo(f"trace {t['path']} ({t['format']}): {t['jobs']} jobs, {t['gpu_hours']:,.0f} GPU-h, "
                f"peak {t['peak_gpus']:g} GPUs, P50 {t['p50_gpus']:g} GPUs; {t['start']} .. {t['end']}")

@@ -624,10 +624,11 @@ def demand_points(jobs: Iterable[Job], now: datetime) -> list[DemandPoint]:
 
 @dataclass
 class LoopStats:
-    """What `run_loop` did."""
+    """What `run_loop` did; `gave_up` says why it stopped on its own (ticks failing for too long), else None."""
 
     ticks: int = 0
     errors: int = 0
+    gave_up: str | None = None
 
 
 def run_loop(
@@ -642,8 +643,15 @@ def run_loop(
     seed: int | None = None,
     on_timing: Callable[[TickReport | None, float], None] | None = None,
     wakeup: Wakeup | None = None,
+    max_failing_s: float | None = None,
+    known_failure: Callable[[BaseException], str | None] | None = None,
 ) -> LoopStats:
     """Tick until `stop` is set or the clock passes `until`; `wait(seconds)` paces the ticks.
+
+    With `max_failing_s`, a loop whose ticks have all failed for longer than that (on the controller's clock,
+    from the first failure after the last good tick) gives up: it returns with `gave_up` saying so, for the
+    daemon to exit non-zero rather than run on without acting. `known_failure` names the failures that are
+    not bugs (a store server down, a lease lost) in one line; those are logged without a traceback.
 
     A tick that raises, in the controller or in a callback, is logged with its
     traceback and counted; the loop goes on. `stop` is checked between ticks,
@@ -657,6 +665,7 @@ def run_loop(
     rng = random.Random(seed)
     stats = LoopStats()
     woken_by: tuple[WakeReason, ...] = ()
+    failing_since: datetime | None = None
     while not stop.is_set():
         if until is not None and controller.clock() >= until:
             break
@@ -669,15 +678,27 @@ def run_loop(
                 on_timing(report, time.perf_counter() - started)
             if on_tick is not None:
                 on_tick(report)
-        except Exception:
+        except Exception as exc:
             stats.errors += 1
-            log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
+            known = known_failure(exc) if known_failure is not None else None
+            if known is not None:  # an outage or a lost lease: one line, no traceback
+                log.error("tick failed: %s; the next tick runs", known, extra={"tick": stats.ticks + 1})
+            else:
+                log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
             if report is None and on_timing is not None:
                 try:
                     on_timing(None, time.perf_counter() - started)
                 except Exception:
                     log.exception("tick listener failed; the next tick runs", extra={"tick": stats.ticks + 1})
         stats.ticks += 1
+        failing_since = None if report is not None else failing_since or controller.clock()
+        if failing_since is not None and max_failing_s is not None:
+            failed_for = (controller.clock() - failing_since).total_seconds()
+            if failed_for > max_failing_s:
+                stats.gave_up = (f"every tick failed for {failed_for:.0f} s since {failing_since.isoformat()} "
+                                 f"(loop_max_failing is {max_failing_s:g} s); see the log for the errors")
+                log.error("ticks kept failing; stopping", extra={"failing_since": failing_since.isoformat()})
+                break
         if stop.is_set():
             break
         interval = interval_s() if callable(interval_s) else interval_s

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import socket
+import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -26,13 +27,14 @@ from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow, price_drift
-from burst.lease import LeaderLease, StoreLease, WallClockLease
+from burst.lease import Deposed, LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import DemandPoint, NodeGroup, Policy, TenantName
 from burst.provider_specs import PROVIDERS, ConfigError, ProviderContext
 from burst.reconcile import Controller, LoopSettings, LoopStats, TickReport, run_loop
 from burst.retention import RetentionReport
 from burst.state import MetaKey, Store
+from burst.store_lock import WriterLock, hold_writer
 from burst.wakeup import JobWatch, NodeWatch, NoticeWatch, Wakeup, Watch
 from burst.workloads.base import JobSource
 from burst.workloads.feed import ArrivalFeed
@@ -138,6 +140,8 @@ class Runtime:
     _config_stamp: tuple[int, int] | None = None
     on_tick_timed: list[Callable[[TickReport | None, float], None]] = field(default_factory=list)
     kube_pods: Watch | None = None  # the Kubernetes pod watch, when jobs are pods
+    writer: WriterLock | None = None  # the store's writer lock, held from the start to close()
+    lost_store: str | None = None  # why the writer lock was lost (another daemon took the store): the run stops
 
     def now(self) -> datetime:
         return self.controller.clock()
@@ -180,7 +184,11 @@ class Runtime:
             on_tick=on_tick,
             on_timing=self._timed,
             wakeup=self.wakeup(),
+            max_failing_s=cfg.loop_max_failing,
+            known_failure=known_failure,
         )
+        if self.lost_store is not None and stats.gave_up is None:
+            stats.gave_up = self.lost_store
         if self.stop.is_set():
             self.release_lease()
         return stats
@@ -297,7 +305,9 @@ class Runtime:
             return None  # a PostgreSQL store is the server's to back up
         if self._backed_up_at is None:
             saved = store_files.backups(self.state_path)
-            self._backed_up_at = _backup_time(saved[-1]) if saved else None
+            self._backed_up_at = store_files.backup_taken_at(saved[-1]) if saved else None
+            if self._backed_up_at is not None and self._backed_up_at > now:
+                self._backed_up_at = None  # an earlier run's copy, on a clock --fresh has since started again
         if self._backed_up_at is not None and (now - self._backed_up_at).total_seconds() < settings.interval:
             return None
         try:
@@ -312,6 +322,7 @@ class Runtime:
 
     def _timed(self, report: TickReport | None, seconds: float) -> None:
         """Feed the metrics (and any other listener, e.g. the API's view) one tick's report and duration."""
+        self._check_writer()
         self.reload_if_changed()
         if report is not None and not report.standby:
             self.retain_if_due(report.at)
@@ -333,6 +344,14 @@ class Runtime:
         for listener in self.on_tick_timed:
             listener(report, seconds)
 
+    def _check_writer(self) -> None:
+        """Stop the loop when this daemon's writer lock went to another daemon (a PostgreSQL session lost)."""
+        who = self.writer.check() if self.writer is not None else None
+        if who is not None:
+            self.lost_store = f"the state store's writer lock is now held by {who}; this daemon stops acting"
+            log.error("writer lock lost; stopping", extra={"holder": who})
+            self.stop.set()
+
     def price_drift(self) -> list[str]:
         """The node groups whose provider offers them at a price the catalog disagrees with, one line each
         (`burst.catalog.price_drift`); a provider that cannot say now (down, no credentials) is passed over."""
@@ -349,16 +368,30 @@ class Runtime:
 
     def close(self) -> None:
         self.store.close()
+        if self.writer is not None:
+            self.writer.release()
+            self.writer = None
         if self.temp_dir is not None:
             self.temp_dir.cleanup()
 
 
-def _backup_time(path: Path) -> datetime | None:
-    """When a backup (`<state>.<UTC time>.db`) was taken, from its name."""
-    try:
-        return datetime.strptime(path.name.rsplit(".", 2)[-2], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
+def known_failure(exc: BaseException) -> str | None:
+    """Decide whether a failed tick's error is an outage or a lost lease rather than a bug: one line saying
+    what it is (logged without a traceback), or None (logged with one).
+
+    A store server that is down or failing over (psycopg's OperationalError, `StoreUnavailable`), a SQLite
+    file that is locked or cannot be read or written, and a leader lease lost to another daemon (`Deposed`).
+    """
+    if isinstance(exc, Deposed):
+        return f"this daemon no longer leads ({exc})"
+    if isinstance(exc, store_pg.StoreUnavailable):
+        return f"the state store is unavailable ({exc})"
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.ProgrammingError):
+        return f"the state file cannot be used ({exc})"
+    if type(exc).__name__ == "OperationalError" and type(exc).__module__.startswith("psycopg"):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"the state store's server is unavailable ({first})"
+    return None
 
 
 def validate_config(config: BurstConfig, config_file: Path | None = None) -> Catalog:
@@ -424,6 +457,7 @@ def build_runtime(
     sim_start: datetime | None = None,
     config_file: Path | None = None,
     fresh: bool = False,
+    read_only: bool = False,
 ) -> Runtime:
     """Build the controller `config` describes.
 
@@ -433,76 +467,141 @@ def build_runtime(
     file `config` was read from, re-read on SIGHUP or change (None: never).
     `fresh` moves an existing state file aside (`<state>.damaged-<time>`) and
     starts a new one: the deliberate way past a damaged file, which is
-    otherwise refused with `burst.store_files.DamagedStore`.
+    otherwise refused with `burst.store_files.DamagedStore`. `read_only` opens
+    an existing store for reading (`burst plan`): nothing is written.
+
+    A writing runtime holds the store's writer lock (`burst.store_lock`) until
+    `close()`, shared when it elects a leader; another daemon on the store
+    without election is refused with `StoreHeld`. A start that fails writes nothing: a store it created is
+    removed, and a file `fresh` moved aside is moved back.
     """
     catalog = validate_config(config, config_file)
-    groups = config.node_groups_model()
+    reloader = PolicyReloader(config.policies_path())
+    if reloader.last_errors:
+        raise ConfigError("\n".join(str(e) for e in reloader.last_errors))
     temp_dir = tempfile.TemporaryDirectory(prefix="burst-") if ephemeral else None
     path: Path | str = Path(temp_dir.name) / "burst.db" if temp_dir else (state_path or config.state_file())
-    if store_pg.is_url(path):
-        if fresh:
-            raise ConfigError(f"--fresh moves a SQLite state file aside; {store_pg.redact(str(path))} is a "
-                              "PostgreSQL database: drop and re-create it to start over")
-    elif isinstance(path, Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    if fresh and temp_dir is None and isinstance(path, Path):
-        aside = store_files.move_aside(path, datetime.now(UTC))
-        if aside is not None:
-            log.warning("state file moved aside; starting a fresh one", extra={"moved_to": str(aside)})
+    if store_pg.is_url(path) and fresh:
+        raise ConfigError(f"--fresh moves a SQLite state file aside; {store_pg.redact(str(path))} is a "
+                          "PostgreSQL database: drop and re-create it to start over")
+    holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
+    writer = None
     try:
-        store = Store.open(path)
+        if temp_dir is None and not read_only:
+            writer = hold_writer(path, holder, shared=config.leader.enabled)
+        return _build_on_store(config, catalog, reloader, path, temp_dir, writer, sim_start=sim_start,
+                               config_file=config_file, fresh=fresh, read_only=read_only)
     except store_pg.StoreUnavailable as exc:
         raise ConfigError(str(exc)) from None
-    try:
-        sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
-        _record_gpu_models(store, groups)
-        clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
-        metrics = ControllerMetrics()
-        hub = _agent_hub(config)
-        providers: dict[str, Provider] = {}
-        for spec in PROVIDERS.values():
-            if not spec.wanted(config):
-                continue
-            listed = tuple(g for g in groups if g.provider == spec.name)
-            provider = providers[spec.name] = spec.build(ProviderContext(config, listed, catalog, clock, hub))
-            if spec.none_found:  # it may have found groups the config does not list: each must have a price
-                if not provider.node_groups():
-                    raise ConfigError(spec.none_found.format(cluster=config.cluster))
-                for g in provider.node_groups():
-                    catalog.group_price(g)
-        kube = _kubernetes(config)
-        holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
-        lease: LeaderLease | None = StoreLease(path, holder, duration_s=config.leader.lease) \
-            if config.leader.enabled and config.leader.kind in ("store", "sqlite") else None
-        if config.leader.enabled and config.leader.kind == "kubernetes":
-            lease = (kube or _kubernetes(config, need=True)).lease(  # type: ignore[union-attr]
-                holder, name=config.leader.name, namespace=config.leader.namespace, duration_s=config.leader.lease)
-        if lease is not None and sim_clock is not None:  # each daemon's sim clock is its own: judge on the wall's
-            lease = WallClockLease(lease)
-        reloader = PolicyReloader(config.policies_path())
-        if reloader.last_errors:
-            raise ConfigError("\n".join(str(e) for e in reloader.last_errors))
-        source = kube.source if kube is not None else _job_source(config, store, clock, complete_by_duration=True)
-        policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
-        forecasts = forecast_service(config, store, background=sim_clock is None)
-        controller = Controller(
-            providers={name: MeteredProvider(kube.wrap(p, clock) if kube else p, metrics) for name, p in providers.items()},
-            lease=lease,
-            agents=kube.link if kube is not None else AgentBridge(hub, store, policies) if hub is not None else None,
-            source=source,
-            store=store,
-            policies=policies,
-            prices=catalog,
-            clock=clock,
-            cluster=config.cluster,
-            forecaster=(lambda now, jobs: forecasts.forecasts(now)) if forecasts else None,
-            settings=LoopSettings(interruption_cooldown_s=config.spot.interruption_cooldown),
-        )
     except BaseException:
-        store.close()
+        if writer is not None:
+            writer.release()
         if temp_dir is not None:
             temp_dir.cleanup()
         raise
+
+
+def _build_on_store(
+    config: BurstConfig, catalog: Catalog, reloader: PolicyReloader, path: Path | str,
+    temp_dir: tempfile.TemporaryDirectory[str] | None, writer: WriterLock | None, *, sim_start: datetime | None,
+    config_file: Path | None, fresh: bool, read_only: bool,
+) -> Runtime:
+    """Open the store at `path` and build the runtime on it; on any failure, leave the files as they were."""
+    file = path if isinstance(path, Path) else None
+    before = _present(file)
+    aside = store_files.move_aside(file, datetime.now(UTC)) if fresh and temp_dir is None and file else None
+    if aside is not None:
+        log.warning("state file moved aside; starting a fresh one", extra={"moved_to": str(aside)})
+    try:
+        store = Store.open(path, read_only=read_only, fresh=fresh)
+    except BaseException:
+        _undo_start(file, before, aside)
+        raise
+    try:
+        runtime = _assemble(config, catalog, reloader, store, path, temp_dir, sim_start=sim_start,
+                            config_file=config_file)
+    except BaseException:
+        store.close()
+        _undo_start(file, before, aside)
+        raise
+    runtime.writer = writer
+    return runtime
+
+
+STATE_SUFFIXES = ("", "-wal", "-shm")
+"""A SQLite state file and the log and index SQLite keeps beside it."""
+
+
+def _present(file: Path | None) -> frozenset[str]:
+    """Which of state file `file`'s parts (`STATE_SUFFIXES`) exist now."""
+    if file is None:
+        return frozenset()
+    return frozenset(s for s in STATE_SUFFIXES if file.with_name(file.name + s).exists())
+
+
+def _undo_start(file: Path | None, before: frozenset[str], aside: Path | None) -> None:
+    """After a failed start: remove the parts of the state file this start created (not those there before
+    it), and move back what `--fresh` moved aside."""
+    if file is None:
+        return
+    for suffix in STATE_SUFFIXES:
+        if suffix not in before or aside is not None:
+            file.with_name(file.name + suffix).unlink(missing_ok=True)
+    if aside is not None:
+        for suffix in STATE_SUFFIXES:
+            moved = aside.with_name(aside.name + suffix)
+            if moved.exists():
+                moved.rename(file.with_name(file.name + suffix))
+
+
+def _assemble(
+    config: BurstConfig, catalog: Catalog, reloader: PolicyReloader, store: Store, path: Path | str,
+    temp_dir: tempfile.TemporaryDirectory[str] | None, *, sim_start: datetime | None, config_file: Path | None,
+) -> Runtime:
+    """The controller and its collaborators on an open `store`."""
+    groups = config.node_groups_model()
+    sim_clock = _sim_clock(config, store, sim_start) if config.clock == "sim" else None
+    if not store.read_only:
+        _record_gpu_models(store, groups)
+    clock: Callable[[], datetime] = sim_clock if sim_clock is not None else (lambda: datetime.now(UTC))
+    metrics = ControllerMetrics()
+    hub = _agent_hub(config)
+    providers: dict[str, Provider] = {}
+    for spec in PROVIDERS.values():
+        if not spec.wanted(config):
+            continue
+        listed = tuple(g for g in groups if g.provider == spec.name)
+        provider = providers[spec.name] = spec.build(ProviderContext(config, listed, catalog, clock, hub))
+        if spec.none_found:  # it may have found groups the config does not list: each must have a price
+            if not provider.node_groups():
+                raise ConfigError(spec.none_found.format(cluster=config.cluster))
+            for g in provider.node_groups():
+                catalog.group_price(g)
+    kube = _kubernetes(config)
+    holder = config.leader.holder or f"{socket.gethostname()}:{os.getpid()}"
+    lease: LeaderLease | None = StoreLease(path, holder, duration_s=config.leader.lease) \
+        if config.leader.enabled and config.leader.kind in ("store", "sqlite") else None
+    if config.leader.enabled and config.leader.kind == "kubernetes":
+        lease = (kube or _kubernetes(config, need=True)).lease(  # type: ignore[union-attr]
+            holder, name=config.leader.name, namespace=config.leader.namespace, duration_s=config.leader.lease)
+    if lease is not None and sim_clock is not None:  # each daemon's sim clock is its own: judge on the wall's
+        lease = WallClockLease(lease)
+    source = kube.source if kube is not None else _job_source(config, store, clock, complete_by_duration=True)
+    policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
+    forecasts = forecast_service(config, store, background=sim_clock is None)
+    controller = Controller(
+        providers={name: MeteredProvider(kube.wrap(p, clock) if kube else p, metrics) for name, p in providers.items()},
+        lease=lease,
+        agents=kube.link if kube is not None else AgentBridge(hub, store, policies) if hub is not None else None,
+        source=source,
+        store=store,
+        policies=policies,
+        prices=catalog,
+        clock=clock,
+        cluster=config.cluster,
+        forecaster=(lambda now, jobs: forecasts.forecasts(now)) if forecasts else None,
+        settings=LoopSettings(interruption_cooldown_s=config.spot.interruption_cooldown),
+    )
     return Runtime(
         config=config,
         store=store,
@@ -640,6 +739,7 @@ __all__ = [
     "catalog_from_config",
     "config_node_groups",
     "declared_groups",
+    "known_failure",
     "load_run_config",
     "quickstart_config_path",
     "validate_config",

@@ -76,9 +76,11 @@ __all__ = [
     "JobExists",
     "JobLoss",
     "LossTotals",
+    "MissingStore",
     "MetaKey",
     "Migration",
     "SchemaTooNew",
+    "SchemaTooOld",
     "Store",
 ]
 
@@ -100,6 +102,14 @@ class InvalidIntentTransition(ValueError):
 
 class SchemaTooNew(RuntimeError):
     """The file was written by a newer burst than this one."""
+
+
+class SchemaTooOld(RuntimeError):
+    """A read-only open found a schema older than this burst's (only a writer migrates it)."""
+
+
+class MissingStore(FileNotFoundError):
+    """A read-only open found no state file (a read never creates one)."""
 
 
 # ------------------------------------------------------------------ records
@@ -508,17 +518,19 @@ class Store:
         *,
         target_version: int | None = None,
         busy_timeout_s: float = 10.0,
+        read_only: bool = False,
+        fresh: bool = False,
     ) -> None:
         self.path: str = os.fspath(path)
         if target_version is not None and not 0 <= target_version <= LATEST_VERSION:
             raise ValueError(f"target_version must be in 0..{LATEST_VERSION}, got {target_version}")
         self.postgres = store_pg.is_url(self.path)
+        self.read_only = read_only
+        self._busy_timeout_s = busy_timeout_s
         on_disk = not self._is_memory(self.path) and not self.postgres
         existed = on_disk and os.path.exists(self.path)
         if on_disk:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        if existed:
-            store_files.check_file(Path(self.path))
+            self._check_before_open(existed, fresh=fresh)
         self._lock = threading.RLock()
         self._node_cache: dict[str, Node] | None = None  # this process is the nodes table's only writer
         self._live_node_cache: dict[str, Node] = {}  # the cached nodes not terminated
@@ -536,41 +548,85 @@ class Store:
         # The last recorded plan's holds, (subject, reason, data JSON) -> row id: the same hold in the next plan
         # extends that row instead of adding one. Empty after a restart, so a restart's first plan starts new rows.
         self._open_holds: dict[tuple[str, str, str], int] = {}
+        target = LATEST_VERSION if target_version is None else target_version
         if self.postgres:
             self._conn: Any = store_pg.PgConnection(self.path, connect_timeout_s=busy_timeout_s)
             try:
-                self._migrate(LATEST_VERSION if target_version is None else target_version)
+                self._check_version() if read_only else self._migrate(target)
             except BaseException:
                 self._conn.close()
                 self._conn = None
                 raise
             return
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
+        self._conn = self._connect(busy_timeout_s, on_disk=on_disk)
         try:
-            if on_disk:
-                store_files.make_private(Path(self.path))  # before anything is written; -wal and -shm follow it
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            if existed:
-                store_files.check_open(self._conn, Path(self.path))
-            try:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute("PRAGMA synchronous = NORMAL")
-                self._migrate(LATEST_VERSION if target_version is None else target_version)
-            except sqlite3.DatabaseError as exc:
-                if not existed or isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                    raise
-                raise store_files.damaged(Path(self.path), f"is corrupt ({exc})") from None
+            self._prepare(existed, on_disk=on_disk, target=target)
         except BaseException:
             self._conn.close()
             self._conn = None
             raise
 
+    def _check_before_open(self, existed: bool, *, fresh: bool) -> None:
+        """Refuse, before SQLite touches anything, a file that is not a store, a store a read-only open would
+        create, and a new file where an earlier one's log or backups are left (unless `fresh`)."""
+        path = Path(self.path)
+        if existed:
+            store_files.check_file(path)
+            return
+        if not fresh:
+            store_files.check_missing(path)
+        if self.read_only:
+            raise MissingStore(f"{path}: no state file here (`burst run` creates it)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _connect(self, busy_timeout_s: float, *, on_disk: bool) -> sqlite3.Connection:
+        """The SQLite connection: a read-only one never creates, checkpoints or deletes the file or its log."""
+        path = Path(self.path)
+        if on_disk and self.read_only:
+            quiet = not path.with_name(path.name + "-wal").exists()  # no log: no process has the file open
+            return sqlite3.connect(store_files.read_only_uri(path, immutable=quiet), uri=True, timeout=busy_timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+        return sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+
+    def _prepare(self, existed: bool, *, on_disk: bool, target: int) -> None:
+        """Check an existing file, switch to WAL and migrate (a writable store), or check the schema (read-only)."""
+        path = Path(self.path)
+        if on_disk and not self.read_only:
+            store_files.make_private(path)  # before anything is written; -wal and -shm follow it
+        self._conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+        if existed:
+            store_files.check_open(self._conn, path)
+        if self.read_only:
+            self._check_version()
+            return
+        try:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(target)
+        except sqlite3.DatabaseError as exc:
+            if not existed or isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise store_files.damaged(path, f"is corrupt ({exc})") from None
+        if existed:
+            store_files.check_writable(self._conn, path)
+
+    def _check_version(self) -> None:
+        """A read-only store is read at this burst's schema: refuse an older or newer one (nothing is migrated)."""
+        current = self.schema_version
+        if current > LATEST_VERSION:
+            raise SchemaTooNew(f"{store_pg.shown(self.path)}: schema version {current} is newer than this burst "
+                               f"supports ({LATEST_VERSION}); upgrade burst")
+        if current < LATEST_VERSION:
+            raise SchemaTooOld(f"{store_pg.shown(self.path)}: schema version {current} predates this burst's "
+                               f"({LATEST_VERSION}); `burst run` upgrades it (read-only commands never write)")
+
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, target_version: int | None = None) -> Store:
-        """Open `path`, creating it and applying any missing migrations (up to `target_version`)."""
-        return cls(path, target_version=target_version)
+    def open(cls, path: str | os.PathLike[str], *, target_version: int | None = None, read_only: bool = False,
+             fresh: bool = False) -> Store:
+        """Open `path`, creating it and applying any missing migrations (up to `target_version`); `read_only`
+        opens an existing store for reading and writes nothing; `fresh` lets a new file start beside an old
+        one's backups (`burst run --fresh`)."""
+        return cls(path, target_version=target_version, read_only=read_only, fresh=fresh)
 
     def backup(self, now: datetime, *, keep: int = store_files.DEFAULT_BACKUP_KEEP) -> Path:
         """Copy this store online (SQLite's backup API) to `<state>.backups/`, keeping the newest `keep` copies;
@@ -719,6 +775,26 @@ class Store:
                 raise JobExists(f"job {job.id} already exists")
             self._write_job(conn, job, stamp)
 
+    def add_jobs(self, jobs: Sequence[Job], *, at: datetime | None = None) -> list[bool]:
+        """Insert new jobs in one transaction: for each, True when stored, False when its id was taken (by an
+        earlier job or an earlier one of `jobs`); a taken id never stops the others."""
+        stamp = self._stamp(at)
+        added: list[bool] = []
+        with self._tx() as conn:
+            ids = list(dict.fromkeys(j.id for j in jobs))
+            taken: set[str] = set()
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk:chunk + 500]
+                taken.update(r[0] for r in conn.execute(
+                    f"SELECT id FROM jobs WHERE id IN ({_placeholders(len(part))})", part).fetchall())
+            for job in jobs:
+                fresh = job.id not in taken
+                if fresh:
+                    self._write_job(conn, job, stamp)
+                    taken.add(job.id)
+                added.append(fresh)
+        return added
+
     def put_job(self, job: Job, *, at: datetime | None = None) -> None:
         """Insert or update a job; a state change must be an edge of `JOB_TRANSITIONS`."""
         self.put_jobs((job,), at=at)
@@ -819,6 +895,90 @@ class Store:
         for state, n in self._query("SELECT state, count(*) FROM jobs GROUP BY state"):
             counts[JobState(state)] = int(n)
         return counts
+
+    def job_record(self, job_id: str) -> tuple[Job, str] | None:
+        """The job and its version (the stored record's text, which `swap_job` compares), or None if there is none.
+
+        Raises ValueError when the record does not decode.
+        """
+        rows = self._query("SELECT json FROM jobs WHERE id = ?", (job_id,))
+        return (codec.loads(Job, rows[0][0]), str(rows[0][0])) if rows else None
+
+    def swap_job(self, job: Job, *, version: str, at: datetime | None = None) -> bool:
+        """Decide whether `job` replaces its stored row: only if the row still holds `version` (its record as
+        `job_record` read it) and the state that record was read in (compare-and-set); whether it did.
+
+        A write from a stale read (the row changed since) moves nothing and answers False, so the caller reads
+        again. A state change must be an edge of `JOB_TRANSITIONS` (else `InvalidJobTransition`).
+        """
+        stamp = self._stamp(at)
+        with self._tx() as conn:
+            row = conn.execute("SELECT state FROM jobs WHERE id = ? AND json = ?", (job.id, version)).fetchone()
+            if row is None:
+                return False
+            old = JobState(row[0])
+            if job.state is not old and job.state not in JOB_TRANSITIONS[old]:
+                raise InvalidJobTransition(f"job {job.id}: {old.value} -> {job.state.value} is not allowed")
+            moved = conn.execute(
+                "UPDATE jobs SET tenant = ?, state = ?, submitted_at = ?, json = ?, updated_at = ? "
+                "WHERE id = ? AND state = ? AND json = ?",
+                (job.tenant, job.state.value, _ts(job.submitted_at, f"job {job.id} submitted_at"), codec.dumps(job),
+                 stamp, job.id, old.value, version),
+            ).rowcount
+            return bool(moved == 1)
+
+    def tenant_backlog(self, tenant: str) -> tuple[int, int]:
+        """How many of `tenant`'s jobs are not yet terminal, and how many bytes their stored records hold (the
+        records are ASCII JSON, so their length is their size)."""
+        wanted = sorted(s.value for s in JobState if s not in TERMINAL_JOB_STATES)
+        rows = self._query(
+            f"SELECT count(*), coalesce(sum(length(json)), 0) FROM jobs WHERE tenant = ? "
+            f"AND state IN ({_placeholders(len(wanted))})", (tenant, *wanted),
+        )
+        return int(rows[0][0]), int(rows[0][1])
+
+    def job_page(
+        self,
+        *,
+        states: Iterable[JobState] | None = None,
+        tenant: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> tuple[list[tuple[str, str, str]], bool]:
+        """Decide one page of a job listing: the rows (submitted_at, id, record) after the key `after` in
+        (submitted_at, id) order, filtered as `jobs` filters; at most `limit` rows, fewer once their records pass
+        `max_bytes` (one at least); and whether more rows follow. The rows stay undecoded: a record that does not
+        decode is the caller's to skip, and its key still moves the page on."""
+        where: list[str] = []
+        params: list[Any] = []
+        if states is not None:
+            wanted = sorted({JobState(s).value for s in states})
+            if not wanted:
+                return [], False
+            where.append(f"state IN ({_placeholders(len(wanted))})")
+            params.extend(wanted)
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        if after is not None:
+            where.append("(submitted_at > ? OR (submitted_at = ? AND id > ?))")
+            params.extend((after[0], after[0], after[1]))
+        sql = f"SELECT submitted_at, id, json FROM jobs{_where(where)} ORDER BY submitted_at, id LIMIT ?"
+        rows: list[tuple[str, str, str]] = []
+        size = 0
+        with self._lock:
+            cursor = self._c().execute(sql, (*params, limit + 1))
+            try:
+                while batch := cursor.fetchmany(64):  # a page of large records is never all in memory at once
+                    for submitted_at, job_id, text in batch:
+                        if len(rows) >= limit or (rows and size + len(text) > max_bytes):
+                            return rows, True
+                        rows.append((str(submitted_at), str(job_id), str(text)))
+                        size += len(text)
+            finally:
+                cursor.close()
+        return rows, False
 
     # ---------------------------------------------------------------- nodes
 

@@ -1,13 +1,17 @@
-"""The ``--state`` option's type: a SQLite file path, or a ``postgresql://`` URL kept as written."""
+"""The ``--state`` option's type (a SQLite file path, or a ``postgresql://`` URL kept as written), and how a
+command opens the store it names."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from burst.store_pg import parse_location
+
+if TYPE_CHECKING:
+    from burst.state import Store
 
 
 class StateLocation(click.ParamType):  # type: ignore[type-arg]
@@ -27,4 +31,22 @@ class StateLocation(click.ParamType):  # type: ignore[type-arg]
         return location
 
 
-__all__ = ["StateLocation"]
+def open_for_command(path: Path | str, *, read_only: bool) -> Store:
+    """The store at `path` for a command, or a ClickException saying in one line why not: a damaged, missing or
+    unwritable file, an unreachable server, or a schema only `burst run` upgrades.
+
+    `read_only` (every command that only reads: jobs, explain, usage, cost) never creates, truncates,
+    checkpoints or deletes the file or its write-ahead log, so it is safe beside a running daemon and on a
+    store left by a crash.
+    """
+    from burst.state import MissingStore, SchemaTooNew, SchemaTooOld, Store
+    from burst.store_files import DamagedStore
+    from burst.store_pg import StoreUnavailable
+
+    try:
+        return Store.open(path, read_only=read_only)
+    except (DamagedStore, StoreUnavailable, MissingStore, SchemaTooOld, SchemaTooNew) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+__all__ = ["StateLocation", "open_for_command"]

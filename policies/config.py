@@ -47,17 +47,17 @@ from burst.model import (
     WarmState,
 )
 from policies.durations import Duration
-from policies.loader import LocatedValueError, read_yaml, validate_document
-from policies.schema import (
+from policies.fields import (
     Name,
     NonEmptyStr,
     NonNegativeInt,
     PositiveDuration,
     PositiveNumber,
-    ProviderName,
     StrictModel,
     none_as_empty,
 )
+from policies.loader import LocatedValueError, read_yaml, validate_document
+from policies.schema import ProviderName
 
 CLUSTER_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 """Cluster ids tag cloud resources (GCP labels too), so: lower-case letters, digits, '_', '-'."""
@@ -799,6 +799,10 @@ class BurstConfig(StrictModel):
     loop_batch_max: Duration = Field(
         default=10.0, description="Longest duration a tick waits after the first event of a batch (default 10 s, "
         "Karpenter's batchMaxDuration; at least loop_batch_idle).",
+    )
+    loop_max_failing: PositiveDuration = Field(
+        default=600.0, description="How long every tick may fail (a store or provider down) before the daemon exits "
+        "non-zero (default 10 min: longer than a database failover). /readyz turns false well before.",
     )
     clock: Literal["real", "sim"] = Field(default="real", description="real or sim.")
     clock_speed: Annotated[float, Field(strict=True, ge=MIN_CLOCK_SPEED, le=MAX_CLOCK_SPEED)] = Field(

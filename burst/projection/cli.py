@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from burst.catalog import COST_LINES
-from burst.state_option import StateLocation
+from burst.state_option import StateLocation, open_for_command
 from burst.store_pg import location_exists, shown
 from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 
@@ -117,7 +117,6 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     from burst.quickstart import recorded_now, state_path_for
     from burst.sim.setup import setup_from_config
     from burst.sim.traces import Trace, TraceError, load_trace
-    from burst.state import Store
     from forecasting.models import SeriesError
 
     if config_path is None and history_path is None:
@@ -159,13 +158,13 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
             if not location_exists(store_path):
                 hint = "run burst run first" if config_path is None and state is None else "give --state"
                 raise click.ClickException(f"{store_path}: no state file to read demand history from ({hint})")
-            with _store(Store, store_path) as store:
+            with open_for_command(store_path, read_only=True) as store:
                 now = recorded_now(config, store)
                 start = _instant(at, "--at") if at else _hour_after(now - timedelta(hours=1))
-                points = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
+                demand = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
                 history = tuple(j for j in store.jobs() if j.submitted_at < start)
                 month_to_date = store.spend_by_tenant(since=month_start(start), until=start)
-            series = series_of_points(points, start)
+            series = series_of_points(demand, start)
     except (ValueError, SeriesError) as exc:
         raise click.ClickException(f"history: {exc}") from None
     for warning in _policy_coverage({j.tenant for j in history}, set(setup.policies), config_path):
@@ -218,25 +217,6 @@ def _policy_coverage(history_tenants: set[str], policy_tenants: set[str], config
 def _hour_after(at: datetime) -> datetime:
     """The first whole hour after `at`."""
     return at.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-
-
-class _store:
-    """A read-only use of the store that closes it."""
-
-    def __init__(self, cls: Any, path: Path | str) -> None:
-        from burst.store_files import DamagedStore
-        from burst.store_pg import StoreUnavailable
-
-        try:
-            self.store = cls.open(path)
-        except (DamagedStore, StoreUnavailable) as exc:
-            raise click.ClickException(str(exc)) from None
-
-    def __enter__(self) -> Any:
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
 
 
 def _money(x: float) -> str:
@@ -322,7 +302,7 @@ def usage_cmd(config_path: Path | None, state: Path | str | None, tenant: str | 
     from burst.projection.usage import USAGE_JSON_SCHEMA, meter
     from burst.quickstart import recorded_now, state_path_for
     from burst.runtime import catalog_from_config
-    from burst.state import MetaKey, Store
+    from burst.state import MetaKey
 
     if schema:
         click.echo(json.dumps(USAGE_JSON_SCHEMA, indent=2))
@@ -336,7 +316,7 @@ def usage_cmd(config_path: Path | None, state: Path | str | None, tenant: str | 
     t1 = _instant(until, "--until") if until else None
     groups = {g.id: g for g in config.node_groups_model()} if config is not None else {}
     catalog = catalog_from_config(config) if config is not None else None
-    with _store(Store, path) as store:
+    with open_for_command(path, read_only=True) as store:
         now = recorded_now(config, store)
         t0 = _instant(since, "--since") if since else month_start(now)
         rows = store.costs(since=t0, until=t1)
