@@ -104,7 +104,8 @@ def fuzz_api(tally: Tally, rng: random.Random, n: int, home: Path) -> None:
     runtime = build_runtime(load_run_config(None), state_path=home / "burst.db")
     tokens = load_api_tokens(home / "tokens", runtime.reloader.current.keys())
     app = api_app(store_path=runtime.state_path, tokens=tokens, view=DaemonView(60.0), clock=runtime.now,
-                  tenants=lambda: set(runtime.reloader.current))
+                  tenants=lambda: set(runtime.reloader.current), policies=lambda: runtime.reloader.current,
+                  limits_clock=lambda: runtime.now().timestamp())  # submits a minute apart in simulated time
     headers = {"Authorization": f"Bearer {tokens.admin}", "Content-Type": "application/json"}
     try:
         with TestClient(app, raise_server_exceptions=False) as client:

@@ -86,7 +86,7 @@ def api_verdict(response: Any) -> str:
         if not detail or not all(d.get("loc") and d.get("msg") for d in detail):
             raise Unclean(f"422 without a field: {text[:200]}")
         return "refused"
-    if response.status_code in (400, 403, 409, 413):
+    if response.status_code in (400, 403, 409, 413, 429):
         if "detail" not in response.json():
             raise Unclean(f"{response.status_code} without a detail")
         return "refused"

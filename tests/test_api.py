@@ -159,7 +159,7 @@ def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
     assert httpx.post(url, json={"tenant": "batch", "gpus": 1}, headers=token(api, "prod")).status_code == 403
     assert httpx.post(url, json={"tenant": "prod", "gpus": 2, "id": "p-1"}, headers=token(api, "prod")).status_code == 409
 
-    mine = httpx.get(url, headers=token(api, "prod")).json()
+    mine = httpx.get(url, headers=token(api, "prod")).json()["jobs"]
     assert mine and {j["tenant"] for j in mine} == {"prod"}
     assert httpx.get(url, params={"tenant": "batch"}, headers=token(api, "prod")).status_code == 403
     assert httpx.get(f"{url}/p-1", headers=token(api, "prod")).json()["id"] == "prod:p-1"  # by its ID or TENANT:ID
@@ -168,7 +168,8 @@ def test_jobs_submit_list_cancel_per_tenant(daemon) -> None:
         reply = httpx.get(f"{url}/{theirs}", headers=token(api, "prod"))
         assert (reply.status_code, reply.json()) == (404, {"detail": f"no job {theirs}"})
     assert unknown.status_code == 404
-    assert {j["id"] for j in httpx.get(url, params={"tenant": "batch"}, headers=token(api, "admin")).json()} >= {"batch:b-1"}
+    assert {j["id"] for j in httpx.get(url, params={"tenant": "batch"}, headers=token(api, "admin")).json()["jobs"]} >= {
+        "batch:b-1"}
 
     cancelled = httpx.delete(f"{url}/p-1", headers=token(api, "prod"))
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"

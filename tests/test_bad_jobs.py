@@ -67,7 +67,7 @@ def test_a_job_row_that_does_not_decode_is_failed_and_the_tick_goes_on(tmp_path:
                   tenants=lambda: {"prod", "batch"})
     with TestClient(app, raise_server_exceptions=False) as client:
         admin = {"Authorization": f"Bearer {tokens.admin}"}
-        assert [j["id"] for j in client.get("/v1/jobs", headers=admin).json()] == ["fine"]
+        assert [j["id"] for j in client.get("/v1/jobs", headers=admin).json()["jobs"]] == ["fine"]
         assert client.get("/v1/jobs/mangled", headers=admin).status_code == 404
     listed = CliRunner().invoke(main, ["jobs", "--state", str(tmp_path / "burst.db"), "--json"])
     assert listed.exit_code == 0 and "job mangled: its stored record does not decode" in listed.output

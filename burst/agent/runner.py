@@ -94,23 +94,36 @@ class JobRunner:
         return self.workdir / "mps"
 
     def start(self, assignment: Assignment) -> JobStatus:
-        """Start the job's process group; a second start of a running job is a no-op reporting RUNNING."""
+        """Start the job's process group; a second start of a running job is a no-op reporting RUNNING.
+
+        A job that cannot start (a command that is not there, a NUL in its
+        argv or environment, an id that is no directory name) is reported
+        FAILED_TO_START and fails alone: this never raises for what one job
+        carries, so the rest of its batch still starts.
+        """
         now = self.clock()
         if assignment.job_id in self.jobs:
             return JobStatus(job_id=assignment.job_id, phase=JobPhase.RUNNING, at=now, detail="already running")
-        job_dir = self.workdir / "jobs" / assignment.job_id
+        try:
+            return self._launch(assignment, now)
+        except (OSError, ValueError, TypeError) as exc:  # ValueError: a NUL reaching execve, a bad path
+            return JobStatus(job_id=assignment.job_id, phase=JobPhase.FAILED_TO_START, at=now,
+                             detail=f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    def _launch(self, assignment: Assignment, now: datetime) -> JobStatus:
+        jobs = self.workdir / "jobs"
+        job_dir = jobs / assignment.job_id
+        if jobs.resolve() not in job_dir.resolve().parents:  # "", "..", "/etc": the job's directory is under jobs/
+            raise ValueError(f"job id {assignment.job_id[:80]!r} is not a usable directory name")
         job_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("checkpoint-request", "checkpoint-ack"):
             (job_dir / stale).unlink(missing_ok=True)
         detail = self._prepare_sharing(assignment)
         env = {**self.base_env, **job_environment(assignment, job_dir, mps_dir=self.mps_dir)}
-        try:
-            with open(job_dir / "output.log", "ab") as log:
-                process = subprocess.Popen(
-                    assignment.command, env=env, cwd=job_dir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-        except OSError as exc:
-            return JobStatus(job_id=assignment.job_id, phase=JobPhase.FAILED_TO_START, at=now, detail=str(exc))
+        with open(job_dir / "output.log", "ab") as log:
+            process = subprocess.Popen(
+                assignment.command, env=env, cwd=job_dir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.jobs[assignment.job_id] = _Running(assignment, process, job_dir)
         return JobStatus(job_id=assignment.job_id, phase=JobPhase.STARTED, at=now, detail=detail)
 

@@ -1,7 +1,15 @@
 """Serving the API beside the reconcile loop: uvicorn in a thread, on a socket bound before the first tick.
 
 Binding first means a taken port or a bad address is one clear error at
-start, not a traceback in a thread later.
+start, not a traceback in a thread later. The socket listens from then on, so
+a client that connects while the server starts waits in the listen queue.
+
+The server holds a bounded number of connections, each for a bounded time, so
+no client, authenticated or not, can spend the descriptors the store, backups
+and reloads need: `burst.api.connections` has the rules (the cap from
+RLIMIT_NOFILE less a reserve, the read deadline, what happens at the cap).
+Repeated log lines from the server (accept errors, malformed requests,
+failing handlers) are rate-limited by `burst.logs.limit_repeats`.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ import uvicorn
 
 from burst.agent.hub import AgentHub
 from burst.api.app import DaemonView, api_app
+from burst.api.connections import LISTEN_BACKLOG, ConnectionLimits, GuardedServer
 from burst.api.status import daemon_status
 from burst.api.tokens import load_api_tokens
+from burst.logs import limit_repeats
 from burst.reconcile import TickReport
 from policies.config import listen_address
 
@@ -38,9 +48,23 @@ class ApiServer:
     tokens_dir: Path
     view: DaemonView
     hub: AgentHub | None
-    _server: uvicorn.Server
+    _server: GuardedServer
     _thread: threading.Thread
     _sock: socket.socket
+
+    @property
+    def max_connections(self) -> int:
+        """The most connections the server holds at once (see `burst.api.connections`)."""
+        return self._server.cap
+
+    def open_connections(self) -> int:
+        """Connections the server holds now (accepted and not yet closed)."""
+        return self._server.open_connections
+
+    def evicted_connections(self) -> int:
+        """Connections closed so far to make room for new ones at the cap."""
+        acceptor = self._server.acceptor
+        return acceptor.evicted if acceptor is not None else 0
 
     def stop(self) -> None:
         """Stop serving (finishing requests in flight) and release the port."""
@@ -60,14 +84,17 @@ def _bind(listen: str) -> socket.socket:
         sock = socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), int(port)))
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         raise ApiStartError(f"api: cannot listen on {listen}: {exc.strerror or exc}") from None
     return sock
 
 
-def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
+def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path,
+              limits: ConnectionLimits | None = None) -> ApiServer:
     """Start the API for `runtime` on `listen` (HOST:PORT, or a bare PORT for 127.0.0.1), tokens from (or
-    generated into) `tokens_dir`."""
+    generated into) `tokens_dir`, connections bounded by `limits` (the defaults unless given)."""
+    limits = limits or ConnectionLimits()
     config = runtime.config
     try:
         shared = runtime.store if runtime.store.postgres else None  # replicas on other hosts share its hashes
@@ -78,7 +105,9 @@ def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
     view = DaemonView(config.loop_interval)
 
     def on_tick(report: TickReport | None, _seconds: float) -> None:
-        if report is not None:
+        if report is None:
+            view.failed()
+        else:
             serving = runtime.forecasts.serving() if runtime.forecasts is not None else {}
             view.update(report.at, daemon_status(report, runtime.catalog.group_price, serving), report.plan.to_json())
 
@@ -89,11 +118,15 @@ def start_api(runtime: Runtime, listen: str, *, tokens_dir: Path) -> ApiServer:
         view=view,
         clock=runtime.controller.clock,
         tenants=lambda: set(runtime.reloader.current),
+        policies=lambda: runtime.reloader.current,  # each tenant's `limits` bound its submits
         registry=runtime.metrics.registry,
         hub=hub,
     )
     sock = _bind(listen)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    cap = limits.cap()  # after binding: the listening socket is one of the descriptors in use
+    server = GuardedServer(uvicorn.Config(app, log_level="warning", lifespan="on", http="h11", ws="none",
+                                          timeout_keep_alive=limits.keep_alive_s), limits, cap)
+    limit_repeats("burst.api", "uvicorn.error", "asyncio")  # after uvicorn's Config has set its loggers up
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="burst-api", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
