@@ -18,6 +18,7 @@ log grow without end. README.md's "Limits" table lists them.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -43,6 +44,16 @@ MAX_WEIGHT = 1e6
 """Largest fair-share weight (weights are > 0)."""
 MAX_RATE_PER_HOUR = 10_000.0
 """Most synthetic arrivals per hour (the base rate, and the base rate times the burst factor)."""
+MAX_REPLICAS = 10_000
+"""Most replicas of one service (min_replicas, max_replicas)."""
+MAX_REPLICA_GPUS = MAX_JOB_GPUS
+"""Most GPUs one service replica may take (a replica is no larger than a job may be)."""
+MAX_REQUESTS_PER_S = 1e6
+"""Most requests per second one service replica may be declared to serve."""
+MAX_GPU_S_PER_TOKEN = 60.0
+"""Largest GPU-seconds per context or generated token of a service's token cost (real models: ~1e-5 .. 1e-1)."""
+MAX_EVENT_MULTIPLIER = 1000.0
+"""Largest demand multiplier a service's declared event may give (multipliers are > 0)."""
 MAX_LOOP_INTERVAL_S = 3600.0
 """Longest loop_interval: the daemon ticks at least hourly."""
 MIN_CLOCK_SPEED = 0.01
@@ -60,6 +71,19 @@ MAX_LIST_LENGTH = 256
 """Most items in a list a user writes (a job's command, a policy's allowed lists)."""
 MAX_BODY_BYTES = 64 * 1024
 """Largest API request body."""
+MAX_TENANT_PENDING_JOBS = 1_000_000
+"""Most pending (not yet terminal) jobs a tenant policy's `limits.max_pending_jobs` may allow."""
+MAX_SUBMITS_PER_S = 10_000.0
+"""Fastest sustained submit rate a tenant policy's `limits.submits_per_second` may allow."""
+MAX_SUBMIT_BURST = 100_000
+"""Largest burst of submits a tenant policy's `limits.submit_burst` may allow."""
+MAX_PENDING_JOB_BYTES = 1024**3
+"""Most stored job text (bytes of job records) of a tenant's pending jobs its `limits.max_pending_job_bytes` may allow."""
+DEFAULT_PAGE_JOBS = 100
+MAX_PAGE_JOBS = 1000
+"""A listing (`GET /v1/jobs`) answers DEFAULT_PAGE_JOBS jobs a page unless asked, at most MAX_PAGE_JOBS."""
+MAX_PAGE_BYTES = 4 * 1024 * 1024
+"""A listing page stops early (its cursor goes on) once its jobs' stored records pass this many bytes."""
 MAX_SHOWN_VALUE = 40
 """Longest value quoted in an error message (longer ones are cut, with '...')."""
 
@@ -86,6 +110,13 @@ LIMITS: tuple[Limit, ...] = (
     Limit("GPU quotas and hot_pool.min_gpus", f"0 .. {MAX_QUOTA_GPUS}"),
     Limit("money (budgets, prices)", f"> 0 .. {MAX_USD:g} USD"),
     Limit("fair_share_weight", f"> 0 .. {MAX_WEIGHT:g}"),
+    Limit("service replicas (min_replicas, max_replicas)", f"0 .. {MAX_REPLICAS}"),
+    Limit("GPUs per service replica (gpus_per_replica)", f"1 .. {MAX_REPLICA_GPUS}"),
+    Limit("requests_per_s of a service replica", f"> 0 .. {MAX_REQUESTS_PER_S:g}"),
+    Limit("gpu_s_per_request a and b (GPU-seconds per token)", f"0 .. {MAX_GPU_S_PER_TOKEN:g}, not both 0"),
+    Limit("target_utilisation of a service", "> 0 .. 1"),
+    Limit("unserved_request_cost of a service", f"0 .. {MAX_USD:g} USD per request"),
+    Limit("multiplier of a service event", f"> 0 .. {MAX_EVENT_MULTIPLIER:g}"),
     Limit("loop_interval", "> 0 .. 1 hour"),
     Limit("clock_speed (sim clock)", f"{MIN_CLOCK_SPEED:g} .. {MAX_CLOCK_SPEED:g}"),
     Limit("synthetic arrival rate (base_jobs_per_hour x burst_factor)", f"0 .. {MAX_RATE_PER_HOUR:g} per hour"),
@@ -95,6 +126,15 @@ LIMITS: tuple[Limit, ...] = (
     Limit("a job's command", f"{MAX_LIST_LENGTH} arguments of at most {MAX_ARG_LENGTH} characters"),
     Limit("lists in policies and burst.yaml", f"{MAX_LIST_LENGTH} items"),
     Limit("API request body", f"{MAX_BODY_BYTES // 1024} KiB"),
+    Limit("text in a job (command, gpu_model, ids)", "no control characters (U+0000 .. U+001F, U+007F)"),
+    Limit("a tenant's pending jobs (policy limits.max_pending_jobs; default 10000)",
+          f"0 .. {MAX_TENANT_PENDING_JOBS}"),
+    Limit("a tenant's submits (policy limits.submits_per_second, default 20; limits.submit_burst, default 100)",
+          f"> 0 .. {MAX_SUBMITS_PER_S:g} per second; bursts 1 .. {MAX_SUBMIT_BURST}"),
+    Limit("a tenant's pending job text (policy limits.max_pending_job_bytes; default 16 MiB)",
+          f"0 .. {MAX_PENDING_JOB_BYTES // 1024**3} GiB"),
+    Limit("jobs per listing page (GET /v1/jobs limit)",
+          f"1 .. {MAX_PAGE_JOBS} (default {DEFAULT_PAGE_JOBS}; a page stops early past {MAX_PAGE_BYTES // 1024**2} MiB)"),
     Limit("times (submission, sim_start, trace times)", f"years {EARLIEST_YEAR} .. {LATEST_YEAR}"),
 )
 
@@ -132,13 +172,33 @@ def text_problem(value: str, limit: int = MAX_TEXT_LENGTH) -> str | None:
     return None
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def control_problem(value: str) -> str | None:
+    """Decide why `value` cannot travel as a job's text (None when it has no control character).
+
+    A control character (U+0000 .. U+001F, U+007F) has no place in an argv, a
+    GPU model or an id: a NUL cannot reach `execve` at all, and a line break
+    forges lines in logs.
+    """
+    found = _CONTROL.search(value)
+    if found is None:
+        return None
+    return f"control character U+{ord(found.group()):04X} at position {found.start()} is not allowed"
+
+
 def command_problem(command: tuple[str, ...] | list[str]) -> str | None:
-    """Decide why an argv is not usable (None when it has at most MAX_LIST_LENGTH arguments of bounded length)."""
+    """Decide why an argv is not usable (None when it has at most MAX_LIST_LENGTH arguments of bounded length,
+    none with a control character)."""
     if len(command) > MAX_LIST_LENGTH:
         return f"{len(command)} arguments is more than the limit of {MAX_LIST_LENGTH}"
     for i, arg in enumerate(command):
         if len(arg) > MAX_ARG_LENGTH:
             return f"argument {i} has {len(arg)} characters, more than the limit of {MAX_ARG_LENGTH}"
+        control = control_problem(arg)
+        if control is not None:
+            return f"argument {i}: {control}"
     return None
 
 

@@ -538,6 +538,21 @@ class DisruptionPolicy:
 
 
 @dataclass(frozen=True)
+class SubmitLimits:
+    """How much of the controller one tenant's submissions may hold (the API answers 429 beyond any of them).
+
+    At most `max_pending_jobs` jobs not yet terminal, whose stored records
+    together hold at most `max_pending_job_bytes`; submits at most
+    `submits_per_second` on average, `submit_burst` at once (a token bucket).
+    """
+
+    max_pending_jobs: int = 10_000
+    submits_per_second: float = 20.0
+    submit_burst: int = 100
+    max_pending_job_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
 class HotPoolPolicy:
     """Whether a tenant's forecast sizes the hot pools, and the warm GPUs it wants kept at least."""
 
@@ -561,6 +576,109 @@ class PrescalePolicy:
     wait_usd_per_gpu_hour: float | None = None  # what a GPU-hour of queueing is worth; None: the planner's default
 
 
+class WorkKind(StrEnum):
+    """The two kinds of work a tenant runs, and which comes first on the steady tier.
+
+    On the steady tier (owned GPUs, paid whether used or not) a tenant's
+    services outrank its batch jobs: a replica its rate needs takes on-prem
+    GPUs ahead of the tenant's batch work, and fault-tolerant batch yields them
+    by checkpoint (refilling them when the rate falls, the daily tide). Work
+    that cannot move is never stopped for a service: the service bursts to the
+    elastic tier instead. `steady_rank` orders the two (lower goes first); the
+    planner steps that act on it are not built yet.
+    """
+
+    SERVICE = "service"  # replicas serving a request rate
+    JOB = "job"  # batch, queued, runs to completion
+
+    @property
+    def steady_rank(self) -> int:
+        """0 for the kind served first on the steady tier (services), 1 for batch jobs."""
+        return 0 if self is WorkKind.SERVICE else 1
+
+
+@dataclass(frozen=True)
+class TokenCost:
+    """What one request costs a service in GPU time: `context_gpu_s` per context (prompt) token plus
+    `generated_gpu_s` per generated token (the linear model fitted to LLM inference traces)."""
+
+    context_gpu_s: float
+    generated_gpu_s: float
+
+    def gpu_s_per_request(self, context_tokens: float, generated_tokens: float) -> float:
+        """GPU-seconds one request with these token counts takes."""
+        return self.context_gpu_s * context_tokens + self.generated_gpu_s * generated_tokens
+
+
+@dataclass(frozen=True)
+class ServiceEvent:
+    """A declared window of unusual demand for a service (a promotion, a launch): from `start` (inclusive) to
+    `end` (exclusive). `multiplier` is the factor its tenant expects on the request rate; None leaves the size of
+    the effect to the forecaster."""
+
+    start: datetime
+    end: datetime
+    multiplier: float | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ValueError(f"service event: end {self.end.isoformat()} is not after start {self.start.isoformat()}")
+        if self.multiplier is not None and not self.multiplier > 0:
+            raise ValueError(f"service event: multiplier must be > 0, got {self.multiplier}")
+
+    def in_force(self, at: datetime) -> bool:
+        """Whether `at` lies inside the window."""
+        return self.start <= at < self.end
+
+
+@dataclass(frozen=True)
+class Service:
+    """A tenant's online inference service: a model served by replicas, each `gpus_per_replica` GPUs of
+    `gpu_model`, sized to a request rate (`WorkKind.SERVICE`: it outranks its tenant's batch work on the steady
+    tier).
+
+    A replica's capacity is either `requests_per_s` or its `token_cost` (one is
+    given, never both); it is run at `target_utilisation` of it. The planner
+    keeps `min_replicas` .. `max_replicas`; a replica needs `replica_start_s`
+    (model load) after its node is up and must serve within `ready_within_s` of
+    being needed. At most `spot_share` of the replicas may be spot; an unserved
+    request costs `unserved_request_cost_usd`. The planner's decision for one
+    service is `burst.planner.services.plan_service`, on the sizing rules of
+    `burst.planner.service_sizing`.
+    """
+
+    tenant: TenantName
+    name: str
+    gpu_model: str
+    max_replicas: int
+    ready_within_s: float
+    unserved_request_cost_usd: float
+    gpus_per_replica: int = 1
+    requests_per_s: float | None = None
+    token_cost: TokenCost | None = None
+    target_utilisation: float = 0.7
+    min_replicas: int = 0
+    replica_start_s: float = 120.0
+    spot_share: float = 0.0
+    events: tuple[ServiceEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.requests_per_s is None) == (self.token_cost is None):
+            raise ValueError(f"service {self.name}: give exactly one of requests_per_s and token_cost")
+        if not 0 <= self.min_replicas <= self.max_replicas:
+            raise ValueError(f"service {self.name}: replicas must satisfy 0 <= min_replicas <= max_replicas, "
+                             f"got {self.min_replicas} .. {self.max_replicas}")
+        if not 0 < self.target_utilisation <= 1:
+            raise ValueError(f"service {self.name}: target_utilisation must be in (0, 1], got "
+                             f"{self.target_utilisation}")
+
+    @property
+    def kind(self) -> WorkKind:
+        """`WorkKind.SERVICE`: served ahead of its tenant's batch jobs on the steady tier."""
+        return WorkKind.SERVICE
+
+
 @dataclass(frozen=True)
 class Policy:
     """One tenant's validated policy (built by `policies/` from its YAML file)."""
@@ -581,6 +699,8 @@ class Policy:
     fair_share_weight: float = 1.0
     max_job_runtime_s: float | None = None
     gpu_sharing: GpuSharing = GpuSharing.NONE
+    limits: SubmitLimits = field(default_factory=SubmitLimits)  # what its API submissions may hold
+    services: tuple[Service, ...] = ()  # the tenant's inference services (`Service`), in file order
 
     def allows_group(self, group: NodeGroup) -> bool:
         """Whether this tenant may use `group` at all (providers and regions)."""
@@ -660,6 +780,41 @@ class Forecast:
         """The slice [first, last) of the steps inside [start, end] (to the last step without `end`)."""
         last = len(self.timestamps) if end is None else bisect.bisect_right(self.timestamps, end)
         return bisect.bisect_left(self.timestamps, start, 0, last), last
+
+
+@dataclass(frozen=True)
+class RateForecast:
+    """Request-rate forecast quantiles (requests/s) for one service at future instants.
+
+    `quantiles` maps a quantile (e.g. 0.1, 0.5, 0.9, 0.99) to one value per
+    instant of `at` (ascending). A value holds from its instant to the next
+    one, as a series value spreads over its step. `events_included` says the
+    forecaster already put the service's declared event multipliers into the
+    values, so the planner does not apply them a second time.
+    """
+
+    at: tuple[datetime, ...]
+    quantiles: Mapping[float, tuple[float, ...]]
+    events_included: bool = False
+
+    def __post_init__(self) -> None:
+        if any(later <= earlier for earlier, later in zip(self.at, self.at[1:], strict=False)):
+            raise ValueError("rate forecast: instants must strictly ascend")
+        if not self.quantiles:
+            raise ValueError("rate forecast: no quantile given")
+        for q, path in self.quantiles.items():
+            if not 0 < q < 1:
+                raise ValueError(f"rate forecast: quantile {q} is not in (0, 1)")
+            if len(path) != len(self.at):
+                raise ValueError(f"rate forecast: quantile {q} has {len(path)} values for {len(self.at)} instants")
+
+    def value_at(self, q: float, when: datetime) -> float:
+        """The `q` quantile in force at `when`: the value of the last instant at or before it, else the first
+        instant's (the forecast's nearest word on a time before it starts); 0 with no instants."""
+        if not self.at:
+            return 0.0
+        i = bisect.bisect_right(self.at, when)
+        return self.quantiles[q][i - 1 if i else 0]
 
 
 # ---------------------------------------------------------------- actions

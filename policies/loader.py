@@ -20,7 +20,9 @@ from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from burst.model import Policy
-from policies.schema import TenantPolicyDoc, check_name
+from policies.fields import LocatedValueError, check_name
+from policies.schema import TenantPolicyDoc
+from policies.services import services_raw_checks
 
 __all__ = [
     "MAX_DEPTH",
@@ -88,20 +90,6 @@ class PolicyValidationError(Exception):
     def __init__(self, errors: Iterable[PolicyError]) -> None:
         self.errors: list[PolicyError] = list(errors)
         super().__init__("\n".join(str(e) for e in self.errors) or "invalid policy")
-
-
-class LocatedValueError(ValueError):
-    """Raised inside a pydantic validator to point the error at `loc` below the validated value.
-
-    E.g. a list validator that finds a duplicate id in item 2 raises
-    `LocatedValueError("duplicate id", ("2", "id"))` and the error line names
-    `node_groups.2.id` and that key's line.
-    """
-
-    def __init__(self, message: str, loc: Sequence[str | int]) -> None:
-        super().__init__(message)
-        self.message = message
-        self.loc: Loc = tuple(str(p) for p in loc)
 
 
 @dataclass(frozen=True)
@@ -440,7 +428,9 @@ def validate_policy_file(path: Path) -> tuple[str, TenantPolicyDoc]:
         raise PolicyValidationError(
             [PolicyError(str(path), 1, "-", "empty policy file: write `{}` for a tenant with every default")]
         )
-    return tenant, validate_document(TenantPolicyDoc, doc, what="tenant policy", context={"tenant": tenant})
+    return tenant, validate_document(
+        TenantPolicyDoc, doc, what="tenant policy", context={"tenant": tenant}, checks=services_raw_checks
+    )
 
 
 def load_policy_file(path: Path) -> Policy:

@@ -6,34 +6,21 @@ Each field's description says which part of burst reads it.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     Strict,
     StrictBool,
-    StrictInt,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError, core_schema
 
-from burst.bounds import (
-    MAX_LIST_LENGTH,
-    MAX_PRIORITY,
-    MAX_QUOTA_GPUS,
-    MAX_TEXT_LENGTH,
-    MAX_USD,
-    MAX_WEIGHT,
-    shown,
-)
+from burst.bounds import MAX_LIST_LENGTH, MAX_WEIGHT, shown
 from burst.model import (
     QUANTILES,
     Budget,
@@ -45,13 +32,26 @@ from burst.model import (
     SpotPolicy,
 )
 from policies.durations import Duration
+from policies.fields import (
+    Fraction,
+    GpuCount,
+    LocatedValueError,
+    Money,
+    Name,
+    NonEmptyStr,
+    NonNegativeNumber,
+    Number,
+    PositiveDuration,
+    Priority,
+    StrictModel,
+    none_as_empty,
+)
+from policies.limits import LimitsDoc
+from policies.services import ServiceDoc, duplicate_service_names
 
 PLANNER = "read by the planner"
 SPOT_PLACEMENT = "read by spot placement"
 PREEMPTION = "read by the planner's priority preemption step"
-
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
-"""Tenant names (and so policy file stems): letters, digits, '.', '_', '-', at most 63 characters."""
 
 PROVIDER_NAMES: list[str] = ["sim", "onprem", "aws", "gcp", "libcloud"]
 """The provider backends a config or policy may name (see providers/), in the order errors and the JSON schema
@@ -81,62 +81,6 @@ class _ProviderNameType:
 
 ProviderName = Annotated[str, _ProviderNameType]
 """A provider backend's name (one of `PROVIDER_NAMES`)."""
-
-
-class StrictModel(BaseModel):
-    """Base of every file-facing model: unknown keys are errors, no NaN/inf, immutable once built."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-
-
-def check_name(value: str) -> str:
-    """Decide whether `value` is a usable tenant / node-group name; raise ValueError saying the rule if not."""
-    if re.fullmatch(NAME_PATTERN, value) is None:
-        raise ValueError(
-            f"invalid name {shown(value)}: use letters, digits, '.', '_' or '-', starting with a letter or digit, "
-            "at most 63 characters"
-        )
-    return value
-
-
-def _positive(value: float) -> float:
-    if value <= 0:
-        raise ValueError(f"must be greater than 0, got {value:g}")
-    return value
-
-
-def _non_empty(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    return value
-
-
-Name = Annotated[
-    str, Strict(), AfterValidator(check_name), WithJsonSchema({"type": "string", "pattern": NAME_PATTERN})
-]
-"""A tenant or node-group name."""
-NonEmptyStr = Annotated[
-    str, Strict(), Field(max_length=MAX_TEXT_LENGTH), AfterValidator(_non_empty),
-    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": MAX_TEXT_LENGTH}),
-]
-NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
-GpuCount = Annotated[StrictInt, Field(ge=0, le=MAX_QUOTA_GPUS)]
-"""A GPU quota or count in a policy (burst.bounds)."""
-Priority = Annotated[StrictInt, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
-Number = Annotated[float, Strict()]
-"""A float that also accepts ints, but not booleans or numeric strings."""
-PositiveNumber = Annotated[float, Strict(), Field(gt=0)]
-NonNegativeNumber = Annotated[float, Strict(), Field(ge=0)]
-Money = Annotated[float, Strict(), Field(gt=0, le=MAX_USD)]
-"""USD amounts (budgets, prices): > 0 and at most burst.bounds.MAX_USD."""
-Fraction = Annotated[float, Strict(), Field(ge=0, le=1)]
-PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
-"""A duration that must be longer than zero."""
-
-
-def none_as_empty(value: Any, empty: Any) -> Any:
-    """Decide what an explicitly empty YAML value (`key:` with nothing, i.e. null) means: the section's defaults."""
-    return empty if value is None else value
 
 
 class QuotaDoc(StrictModel):
@@ -305,13 +249,24 @@ class TenantPolicyDoc(StrictModel):
         description="How the tenant's fractional-GPU jobs may share a GPU on-prem: none (default), mps "
         "(CUDA Multi-Process Service) or time_slicing; read by the local GPU scheduler and the node agent.",
     )
+    limits: LimitsDoc = Field(
+        default=LimitsDoc(),
+        description="How much of the controller the tenant's API submissions may hold: pending jobs, their stored "
+        "text, submits per second (beyond any, the API answers 429); read by the API.",
+    )
+    services: Annotated[list[ServiceDoc], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
+        default_factory=list,
+        description="The tenant's online inference services: replicas sized to a request rate, ahead of the "
+        "tenant's batch work on the steady tier; read by the service sizing rules (burst.planner.service_sizing); "
+        "not yet acted on by the planner.",
+    )
 
-    @field_validator("quota", "budget", "spot", "prescale", "hot_pool", "disruption", mode="before")
+    @field_validator("quota", "budget", "spot", "prescale", "hot_pool", "disruption", "limits", mode="before")
     @classmethod
     def _empty_section(cls, value: Any) -> Any:
         return none_as_empty(value, {})
 
-    @field_validator("allowed_providers", "allowed_regions", "preemptible_by", mode="before")
+    @field_validator("allowed_providers", "allowed_regions", "preemptible_by", "services", mode="before")
     @classmethod
     def _empty_list(cls, value: Any) -> Any:
         return none_as_empty(value, [])
@@ -324,6 +279,13 @@ class TenantPolicyDoc(StrictModel):
             if item in seen:
                 raise ValueError(f"{shown(item)} is listed twice")
             seen.add(item)
+        return value
+
+    @field_validator("services")
+    @classmethod
+    def _unique_service_names(cls, value: list[ServiceDoc]) -> list[ServiceDoc]:
+        for loc, message in duplicate_service_names([s.name for s in value]):
+            raise LocatedValueError(message, loc)
         return value
 
     @field_validator("tenant")
@@ -367,4 +329,6 @@ class TenantPolicyDoc(StrictModel):
             fair_share_weight=self.fair_share_weight,
             max_job_runtime_s=self.max_job_runtime,
             gpu_sharing=GpuSharing(self.gpu_sharing),
+            limits=self.limits.to_limits(),
+            services=tuple(s.to_model(tenant) for s in self.services),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from burst.model import Policy
+from burst.model import Policy, Service
 from policies import BurstConfig, PolicyError, PolicyValidationError, load_config, load_policy_file
 
 LINE = re.compile(r"^[^\n]+:[1-9]\d*: [^\n]+: [^\n]+$")
@@ -133,6 +134,39 @@ def section(fields: dict[str, Gen]) -> Gen:
     return build
 
 
+event = section({
+    "start": one_of("2026-11-27T00:00:00Z", "2026-11-27T00:00:00Z", "2026-11-27", "2026-11-27T00:00:00", 1700000000),
+    "end": one_of("2026-11-28T00:00:00+01:00", "2026-11-29", "2026-11-29", "2026-11-26T00:00:00Z", "soon"),
+    "multiplier": one_of(3, 0.5, 0, None),
+    "name": one_of("promo", "", None),
+})
+SERVICE_FIELDS: dict[str, Gen] = {
+    "name": one_of("chat", "chat", "embed", "embed", "bad name"),
+    "gpu_model": one_of("H100", "A100", "A100", ""),
+    "gpus_per_replica": ints(0, 9),
+    "requests_per_s": one_of(1, 0.5, 40, 40, 0),
+    "gpu_s_per_request": one_of({"a": 0.0001, "b": 0.01}, {"a": 0, "b": 0.01}, {"a": 0, "b": 0}, {"a": 0.001}),
+    "target_utilisation": one_of(0.7, 0.7, 1, 0),
+    "min_replicas": ints(0, 6),
+    "max_replicas": ints(0, 12),
+    "replica_start": durations,
+    "ready_within": durations,
+    "spot_share": fractions,
+    "unserved_request_cost": one_of(0, 0.01, 0.01, -1),
+    "events": lists(event),
+}
+SERVICE_REQUIRED = ("name", "gpu_model", "max_replicas", "ready_within", "unserved_request_cost")
+
+
+def service_entry(t: Tape) -> dict[str, Any]:
+    """A service with its required keys and one capacity form (each drawn near-valid), then other keys drawn."""
+    doc = {key: SERVICE_FIELDS[key](t) for key in SERVICE_REQUIRED}
+    form = t.pick(["requests_per_s", "gpu_s_per_request"])
+    doc[form] = SERVICE_FIELDS[form](t)
+    doc.update(section(SERVICE_FIELDS)(t))
+    return doc
+
+
 POLICY_FIELDS: dict[str, Gen] = {
     "tenant": one_of("fuzz", "fuzz", "fuzz", "fuzz", "fuzz", "other", "bad name"),
     "priority": ints(-100, 1000),
@@ -154,6 +188,7 @@ POLICY_FIELDS: dict[str, Gen] = {
     "preemptible_by": lists(one_of("prod", "research", "batch", "bad name", "", "x" * 70)),
     "fair_share_weight": floats(-1, 10),
     "max_job_runtime": durations,
+    "services": lists(lambda t: service_entry(t)),
 }
 policy_doc = section(POLICY_FIELDS)
 
@@ -289,6 +324,25 @@ def check_sane(policy: Policy) -> None:
         assert seconds is None or (math.isfinite(seconds) and seconds > 0)
     assert all(isinstance(x, str) and x for x in policy.allowed_providers + policy.allowed_regions)
     assert all(isinstance(x, str) and x for x in policy.preemptible_by)
+    assert len({s.name for s in policy.services}) == len(policy.services)
+    for service in policy.services:
+        check_sane_service(service)
+
+
+def check_sane_service(service: Service) -> None:
+    """A validated service can be sized as is: one capacity form, bounds in order, events forward in UTC."""
+    assert (service.requests_per_s is None) != (service.token_cost is None)
+    assert service.requests_per_s is None or (math.isfinite(service.requests_per_s) and service.requests_per_s > 0)
+    cost = service.token_cost
+    assert cost is None or (cost.context_gpu_s >= 0 and cost.generated_gpu_s >= 0
+                            and cost.context_gpu_s + cost.generated_gpu_s > 0)
+    assert 0 <= service.min_replicas <= service.max_replicas and service.gpus_per_replica >= 1
+    assert 0 < service.target_utilisation <= 1 and 0 <= service.spot_share <= 1
+    assert 0 <= service.unserved_request_cost_usd <= 1e9
+    assert math.isfinite(service.replica_start_s) and math.isfinite(service.ready_within_s)
+    for event in service.events:
+        assert event.start.tzinfo is UTC and event.end.tzinfo is UTC and event.start < event.end
+        assert event.multiplier is None or event.multiplier > 0
 
 
 def config_outcome(path: Path, data: bytes) -> BurstConfig | list[PolicyError]:
@@ -337,9 +391,35 @@ def test_random_bytes_as_a_config_never_raise_anything_else(workdir: Path, data:
     config_outcome(workdir / "burst.yaml", data)
 
 
+valid_services = st.lists(
+    st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(["chat", "embed", "rank", "asr"]),
+            "gpu_model": st.sampled_from(["H100", "A100"]),
+            "max_replicas": st.integers(4, 100),
+            "ready_within": st.integers(0, 3600),
+            "unserved_request_cost": st.floats(0, 10),
+        },
+        optional={
+            "min_replicas": st.integers(0, 4),
+            "target_utilisation": st.floats(0.05, 1),
+            "spot_share": st.floats(0, 1),
+            "replica_start": st.sampled_from(["30s", "2m", "1h30m", 45]),
+        },
+    ).flatmap(
+        lambda doc: st.one_of(
+            st.builds(lambda r: {**doc, "requests_per_s": r}, st.floats(0.01, 1000)),
+            st.builds(lambda a, b: {**doc, "gpu_s_per_request": {"a": a, "b": b}},
+                      st.floats(0, 1), st.floats(0.001, 1)),
+        )
+    ),
+    max_size=3,
+    unique_by=lambda s: str(s["name"]),
+)
 valid_policies = st.fixed_dictionaries(
     {},
     optional={
+        "services": valid_services,
         "priority": st.integers(-100, 1000),
         "fair_share_weight": st.floats(0.01, 100, allow_nan=False),
         "quota": st.fixed_dictionaries(
@@ -367,3 +447,10 @@ def test_valid_documents_convert_faithfully(workdir: Path, doc: dict[str, Any]) 
     assert outcome.spot.max_share == doc.get("spot", {}).get("max_share", 1.0)
     assert outcome.queue_wait_slo_s == doc.get("queue_wait_slo", 600)
     assert outcome.allowed_providers == tuple(doc.get("allowed_providers", ()))
+    services = doc.get("services", [])
+    assert [s.name for s in outcome.services] == [s["name"] for s in services]
+    for got, written in zip(outcome.services, services, strict=True):
+        assert (got.max_replicas, got.min_replicas) == (written["max_replicas"], written.get("min_replicas", 0))
+        assert got.requests_per_s == written.get("requests_per_s")
+        assert got.unserved_request_cost_usd == written["unserved_request_cost"]
+        assert got.target_utilisation == written.get("target_utilisation", 0.7)

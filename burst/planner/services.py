@@ -1,0 +1,449 @@
+"""The planner's decision for one inference service: `plan_service(state) -> ServiceDecision`.
+
+A controller calls it every tick (once a minute) with what it observes of a
+service (`ServiceState`); the decision says how many replicas should serve or
+be starting, how many of them run on spot, and the hot capacity kept beside
+them. Pure like the rest of the planner, and cheap: a simulated month calls it
+tens of thousands of times per strategy. The sizing arithmetic is
+`burst.planner.service_sizing`; this module orders it into rules, each a
+function below that writes one line of `reasons` naming itself and its numbers:
+
+| rule | sets | from |
+| --- | --- | --- |
+| now | the need now | the observed rate, scaled by a declared event that starts after it was measured |
+| ahead | the need over the lead time | the forecast's cost-chosen quantile, its peak over [now, now + lead] |
+| replicas | `replicas` | max(now, ahead), within min_replicas .. max_replicas |
+| scale-in | `replicas` | when serving + starting exceed it: down only when both needs are below, 10% a tick |
+| hot capacity | `warm_nodes`, `standby` | the forecast's spread (its top quantile over the cold lead) above `replicas` |
+| spot | `spot`, `hedge`, `fallback` | the service's spot share, a 10% hedge (SkyServe's SpotHedge) |
+
+How a caller counts a decision: it keeps `replicas` serving or starting, of
+which `spot - hedge` on spot and `replicas - (spot - hedge)` on demand; beyond
+them `hedge` more spot replicas, `fallback` on-demand ones standing for spot
+replicas lost to a notice, and `standby` running on-demand replicas as hot
+capacity (`ServiceDecision.running` is the sum); and `warm_nodes` stopped
+nodes. It turns surplus serving replicas into standby ones before it stops
+any, and promotes standby ones first when `replicas` rises. On the next tick
+it reports the standby ones as `standby` and the hedge and fallback ones still
+running as `hedge_running`, so that they are not counted against the need.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from burst.model import RateForecast, Service
+from burst.planner.service_sizing import (
+    ClampedReplicas,
+    clamp_replicas,
+    event_multiplier,
+    forecast_level,
+    forecast_quantile,
+    lead_time_s,
+    may_scale_in,
+    needs_standby,
+    replicas_for_rate,
+)
+
+OBSERVED_WINDOW = timedelta(seconds=60)
+"""The span the observed rate is measured over: the requests in [now - 60 s, now) / 60."""
+SURGE_MISS_RATIO = 0.5
+"""The forecast missed a surge when its median at its first step is below this share of the rate observed now."""
+SCALE_IN_STEP_SHARE = 0.1
+"""Scale-in releases at most max(1, ceil(this share of the replicas serving or starting)) a tick: a fall of the
+need is followed over a few minutes, so one quiet minute does not release what the next one needs back."""
+NO_FORECAST_MARGIN_SHARE = 0.1
+"""Without a forecast the hot capacity is this share of `replicas`, at least 1 while the service has demand:
+the Cluster Autoscaler's overprovisioning share, since there is no spread to size it from."""
+SPOT_HEDGE_SHARE = 0.1
+"""Spot replicas run beyond the spot part of the need: ceil(this share of it), so that one preemption in ten
+leaves the need served while its replacement starts (SpotHedge's overprovisioning)."""
+_WHOLE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """What the controller observes of one service at `now`.
+
+    `observed_rps` is the requests in [now - 60 s, now) / 60. `ready` replicas
+    serve (of them `standby` kept beyond the need as hot capacity and
+    `spot_ready` on spot); `starting` replicas wait for their node to boot or
+    wake or for their model to load. `warm_nodes` stopped, preconfigured nodes
+    are held for the service. `capacity_rps` is one replica's capacity at 100%
+    (`service_sizing.replica_capacity_rps`); prices are per replica-hour
+    (`spot_replica_hour_usd` None: no spot group offered); `boot_s` a cold
+    node's boot, `wake_s` a warm node's wake. `forecast` None sizes from the
+    observed rate alone; `pools` False keeps no warm nodes and no standby.
+    `hedge_running` counts the replicas of `ready` + `starting` run beyond the
+    need (the last decision's `hedge` + `fallback` still running); `spot_lost`
+    the spot replicas lost to a notice or a failed launch whose spot
+    replacement does not serve yet.
+    """
+
+    service: Service
+    now: datetime
+    observed_rps: float
+    ready: int
+    starting: int
+    warm_nodes: int
+    capacity_rps: float
+    replica_hour_usd: float
+    spot_replica_hour_usd: float | None
+    boot_s: float
+    wake_s: float
+    forecast: RateForecast | None
+    standby: int = 0
+    spot_ready: int = 0
+    pools: bool = True
+    hedge_running: int = 0
+    spot_lost: int = 0
+
+    def __post_init__(self) -> None:
+        if self.now.tzinfo is None:
+            raise ValueError(f"service {self.service.name}: now must be timezone-aware (UTC)")
+        counts = (self.ready, self.starting, self.warm_nodes, self.standby, self.spot_ready, self.hedge_running,
+                  self.spot_lost)
+        if min(counts) < 0:
+            raise ValueError(f"service {self.service.name}: replica and node counts must be >= 0")
+        if self.standby > self.ready or self.spot_ready > self.ready:
+            raise ValueError(f"service {self.service.name}: standby and spot replicas are counted within ready")
+        if not (math.isfinite(self.observed_rps) and self.observed_rps >= 0):
+            raise ValueError(f"service {self.service.name}: observed rate must be a finite number >= 0")
+        if not (math.isfinite(self.capacity_rps) and self.capacity_rps > 0):
+            raise ValueError(f"service {self.service.name}: capacity per replica must be a finite number > 0")
+        if self.replica_hour_usd < 0 or (self.spot_replica_hour_usd or 0.0) < 0 or self.boot_s < 0 or self.wake_s < 0:
+            raise ValueError(f"service {self.service.name}: prices and durations must be >= 0")
+
+
+@dataclass(frozen=True)
+class ServiceDecision:
+    """What one service should run (see the module docstring for how a caller counts it).
+
+    `replicas`: serving or starting now (on-demand + spot), within min/max;
+    `spot`: of them on spot, plus `hedge` spot replicas beyond them; `standby`:
+    running replicas kept beyond `replicas` as hot capacity; `warm_nodes`:
+    stopped warm nodes to keep; `fallback`: on-demand replicas beyond
+    `replicas` standing for spot replicas lost to a notice; `reasons`: one
+    line per rule, naming it and its numbers.
+    """
+
+    replicas: int
+    spot: int
+    standby: int
+    warm_nodes: int
+    reasons: tuple[str, ...]
+    hedge: int = 0
+    fallback: int = 0
+
+    @property
+    def on_demand(self) -> int:
+        """On-demand replicas serving the need or standing in for lost spot ones (standby ones apart)."""
+        return self.replicas - (self.spot - self.hedge) + self.fallback
+
+    @property
+    def running(self) -> int:
+        """Replicas to run in all: the need, the spot hedge, the on-demand fallback and standby."""
+        return self.replicas + self.hedge + self.fallback + self.standby
+
+
+@dataclass(frozen=True)
+class Need:
+    """Replicas one rule asks for, the rate (requests/s) it sized for and its reason line; `replicas` None
+    when the rule had nothing to go on. `shift`: what the `ahead` rule added to the forecast for a surge it
+    missed (`surge_check`)."""
+
+    replicas: int | None
+    rate: float
+    reason: str
+    shift: float = 0.0
+
+
+@dataclass(frozen=True)
+class Lead:
+    """How long a replica started now takes to serve, and the words that say why."""
+
+    seconds: float
+    words: str
+
+
+def cold_lead(state: ServiceState) -> Lead:
+    """Decide the lead of a replica on a cold node: its boot plus the model load."""
+    start = state.service.replica_start_s
+    return Lead(lead_time_s(state.boot_s, start), f"boot {state.boot_s:g} s + load {start:g} s")
+
+
+def scale_up_lead(state: ServiceState) -> Lead:
+    """Decide the lead of the next replica: a warm node's wake plus the model load when pools are on and a warm
+    node is held, else a cold boot's (`cold_lead`)."""
+    if not (state.pools and state.warm_nodes > 0):
+        return cold_lead(state)
+    start = state.service.replica_start_s
+    return Lead(lead_time_s(state.wake_s, start), f"wake {state.wake_s:g} s + load {start:g} s")
+
+
+def _multiplier(state: ServiceState, at: datetime) -> float:
+    forecast = state.forecast
+    if forecast is not None and forecast.events_included:
+        return 1.0
+    return event_multiplier(state.service, at)
+
+
+def need_now(state: ServiceState) -> Need:
+    """Rule `now`: decide the replicas the observed rate needs, ceil(rate / (capacity x target)).
+
+    The observed minute already carries any event in force while it was
+    measured, so the rate is scaled by the declared multiplier in force now
+    over the one in force at the minute's start: a promotion that starts now
+    counts at once, one in force all along is not counted twice, and one that
+    just ended stops counting.
+    """
+    service = state.service
+    ratio = event_multiplier(service, state.now) / event_multiplier(service, state.now - OBSERVED_WINDOW)
+    rate = state.observed_rps * ratio
+    replicas = replicas_for_rate(rate, state.capacity_rps, service.target_utilisation)
+    event = "" if ratio == 1.0 else f" x {ratio:g} (a declared event's multiplier now over the observed minute's)"
+    return Need(replicas, rate, f"now: {state.observed_rps:.4g} req/s observed{event} / ({state.capacity_rps:.4g} "
+                                f"req/s x {service.target_utilisation:g}) -> {replicas} replicas")
+
+
+def forecast_peak(state: ServiceState, forecast: RateForecast, level: float, lead: Lead) -> float:
+    """Decide the highest `level` rate the forecast gives over [now, now + lead]: the value in force at now and
+    at each instant and declared event start inside the window, each times the event multiplier in force then."""
+    now = state.now
+    end = now + timedelta(seconds=lead.seconds)
+    path = forecast.quantiles[level]
+    first = bisect_right(forecast.at, now)
+    last = bisect_right(forecast.at, end, first)
+    at_now = forecast.value_at(level, now) * _multiplier(state, now)
+    if forecast.events_included or not state.service.events:
+        return max(at_now, max(path[first:last], default=at_now))
+    inside = [path[i] * _multiplier(state, forecast.at[i]) for i in range(first, last)]
+    starts = [forecast.value_at(level, e.start) * _multiplier(state, e.start)
+              for e in state.service.events if now < e.start <= end]
+    return max([at_now, *inside, *starts])
+
+
+@dataclass(frozen=True)
+class SurgeCheck:
+    """By how much (requests/s) the forecast is raised because it missed a surge (0.0: it did not), and why."""
+
+    shift: float
+    words: str = ""
+
+
+def surge_check(state: ServiceState, forecast: RateForecast, now: Need) -> SurgeCheck:
+    """Decide whether the forecast missed a surge: its median (or lowest level above it) at its first instant
+    after now, times the event multiplier then, is below `SURGE_MISS_RATIO` of the rate the `now` rule sized
+    for. Then every forecast value is raised by the gap, so the forecast keeps its shape and spread but starts
+    from the rate seen, and the `ahead` rule never asks for less than the `now` rule."""
+    first = bisect_right(forecast.at, state.now)
+    if first == len(forecast.at):
+        return SurgeCheck(0.0)
+    level = forecast_level(0.5, forecast.quantiles)
+    expected = forecast.quantiles[level][first] * _multiplier(state, forecast.at[first])
+    if expected >= SURGE_MISS_RATIO * now.rate:
+        return SurgeCheck(0.0)
+    shift = now.rate - expected
+    return SurgeCheck(shift, f"; its P{level * 100:g} at its first instant, {expected:.4g} req/s, is under "
+                             f"{SURGE_MISS_RATIO:g} x the {now.rate:.4g} req/s seen (a surge it missed): raised by "
+                             f"{shift:.4g} req/s and held at least at the now rule's {now.replicas}")
+
+
+def _ahead_unavailable(state: ServiceState) -> str | None:
+    forecast = state.forecast
+    if forecast is None:
+        return "ahead: skipped, no forecast"
+    if not forecast.at or forecast.at[-1] <= state.now:
+        return "ahead: skipped, the forecast has no instant after now"
+    return None
+
+
+def need_ahead(state: ServiceState, now: Need, lead: Lead) -> Need:
+    """Rule `ahead`: decide the replicas the forecast needs over the lead time, from its peak over
+    [now, now + lead] (`forecast_peak`) at the quantile a missing replica's cost against a spare one's picks
+    (`forecast_quantile`, read at `forecast_level`). A forecast that missed a surge is raised to the rate seen
+    (`surge_check`). No forecast, or one that ends before now: no figure (`replicas` None)."""
+    skipped = _ahead_unavailable(state)
+    if skipped is not None or state.forecast is None:
+        return Need(None, 0.0, skipped or "")
+    forecast = state.forecast
+    service = state.service
+    target = service.target_utilisation
+    quantile = forecast_quantile(service.unserved_request_cost_usd, state.replica_hour_usd, state.capacity_rps, target)
+    level = forecast_level(quantile, forecast.quantiles)
+    surge = surge_check(state, forecast, now)
+    rate = forecast_peak(state, forecast, level, lead) + surge.shift
+    replicas = replicas_for_rate(rate, state.capacity_rps, target)
+    if surge.shift:
+        replicas = max(replicas, now.replicas or 0)
+    return Need(replicas, rate, (
+        f"ahead: P{level * 100:g} (quantile {quantile:.3g}: ${service.unserved_request_cost_usd:g} an unserved "
+        f"request against ${state.replica_hour_usd:.4g} a replica-hour) peaks at {rate:.4g} req/s over the "
+        f"{lead.seconds:g} s lead ({lead.words}) -> {replicas} replicas{surge.words}"), surge.shift)
+
+
+def decide_replicas(service: Service, now: Need, ahead: Need) -> tuple[ClampedReplicas, str]:
+    """Rule `replicas`: decide the needed count, max(now, ahead), within the service's bounds (naming the bound
+    that applied)."""
+    needed = max(now.replicas or 0, ahead.replicas or 0)
+    clamped = clamp_replicas(service, needed)
+    terms = f"max(now {now.replicas}, ahead {ahead.replicas})" if ahead.replicas is not None else "now"
+    bound = "" if clamped.bound is None else f" {getattr(service, clamped.bound)}"
+    return clamped, f"replicas: {terms} = {needed}, {clamped.reason}{bound} -> {clamped.replicas}"
+
+
+def counted_replicas(state: ServiceState) -> int:
+    """The replicas counted against the need: ready + starting, less standby ones and those run beyond the need
+    (`hedge_running`)."""
+    return max(0, state.ready + state.starting - state.standby - state.hedge_running)
+
+
+def scale_in(state: ServiceState, clamped: ClampedReplicas, now: Need, ahead: Need, lead: Lead) -> tuple[int, str]:
+    """Rule `scale-in`: decide the replicas to keep when as many or more serve or start than `clamped` asks.
+
+    A replica goes only when neither the observed rate nor the forecast over
+    the lead time needs it (`may_scale_in`: both needs below the current
+    count), and then at most max(1, ceil(10%)) of the current count a tick
+    (`SCALE_IN_STEP_SHARE`), down to the needed count. Above max_replicas the
+    bound applies at once. Returns the count and its reason: a hold when the
+    observed rate alone would release replicas, "" when nothing was to go.
+    """
+    current = counted_replicas(state)
+    now_n = now.replicas or 0
+    ahead_n = ahead.replicas or 0
+    ceiling = state.service.max_replicas
+    if current > ceiling:
+        return ceiling, f"scale-in: {current} serving or starting, down to max_replicas {ceiling} at once"
+    if not may_scale_in(current, now_n, ahead_n):
+        if now_n >= current:
+            return clamped.replicas, ""
+        return clamped.replicas, (f"scale-in: none, the observed rate needs {now_n} of the {current} serving or "
+                                  f"starting but the forecast over the {lead.seconds:g} s lead needs {ahead_n}")
+    ahead_words = f"the forecast over the {lead.seconds:g} s lead {ahead_n}" if ahead.replicas is not None else \
+        "no forecast"
+    if current <= clamped.replicas:
+        return clamped.replicas, (f"scale-in: none, the observed rate needs {now_n} and {ahead_words}, below the "
+                                  f"{current} serving or starting, but min_replicas keeps {clamped.replicas}")
+    step = max(1, math.ceil(SCALE_IN_STEP_SHARE * current - _WHOLE_TOLERANCE))
+    kept = max(clamped.replicas, current - step)
+    return kept, (f"scale-in: {current} serving or starting, the observed rate needs {now_n} and {ahead_words}: "
+                  f"down by at most max(1, ceil({SCALE_IN_STEP_SHARE:g} x {current})) = {step} a tick -> {kept}")
+
+
+@dataclass(frozen=True)
+class HotCapacity:
+    """Stopped warm nodes and running standby replicas kept for one service, and why."""
+
+    warm_nodes: int
+    standby: int
+    reason: str
+
+
+def surge_margin(state: ServiceState, replicas: int, ahead: Need) -> tuple[int, str]:
+    """Decide the replicas a surge may need beyond `replicas` within a cold node's lead: the forecast's top
+    quantile peak over [now, now + cold lead], raised as the `ahead` rule raised it for a missed surge, in
+    replicas, less `replicas`, at least 0. The cold lead, not the wake one: the margin covers what a cold boot
+    started now would serve too late for, and does not shrink because warm nodes are held. Without a usable
+    forecast: `NO_FORECAST_MARGIN_SHARE` of `replicas`, at least 1 while requests arrive, 0 when none do."""
+    if _ahead_unavailable(state) is not None or state.forecast is None:
+        if state.observed_rps == 0:
+            return 0, "no forecast and no requests: margin 0"
+        margin = max(1, math.ceil(NO_FORECAST_MARGIN_SHARE * replicas - _WHOLE_TOLERANCE))
+        return margin, f"no forecast: max(1, ceil({NO_FORECAST_MARGIN_SHARE:g} x {replicas})) = {margin}"
+    forecast = state.forecast
+    lead = cold_lead(state)
+    top = max(forecast.quantiles)
+    rate = forecast_peak(state, forecast, top, lead) + ahead.shift
+    at_top = replicas_for_rate(rate, state.capacity_rps, state.service.target_utilisation)
+    margin = max(0, at_top - replicas)
+    return margin, (f"P{top * 100:g} peaks at {rate:.4g} req/s over the {lead.seconds:g} s cold lead "
+                    f"({lead.words}) -> {at_top} replicas, {margin} beyond {replicas}")
+
+
+def hot_capacity(state: ServiceState, replicas: int, ahead: Need) -> HotCapacity:
+    """Rule `hot capacity`: decide warm nodes and standby replicas from the surge margin (`surge_margin`),
+    capped at max_replicas - replicas. The margin is kept as stopped warm nodes, or as running standby replicas
+    when even a warm node would serve later than `ready_within` (`needs_standby` on wake + model load). With
+    pools off there is neither."""
+    if not state.pools:
+        return HotCapacity(0, 0, "hot capacity: pools off, no warm nodes and no standby replicas")
+    margin, words = surge_margin(state, replicas, ahead)
+    room = max(0, state.service.max_replicas - replicas)
+    if margin > room:
+        words += f", capped at max_replicas - replicas = {room}"
+        margin = room
+    wake = lead_time_s(state.wake_s, state.service.replica_start_s)
+    ready_within = state.service.ready_within_s
+    if needs_standby(state.service, wake):
+        return HotCapacity(0, margin, f"hot capacity: {words}; a warm node would serve after wake + load = {wake:g} s "
+                                      f"> ready_within {ready_within:g} s, so {margin} standby replicas, no warm nodes")
+    return HotCapacity(margin, 0, f"hot capacity: {words}; a warm node serves within ready_within ({wake:g} s <= "
+                                  f"{ready_within:g} s), so {margin} warm nodes, no standby replicas")
+
+
+@dataclass(frozen=True)
+class SpotSplit:
+    """Spot replicas (the spot part of the need plus the hedge), the hedge alone, on-demand replicas standing
+    for lost spot ones, and why."""
+
+    spot: int
+    hedge: int
+    fallback: int
+    reason: str
+
+
+def spot_split(state: ServiceState, replicas: int, standby: int) -> SpotSplit:
+    """Rule `spot` (SkyServe's SpotHedge): decide how many replicas run on spot.
+
+    When the service allows a spot share and a spot group is offered cheaper
+    than on demand: floor(replicas x spot_share) of the need on spot (the
+    on-demand part never below replicas - that), plus a hedge of
+    ceil(`SPOT_HEDGE_SHARE` x it) spot replicas beyond the need, within
+    max_replicas with the standby ones. Spot replicas lost to a notice beyond
+    the hedge are replaced on demand (`fallback`) until their spot
+    replacements serve. The caller spreads spot replicas across spot groups.
+    """
+    service = state.service
+    spot_price = state.spot_replica_hour_usd
+    if service.spot_share <= 0:
+        return SpotSplit(0, 0, 0, "spot: none, the service allows no spot share")
+    if spot_price is None:
+        return SpotSplit(0, 0, 0, "spot: none, no spot group offered")
+    if spot_price >= state.replica_hour_usd:
+        return SpotSplit(0, 0, 0, f"spot: none, ${spot_price:.4g} a spot replica-hour is no cheaper than "
+                                  f"${state.replica_hour_usd:.4g} on demand")
+    base = math.floor(replicas * service.spot_share + _WHOLE_TOLERANCE)
+    hedge = min(math.ceil(SPOT_HEDGE_SHARE * base - _WHOLE_TOLERANCE), max(0, service.max_replicas - replicas - standby))
+    fallback = min(base, max(0, state.spot_lost - hedge))
+    lost = "" if not state.spot_lost else (f"; {state.spot_lost} lost to a notice, {fallback} beyond the hedge "
+                                           f"replaced on demand")
+    return SpotSplit(base + hedge, hedge, fallback, (
+        f"spot: floor({replicas} x {service.spot_share:g}) = {base} of the need on spot, {replicas - base} on demand, "
+        f"+ a hedge of {hedge} (ceil({SPOT_HEDGE_SHARE:g} x {base}) within max_replicas) -> {base + hedge} spot "
+        f"({state.spot_ready} serving now){lost}"))
+
+
+def plan_service(state: ServiceState) -> ServiceDecision:
+    """Decide what one service should run at `state.now`: the rules `now`, `ahead`, `replicas`, `scale-in`,
+    `hot capacity` and `spot` in turn (module docstring), each figure explained by a reason line."""
+    now = need_now(state)
+    lead = scale_up_lead(state)
+    ahead = need_ahead(state, now, lead)
+    clamped, replicas_reason = decide_replicas(state.service, now, ahead)
+    replicas, scale_in_reason = scale_in(state, clamped, now, ahead, lead)
+    hot = hot_capacity(state, replicas, ahead)
+    spot = spot_split(state, replicas, hot.standby)
+    reasons = (now.reason, ahead.reason, replicas_reason, scale_in_reason, hot.reason, spot.reason)
+    return ServiceDecision(replicas=replicas, spot=spot.spot, standby=hot.standby, warm_nodes=hot.warm_nodes,
+                           reasons=tuple(r for r in reasons if r), hedge=spot.hedge, fallback=spot.fallback)
+
+
+__all__ = [
+    "RateForecast",
+    "ServiceDecision",
+    "ServiceState",
+    "plan_service",
+]
