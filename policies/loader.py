@@ -452,7 +452,8 @@ def _load_dir(path: Path) -> tuple[dict[str, Policy], list[PolicyError]]:
     except (OSError, ValueError) as exc:
         return {}, [PolicyError(str(path), 1, "-", f"cannot use policy directory: {exc}")]
     if not is_dir:
-        why = "does not exist" if not exists else "is not a directory"
+        why = ("does not exist (burst.yaml's policies_dir names it: copy the policies with the config, or start "
+               "from `burst init DIR`, which writes both)") if not exists else "is not a directory"
         return {}, [PolicyError(str(path), 1, "-", f"policy directory {why}")]
     try:
         files = policy_files(path)

@@ -16,6 +16,7 @@ from rich.table import Table
 from burst.catalog import COST_LINES
 from burst.state_option import StateLocation, open_for_command
 from burst.store_pg import location_exists, shown
+from burst.tables import print_table
 from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 
 MAX_HORIZON_S = 30 * 86400.0
@@ -342,9 +343,14 @@ def usage_cmd(config_path: Path | None, state: Path | str | None, tenant: str | 
                       ", ".join(f"{m}: {h:,.2f}" for m, h in sorted(u.by_gpu_model.items())))
         lost.add_row(name, str(u.losses.interruptions), str(u.losses.evictions), f"{u.losses.lost_gpu_hours:,.2f}",
                      f"{u.losses.checkpoint_gpu_hours:,.2f}")
-    console = Console(width=None)
-    console.print(table)
-    console.print(lost)
+    if tenant is None:
+        idle = usage.idle
+        table.add_row("(idle capacity)", f"{idle.gpu_hours:,.2f}", f"{idle.usd:,.2f}", *("" for _ in COST_LINES), "")
+        table.add_row("(warm pools)", f"{usage.warm_pool_gpu_hours:,.2f}", f"{usage.warm_pool_usd:,.2f}",
+                      *("" for _ in COST_LINES), "")
+        table.add_row("total", "", f"{usage.total_usd:,.2f}", *("" for _ in COST_LINES), "")
+    print_table(table, whole=("tenant",), droppable=("by GPU model (GPU-h)", *(f"{ln} GPU-h" for ln in COST_LINES)))
+    print_table(lost, whole=("tenant",))
     click.echo(f"warm pools: {usage.warm_pool_node_hours:,.2f} node-hours, {usage.warm_pool_gpu_hours:,.2f} GPU-hours, "
                f"{usage.storage_gb_hours:,.2f} storage GB-hours ({usage.stopped_node_hours:,.2f} stopped node-hours "
                f"x {root_volume_gb:g} GB), ${usage.warm_pool_usd:,.2f}")

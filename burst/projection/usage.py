@@ -58,7 +58,7 @@ USAGE_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "burst usage --json",
     "type": "object",
-    "required": ["since", "until", "tenants", "warm_pool", "network"],
+    "required": ["since", "until", "tenants", "idle", "warm_pool", "total_usd", "network"],
     "properties": {
         "since": {"type": "string", "description": "ISO instant the window starts at (inclusive)"},
         "until": {"type": ["string", "null"], "description": "ISO instant the window ends at (exclusive); null: now"},
@@ -84,6 +84,19 @@ USAGE_JSON_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "idle": {
+            "type": "object",
+            "required": ["gpu_hours", "usd", "by_tier"],
+            "description": "capacity paid for but held by no job: on-prem GPUs owned and idle, cloud nodes booting or "
+                           "idle before their release (the fleet's, on no tenant; left out with --tenant)",
+            "properties": {
+                "gpu_hours": {**_NUMBER, "description": "idle GPU-hours paid for"},
+                "usd": {**_NUMBER, "description": "USD of those GPU-hours"},
+                "by_tier": {**_BY, "description": "idle USD per cost line (steady, elastic_on_demand, elastic_spot)"},
+            },
+        },
+        "total_usd": {**_NUMBER, "description": "the window's whole spend: the tenants' USD, idle capacity and warm "
+                      "pools (with no --tenant, what the run's summary says it spent over the same window)"},
         "warm_pool": {
             "type": "object",
             "required": ["node_hours", "gpu_hours", "stopped_node_hours", "storage_gb_hours", "usd", "unpriced_usd"],
@@ -144,11 +157,21 @@ class Usage:
     stopped_node_hours: float = 0.0
     storage_gb_hours: float = 0.0
     root_volume_gb: dict[str, float] = field(default_factory=dict)
+    idle: TenantUsage = field(default_factory=TenantUsage)
+    """Capacity paid for and held by no job (rows on no tenant, the hot pool apart): `by_tier` holds USD here."""
+
+    @property
+    def total_usd(self) -> float:
+        """The window's whole spend: every tenant's, idle capacity's and the warm pools'."""
+        return sum(u.usd for u in self.tenants.values()) + self.idle.usd + self.warm_pool_usd
 
     def to_json(self) -> dict[str, Any]:
         """The `burst usage --json` object, less `since` and `until` (`USAGE_JSON_SCHEMA`)."""
         return {
             "tenants": {t: u.to_json() for t, u in sorted(self.tenants.items())},
+            "idle": {"gpu_hours": round(self.idle.gpu_hours, 6), "usd": round(self.idle.usd, 6),
+                     "by_tier": {k: round(v, 6) for k, v in sorted(self.idle.by_tier.items())}},
+            "total_usd": round(self.total_usd, 6),
             "warm_pool": {"node_hours": round(self.warm_pool_node_hours, 6),
                           "gpu_hours": round(self.warm_pool_gpu_hours, 6),
                           "stopped_node_hours": round(self.stopped_node_hours, 6),
@@ -180,6 +203,7 @@ def meter(
     GPU model of groups not in `groups` (as the state's last run recorded them).
     """
     tenants: dict[str, TenantUsage] = defaultdict(TenantUsage)
+    idle = TenantUsage()
     warm_gh = warm_usd = unpriced = warm_nh = stopped_nh = storage = 0.0
     volumes: dict[str, float] = {}
     for row in rows:
@@ -204,7 +228,13 @@ def meter(
                 stopped_nh += node_h
                 storage += node_h * gb
             continue
-        if row.tenant is None or (tenant is not None and row.tenant != tenant):
+        if row.tenant is None:
+            if tenant is None:  # the fleet's idle capacity: on no tenant, so not on one asked for
+                idle.gpu_hours += row.gpu_hours
+                idle.usd += row.usd
+                idle.by_tier[row.line] = idle.by_tier.get(row.line, 0.0) + row.usd
+            continue
+        if tenant is not None and row.tenant != tenant:
             continue
         u = tenants[row.tenant]
         u.gpu_hours += row.gpu_hours
@@ -218,7 +248,7 @@ def meter(
     for name, totals in (losses or {}).items():
         if tenant is None or name == tenant:
             tenants[name].losses = totals
-    return Usage(dict(tenants), warm_gh, warm_usd, unpriced, warm_nh, stopped_nh, storage, volumes)
+    return Usage(dict(tenants), warm_gh, warm_usd, unpriced, warm_nh, stopped_nh, storage, volumes, idle)
 
 
 __all__ = ["NETWORK_NOTE", "ROOT_VOLUME_GB", "USAGE_JSON_SCHEMA", "TenantUsage", "Usage", "meter"]
