@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from burst.extras import missing_extra
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -70,7 +72,13 @@ def _rc(theme: Theme) -> dict[str, Any]:
 
 def png(draw: Callable[[Theme], Figure], theme: Theme) -> bytes:
     """The PNG bytes of the figure `draw` makes in `theme` (the figure is closed afterwards)."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ModuleNotFoundError as exc:
+        missing = missing_extra(exc, "an HTML report's plots")
+        if missing is None:
+            raise
+        raise missing from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

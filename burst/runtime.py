@@ -27,6 +27,7 @@ from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
 from burst.catalog import Catalog, OnPremCost, PriceRow, price_drift
+from burst.extras import missing_extra
 from burst.lease import Deposed, LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
 from burst.model import DemandPoint, NodeGroup, Policy, TenantName
@@ -571,7 +572,13 @@ def _assemble(
         if not spec.wanted(config):
             continue
         listed = tuple(g for g in groups if g.provider == spec.name)
-        provider = providers[spec.name] = spec.build(ProviderContext(config, listed, catalog, clock, hub))
+        try:
+            provider = providers[spec.name] = spec.build(ProviderContext(config, listed, catalog, clock, hub))
+        except ModuleNotFoundError as exc:
+            missing = missing_extra(exc, f"provider {spec.name}")
+            if missing is None:
+                raise
+            raise ConfigError(str(missing)) from None
         if spec.none_found:  # it may have found groups the config does not list: each must have a price
             if not provider.node_groups():
                 raise ConfigError(spec.none_found.format(cluster=config.cluster))
@@ -696,7 +703,13 @@ def _kubernetes(config: BurstConfig, *, need: bool = False) -> KubernetesParts |
     doc = config.workload.kubernetes
     if doc is None and not need:
         return None
-    from burst.workloads.kubernetes import KubernetesSettings, kubernetes_parts  # the client loads only here
+    try:  # the client loads only here
+        from burst.workloads.kubernetes import KubernetesSettings, kubernetes_parts
+    except ModuleNotFoundError as exc:
+        missing = missing_extra(exc, "workload.kubernetes" if doc is not None else "leader.kind kubernetes")
+        if missing is None:
+            raise
+        raise ConfigError(str(missing)) from None
     from providers.base import CredentialsError
 
     kubeconfig = config.kubeconfig_path()

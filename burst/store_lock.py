@@ -138,7 +138,7 @@ class PgWriterLock:
 
     def _take(self) -> str | None:
         """Connect and try the lock: None when taken, else who holds it."""
-        import psycopg
+        psycopg = store_pg.import_psycopg(self.url)
 
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)),

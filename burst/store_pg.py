@@ -64,6 +64,20 @@ def pg_ddl(statement: str) -> str:
     return re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', out)
 
 
+def import_psycopg(url: str) -> Any:
+    """psycopg, or `StoreUnavailable` naming the extra that installs it (`burst.extras`)."""
+    try:
+        import psycopg
+    except ModuleNotFoundError as exc:
+        from burst.extras import missing_extra
+
+        missing = missing_extra(exc, f"the state store {redact(url)}")
+        if missing is None:
+            raise
+        raise StoreUnavailable(str(missing)) from None
+    return psycopg
+
+
 class PgConnection:
     """A psycopg 3 connection in autocommit mode, driven with the store's explicit BEGIN / COMMIT / ROLLBACK."""
 
@@ -73,7 +87,7 @@ class PgConnection:
         self._conn = self._connect()
 
     def _connect(self) -> Any:
-        import psycopg
+        psycopg = import_psycopg(self.url)
 
         try:
             return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)))

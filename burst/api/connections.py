@@ -231,9 +231,13 @@ class Acceptor:
         return None
 
     def waiting(self, protocol: GuardedProtocol) -> None:
-        """`protocol` waits for a request from now on (the newest of those waiting)."""
+        """`protocol` waits for a request from now on (the newest of those waiting). Reading the listening socket
+        resumes if it paused at the cap with no connection to displace (they were all still connecting, or
+        busy): a client queued meanwhile may now take this one's place."""
         self._waiting.pop(protocol, None)
         self._waiting[protocol] = None
+        if self._retry is None:
+            self._resume()
 
     def busy(self, protocol: GuardedProtocol) -> None:
         """`protocol` has a request in progress, or is closing: not one to displace."""
