@@ -4,6 +4,7 @@ those packages)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -59,3 +60,11 @@ def test_every_extra_is_declared_and_all_and_dev_include_them() -> None:
     assert "burst-controller[all]" in extras["dev"]
     core = " ".join(project["dependencies"]).lower()
     assert not any(pkg in core for pkg in ("boto3", "google-cloud", "libcloud", "kubernetes", "psycopg", "matplotlib"))
+
+
+def test_the_image_installs_every_integration_from_the_lock_on_a_pinned_base() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    bases = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert bases and all(re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", b) for b in bases), bases
+    assert "COPY pyproject.toml README.md constraints.txt" in dockerfile
+    assert "pip install --no-cache-dir -c constraints.txt '.[all]'" in dockerfile
