@@ -106,3 +106,38 @@ def test_the_kustomizations_use_only_kustomize_v2_0_3_syntax() -> None:
             assert (path.parent / entry).is_file(), f"{path}: {entry}: v2.0.3 takes files in resources (bases: dirs)"
         for base in doc.get("bases", []):
             assert (path.parent / base / "kustomization.yaml").is_file()
+
+
+def restricted_problems(pod: dict[str, Any]) -> list[str]:
+    """What keeps a pod spec from the Pod Security Standards' "restricted" profile (its checks on a controller
+    pod: non-root, no privilege escalation, every capability dropped, a RuntimeDefault or Localhost seccomp
+    profile, no host namespaces or hostPath volumes)."""
+    problems: list[str] = []
+    pod_ctx = pod.get("securityContext", {})
+    if any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")):
+        problems.append("host namespaces")
+    if any("hostPath" in v for v in pod.get("volumes", [])):
+        problems.append("hostPath volume")
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        ctx = c.get("securityContext", {})
+        seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{c['name']}: seccompProfile {seccomp}")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{c['name']}: allowPrivilegeEscalation not false")
+        if ctx.get("capabilities", {}).get("drop") != ["ALL"] or set(ctx.get("capabilities", {}).get("add", [])) - {
+                "NET_BIND_SERVICE"}:
+            problems.append(f"{c['name']}: capabilities not drop [ALL]")
+        if not (ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")) is True):
+            problems.append(f"{c['name']}: runAsNonRoot not true")
+        if ctx.get("privileged"):
+            problems.append(f"{c['name']}: privileged")
+    return problems
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_overlay_meets_the_restricted_pod_security_profile(overlay: str) -> None:
+    pods = [d["spec"]["template"]["spec"] for d in render(KUBE / "overlays" / overlay)
+            if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job")]
+    assert pods
+    assert [p for pod in pods for p in restricted_problems(pod)] == []
