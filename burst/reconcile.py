@@ -631,6 +631,60 @@ class LoopStats:
     gave_up: str | None = None
 
 
+class FailingSince:
+    """How long every tick has failed, and whether that is longer than `max_s` (None: never too long)."""
+
+    def __init__(self, max_s: float | None) -> None:
+        self.max_s = max_s
+        self.since: datetime | None = None
+
+    def after(self, ok: bool, now: datetime) -> str | None:
+        """Record a tick that succeeded (`ok`) or failed at `now`; why the loop gives up, or None."""
+        self.since = None if ok else self.since or now
+        if self.since is None or self.max_s is None:
+            return None
+        failed_for = (now - self.since).total_seconds()
+        if failed_for <= self.max_s:
+            return None
+        return (f"every tick failed for {failed_for:.0f} s since {self.since.isoformat()} "
+                f"(loop_max_failing is {self.max_s:g} s); see the log for the errors")
+
+
+def _tick_once(
+    controller: Controller,
+    stats: LoopStats,
+    woken_by: tuple[WakeReason, ...],
+    *,
+    on_tick: Callable[[TickReport], None] | None,
+    on_timing: Callable[[TickReport | None, float], None] | None,
+    known_failure: Callable[[BaseException], str | None] | None,
+) -> TickReport | None:
+    """Run one tick and its callbacks; the report, or None when the controller raised (logged and counted: a
+    known failure in one line, anything else with its traceback)."""
+    started = time.perf_counter()
+    report: TickReport | None = None
+    try:
+        report = controller.tick()
+        report.woken_by = woken_by
+        if on_timing is not None:
+            on_timing(report, time.perf_counter() - started)
+        if on_tick is not None:
+            on_tick(report)
+    except Exception as exc:
+        stats.errors += 1
+        known = known_failure(exc) if known_failure is not None else None
+        if known is not None:  # an outage or a lost lease: one line, no traceback
+            log.error("tick failed: %s; the next tick runs", known, extra={"tick": stats.ticks + 1})
+        else:
+            log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
+        if report is None and on_timing is not None:
+            try:
+                on_timing(None, time.perf_counter() - started)
+            except Exception:
+                log.exception("tick listener failed; the next tick runs", extra={"tick": stats.ticks + 1})
+    return report
+
+
 def run_loop(
     controller: Controller,
     *,
@@ -665,40 +719,17 @@ def run_loop(
     rng = random.Random(seed)
     stats = LoopStats()
     woken_by: tuple[WakeReason, ...] = ()
-    failing_since: datetime | None = None
+    failing = FailingSince(max_failing_s)
     while not stop.is_set():
         if until is not None and controller.clock() >= until:
             break
-        started = time.perf_counter()
-        report: TickReport | None = None
-        try:
-            report = controller.tick()
-            report.woken_by = woken_by
-            if on_timing is not None:
-                on_timing(report, time.perf_counter() - started)
-            if on_tick is not None:
-                on_tick(report)
-        except Exception as exc:
-            stats.errors += 1
-            known = known_failure(exc) if known_failure is not None else None
-            if known is not None:  # an outage or a lost lease: one line, no traceback
-                log.error("tick failed: %s; the next tick runs", known, extra={"tick": stats.ticks + 1})
-            else:
-                log.exception("tick failed; the next tick runs", extra={"tick": stats.ticks + 1})
-            if report is None and on_timing is not None:
-                try:
-                    on_timing(None, time.perf_counter() - started)
-                except Exception:
-                    log.exception("tick listener failed; the next tick runs", extra={"tick": stats.ticks + 1})
+        report = _tick_once(controller, stats, woken_by, on_tick=on_tick, on_timing=on_timing,
+                            known_failure=known_failure)
         stats.ticks += 1
-        failing_since = None if report is not None else failing_since or controller.clock()
-        if failing_since is not None and max_failing_s is not None:
-            failed_for = (controller.clock() - failing_since).total_seconds()
-            if failed_for > max_failing_s:
-                stats.gave_up = (f"every tick failed for {failed_for:.0f} s since {failing_since.isoformat()} "
-                                 f"(loop_max_failing is {max_failing_s:g} s); see the log for the errors")
-                log.error("ticks kept failing; stopping", extra={"failing_since": failing_since.isoformat()})
-                break
+        stats.gave_up = failing.after(report is not None, controller.clock())
+        if stats.gave_up is not None:
+            log.error("ticks kept failing; stopping", extra={"failing_since": str(failing.since)})
+            break
         if stop.is_set():
             break
         interval = interval_s() if callable(interval_s) else interval_s
