@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from burst import codec
-from burst import state as state_module
 from burst.model import (
     CapacityType,
     DemandPoint,
@@ -51,6 +50,7 @@ from burst.state import (
     SchemaTooNew,
     Store,
 )
+from burst.store import ledger as ledger_module
 
 IST = timezone(timedelta(hours=5, minutes=30))
 
@@ -649,7 +649,7 @@ def test_a_rolled_back_transaction_takes_back_its_own_ledger_rows_and_no_others(
 def test_an_in_memory_store_writes_held_back_ledger_rows_at_its_bound_and_a_rollback_still_keeps_earlier_ticks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(state_module, "PENDING_COSTS_MAX", 2)
+    monkeypatch.setattr(ledger_module, "PENDING_COSTS_MAX", 2)
     at = datetime(2026, 3, 1, tzinfo=UTC)
     with Store.open(":memory:") as store:
         store.record_costs([CostEntry(at, "steady", 1.0, 8.0, "a", "onprem")])
