@@ -7,7 +7,7 @@ import math
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -18,6 +18,11 @@ from burst.state_option import StateLocation, open_for_command
 from burst.store_pg import location_exists, shown
 from burst.tables import print_table
 from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
+
+if TYPE_CHECKING:
+    from burst.model import Job
+    from burst.sim.setup import SimSetup
+    from forecasting.models import DemandSeries
 
 MAX_HORIZON_S = 30 * 86400.0
 
@@ -107,18 +112,12 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     the history covers it (else the catalog's flat spot price). Progress goes
     to stderr.
     """
-    import dataclasses
-
-    from burst.catalog import UnknownInstanceType, read_spot_history
-    from burst.model import month_start
     from burst.projection.arrivals import job_mix
-    from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs, series_of_points
+    from burst.projection.demand import HISTORY_S, fit_forecast
     from burst.projection.project import project
     from burst.projection.whatif import WhatIfError, load_what_if
-    from burst.quickstart import recorded_now, state_path_for
-    from burst.sim.setup import setup_from_config
-    from burst.sim.traces import Trace, TraceError, load_trace
-    from forecasting.models import SeriesError
+    from burst.quickstart import state_path_for
+    from burst.sim.traces import Trace
 
     if config_path is None and history_path is None:
         from_store = True  # the quickstart has no trace: its own saved state is the history
@@ -130,44 +129,14 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     except WhatIfError as exc:
         raise click.ClickException(str(exc)) from None
     config = _config(config_path)
-    try:
-        setup = setup_from_config(config)
-    except UnknownInstanceType as exc:
-        raise click.ClickException(str(exc)) from None
-    if spot_history_path is not None:
-        try:
-            points = read_spot_history(spot_history_path)
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
-        setup = dataclasses.replace(setup, catalog=setup.catalog.with_spot_history(points))
+    setup = _setup(config, spot_history_path)
     store_path = state_path_for(config_path, state)
 
     def say(message: str) -> None:
         click.echo(message, err=True)
 
-    month_to_date: dict[str, float] = {}
-    try:
-        if history_path is not None:
-            try:
-                trace = load_trace(history_path, format=trace_format)
-            except TraceError as exc:
-                raise click.ClickException(str(exc)) from None
-            start = _instant(at, "--at") if at else _hour_after(trace.jobs[-1].submitted_at)
-            history = tuple(j for j in trace.jobs if j.submitted_at < start)
-            series = series_of_jobs(history, start)
-        else:
-            if not location_exists(store_path):
-                hint = "run burst run first" if config_path is None and state is None else "give --state"
-                raise click.ClickException(f"{store_path}: no state file to read demand history from ({hint})")
-            with open_for_command(store_path, read_only=True) as store:
-                now = recorded_now(config, store)
-                start = _instant(at, "--at") if at else _hour_after(now - timedelta(hours=1))
-                demand = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
-                history = tuple(j for j in store.jobs() if j.submitted_at < start)
-                month_to_date = store.spend_by_tenant(since=month_start(start), until=start)
-            series = series_of_points(demand, start)
-    except (ValueError, SeriesError) as exc:
-        raise click.ClickException(f"history: {exc}") from None
+    start, history, series, month_to_date = _history(
+        config, config_path, history_path, trace_format, at, state_given=state is not None, store_path=store_path)
     for warning in _policy_coverage({j.tenant for j in history}, set(setup.policies), config_path):
         say(f"warning: {warning}")
     mix = job_mix(j for j in history if j.submitted_at >= start - timedelta(seconds=HISTORY_S))
@@ -197,6 +166,64 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
         click.echo(json.dumps(projection.to_json(), indent=2))
         return
     _print_projection(projection)
+
+
+def _setup(config: Any, spot_history_path: Path | None) -> SimSetup:
+    """The simulator set-up of `config`, its spot prices taken from the history at `spot_history_path` when
+    given (a config or history that does not load stops the command)."""
+    import dataclasses
+
+    from burst.catalog import UnknownInstanceType, read_spot_history
+    from burst.sim.setup import setup_from_config
+
+    try:
+        setup = setup_from_config(config)
+    except UnknownInstanceType as exc:
+        raise click.ClickException(str(exc)) from None
+    if spot_history_path is not None:
+        try:
+            points = read_spot_history(spot_history_path)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        setup = dataclasses.replace(setup, catalog=setup.catalog.with_spot_history(points))
+    return setup
+
+
+def _history(config: Any, config_path: Path | None, history_path: Path | None, trace_format: str, at: str | None,
+             *, state_given: bool, store_path: Path | str) -> tuple[datetime, tuple[Job, ...], DemandSeries, dict[str, float]]:
+    """Where the projection starts, the jobs submitted before it, the demand series to forecast from and each
+    tenant's month-to-date spend: from the trace at `history_path`, else from the state store's demand history
+    and jobs (spend is known from the store only)."""
+    from burst.model import month_start
+    from burst.projection.demand import HISTORY_S, series_of_jobs, series_of_points
+    from burst.quickstart import recorded_now
+    from burst.sim.traces import TraceError, load_trace
+    from forecasting.models import SeriesError
+
+    month_to_date: dict[str, float] = {}
+    try:
+        if history_path is not None:
+            try:
+                trace = load_trace(history_path, format=trace_format)
+            except TraceError as exc:
+                raise click.ClickException(str(exc)) from None
+            start = _instant(at, "--at") if at else _hour_after(trace.jobs[-1].submitted_at)
+            history = tuple(j for j in trace.jobs if j.submitted_at < start)
+            series = series_of_jobs(history, start)
+        else:
+            if not location_exists(store_path):
+                hint = "run burst run first" if config_path is None and not state_given else "give --state"
+                raise click.ClickException(f"{store_path}: no state file to read demand history from ({hint})")
+            with open_for_command(store_path, read_only=True) as store:
+                now = recorded_now(config, store)
+                start = _instant(at, "--at") if at else _hour_after(now - timedelta(hours=1))
+                demand = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
+                history = tuple(j for j in store.jobs() if j.submitted_at < start)
+                month_to_date = store.spend_by_tenant(since=month_start(start), until=start)
+            series = series_of_points(demand, start)
+    except (ValueError, SeriesError) as exc:
+        raise click.ClickException(f"history: {exc}") from None
+    return start, history, series, month_to_date
 
 
 def _policy_coverage(history_tenants: set[str], policy_tenants: set[str], config_path: Path | None) -> list[str]:

@@ -93,17 +93,23 @@ def _first_fit(nodes: Sequence[_Node], pieces: Sequence[float], *, opens: bool) 
     return hosts
 
 
-def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetime) -> StrategyResult:
-    """The floor bound (see the module docstring) for `jobs` submitted in [start, end), billed over [start, end)."""
-    steady_groups = [g for g in setup.groups if g.tier is Tier.STEADY]
-    steady_rate = sum(setup.catalog.group_price(g) * setup.initial.get(g.id, 0) for g in steady_groups)
-    p_od, p_spot = reference_prices(setup)
-    per_node, boot_s = _cloud_shape(setup)
+@dataclass
+class _Span:
+    """The kept jobs of a run as sweep events: (t, 0 for an end / 1 for a start, job index), sorted so ends come
+    first at one instant (a freed GPU serves a start); which jobs are spot-eligible; their GPU-seconds of work
+    inside the span (by eligibility) and how many complete inside it."""
+
+    kept: list[Job]
+    events: list[tuple[float, int, int]]
+    eligible: list[bool]
+    work: dict[bool, float]
+    completed: int
+
+
+def _span(setup: SimSetup, jobs: Sequence[Job], start: datetime, end: datetime) -> _Span:
+    """The jobs submitted in [start, end) as sweep events, each run cut at the span's end."""
     span_s = (end - start).total_seconds()
-    onprem = [_Node(float(g.gpus_per_node)) for g in steady_groups for _ in range(setup.initial.get(g.id, 0))]
-    steady_gpus = sum(n.gpus for n in onprem)
     policies: dict[str, Policy] = {}
-    # (t, 0 for an end / 1 for a start, job index): ends first at one instant, so a freed GPU serves a start
     events: list[tuple[float, int, int]] = []
     kept = [j for j in jobs if start <= j.submitted_at < end]
     eligible: list[bool] = []
@@ -120,68 +126,112 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
         work[eligible[i]] += job.gpu_demand * (t1 - t0)
         events += [(t0, 1, i), (t1, 0, i)]
     events.sort()
+    return _Span(kept, events, eligible, work, completed)
 
-    cloud: list[_Node] = []  # open on-demand nodes, in opening order
-    placed: dict[int, list[tuple[_Node, float]]] = {}
-    eligible_now = 0.0
-    onprem_used = cloud_used = 0.0  # cannot-move GPUs held on the steady tier / on open cloud nodes
-    acc = {"onprem_n": 0.0, "onprem_e": 0.0, "od_e": 0.0, "od_n": 0.0, "od_open": 0.0, "spot_e": 0.0}
-    boots = 0
-    last = 0.0
-    for t, kind, i in events:
-        dt = t - last
-        if dt > 0:
-            spare_onprem = max(0.0, steady_gpus - onprem_used)
-            spare_cloud = max(0.0, len(cloud) * per_node - cloud_used)
-            on_onprem = min(eligible_now, spare_onprem)
-            on_cloud = min(eligible_now - on_onprem, spare_cloud)
-            acc["onprem_n"] += onprem_used * dt
-            acc["onprem_e"] += on_onprem * dt
-            acc["od_n"] += cloud_used * dt
-            acc["od_e"] += on_cloud * dt
-            acc["od_open"] += len(cloud) * per_node * dt
-            acc["spot_e"] += max(0.0, eligible_now - on_onprem - on_cloud) * dt
-            last = t
-        job = kept[i]
-        demand = job.gpu_demand
-        if eligible[i]:
-            eligible_now += demand if kind == 1 else -demand
-            continue
-        if kind == 0:
-            for node, gpus in placed.pop(i, []):
-                node.used -= gpus
-                node.jobs.discard(i)
-                if node.cloud:
-                    cloud_used -= gpus
-                    if not node.jobs:
-                        cloud.remove(node)
-                else:
-                    onprem_used -= gpus
-            continue
-        pieces = _chunks(demand, per_node)
-        hosts = _first_fit(onprem, pieces, opens=False) or _first_fit(cloud, pieces, opens=True)
+
+@dataclass
+class _Sweep:
+    """The floor's state while it walks the events: the steady tier's nodes, the open on-demand nodes (in
+    opening order), where each cannot-move job sits, and the GPU-seconds accrued so far on each part."""
+
+    onprem: list[_Node]
+    per_node: float
+    steady_gpus: float
+    cloud: list[_Node] = field(default_factory=list)
+    placed: dict[int, list[tuple[_Node, float]]] = field(default_factory=dict)
+    eligible_now: float = 0.0
+    onprem_used: float = 0.0  # cannot-move GPUs held on the steady tier
+    cloud_used: float = 0.0  # cannot-move GPUs held on open cloud nodes
+    acc: dict[str, float] = field(default_factory=lambda: {
+        "onprem_n": 0.0, "onprem_e": 0.0, "od_e": 0.0, "od_n": 0.0, "od_open": 0.0, "spot_e": 0.0})
+    boots: int = 0
+    last: float = 0.0
+
+    def accrue(self, t: float) -> None:
+        """Charge the time since the last event: spot-eligible work fills spare steady GPUs, then spare GPUs of
+        open cloud nodes, then spot."""
+        dt = t - self.last
+        if dt <= 0:
+            return
+        acc = self.acc
+        spare_onprem = max(0.0, self.steady_gpus - self.onprem_used)
+        spare_cloud = max(0.0, len(self.cloud) * self.per_node - self.cloud_used)
+        on_onprem = min(self.eligible_now, spare_onprem)
+        on_cloud = min(self.eligible_now - on_onprem, spare_cloud)
+        acc["onprem_n"] += self.onprem_used * dt
+        acc["onprem_e"] += on_onprem * dt
+        acc["od_n"] += self.cloud_used * dt
+        acc["od_e"] += on_cloud * dt
+        acc["od_open"] += len(self.cloud) * self.per_node * dt
+        acc["spot_e"] += max(0.0, self.eligible_now - on_onprem - on_cloud) * dt
+        self.last = t
+
+    def release(self, i: int) -> None:
+        """Job `i` ended: free its GPUs; a cloud node left with no job closes."""
+        for node, gpus in self.placed.pop(i, []):
+            node.used -= gpus
+            node.jobs.discard(i)
+            if node.cloud:
+                self.cloud_used -= gpus
+                if not node.jobs:
+                    self.cloud.remove(node)
+            else:
+                self.onprem_used -= gpus
+
+    def place(self, i: int, demand: float, t: float) -> None:
+        """Job `i` starts: first-fit on the steady tier when every piece fits there, else on open cloud nodes,
+        opening (and booting) a node for each piece that fits nowhere."""
+        pieces = _chunks(demand, self.per_node)
+        hosts = _first_fit(self.onprem, pieces, opens=False) or _first_fit(self.cloud, pieces, opens=True)
         assert hosts is not None  # the cloud always opens what it lacks
         spots: list[tuple[_Node, float]] = []
         for piece, host in zip(pieces, hosts, strict=True):
             if host is None:
-                host = _Node(per_node, opened_s=t, cloud=True)
-                cloud.append(host)
-                boots += 1
+                host = _Node(self.per_node, opened_s=t, cloud=True)
+                self.cloud.append(host)
+                self.boots += 1
             host.used += piece
             host.jobs.add(i)
             if host.cloud:
-                cloud_used += piece
+                self.cloud_used += piece
             else:
-                onprem_used += piece
+                self.onprem_used += piece
             spots.append((host, piece))
-        placed[i] = spots
+        self.placed[i] = spots
+
+
+def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetime) -> StrategyResult:
+    """The floor bound (see the module docstring) for `jobs` submitted in [start, end), billed over [start, end)."""
+    steady_groups = [g for g in setup.groups if g.tier is Tier.STEADY]
+    steady_rate = sum(setup.catalog.group_price(g) * setup.initial.get(g.id, 0) for g in steady_groups)
+    per_node, boot_s = _cloud_shape(setup)
+    span_s = (end - start).total_seconds()
+    onprem = [_Node(float(g.gpus_per_node)) for g in steady_groups for _ in range(setup.initial.get(g.id, 0))]
+    span = _span(setup, jobs, start, end)
+    sweep = _Sweep(onprem, per_node, sum(n.gpus for n in onprem))
+    for t, kind, i in span.events:
+        sweep.accrue(t)
+        demand = span.kept[i].gpu_demand
+        if span.eligible[i]:
+            sweep.eligible_now += demand if kind == 1 else -demand
+        elif kind == 0:
+            sweep.release(i)
+        else:
+            sweep.place(i, demand, t)
     # every job ends by the span's end (t1 is cut there), so no node is open after the last event
+    return _result(setup, span, sweep, steady_usd=steady_rate * span_s / 3600.0, span_s=span_s,
+                   boot_gpu_s=sweep.boots * boot_s * per_node)
+
+
+def _result(setup: SimSetup, span: _Span, sweep: _Sweep, *, steady_usd: float, span_s: float,
+            boot_gpu_s: float) -> StrategyResult:
+    """The floor's spend, split the way the cost gap reads it, from the sweep's accrued GPU-seconds."""
+    acc, work = sweep.acc, span.work
+    p_od, p_spot = reference_prices(setup)
     od_gpu_s = acc["od_open"]
-    boot_gpu_s = boots * boot_s * per_node
     per_od, per_spot = p_od / 3600.0, p_spot / 3600.0
     od_usd = (od_gpu_s + boot_gpu_s) * per_od if od_gpu_s + boot_gpu_s > 0 else 0.0
     spot_usd = acc["spot_e"] * per_spot if acc["spot_e"] > 0 else 0.0
-    steady_usd = steady_rate * span_s / 3600.0
     by_tier = {"steady": steady_usd, "elastic_on_demand": od_usd, "elastic_spot": spot_usd, "hot_pool": 0.0}
     spend = Spend(
         steady_usd=steady_usd,
@@ -201,14 +251,14 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
         "floor",
         by_tier,
         used_gpu_s=used_gpu_s,
-        paid_gpu_s=steady_gpus * span_s + od_gpu_s + boot_gpu_s + acc["spot_e"],
+        paid_gpu_s=sweep.steady_gpus * span_s + od_gpu_s + boot_gpu_s + acc["spot_e"],
         steady_used_s=onprem_used_s,
-        steady_gpus=steady_gpus,
+        steady_gpus=sweep.steady_gpus,
         span_s=span_s,
-        jobs=len(kept),
-        completed=completed,
+        jobs=len(span.kept),
+        completed=span.completed,
         spot_gpu_s=acc["spot_e"],
-        scale_ups=boots,  # capacity is there at submission: each boot is paid before its first job
+        scale_ups=sweep.boots,  # capacity is there at submission: each boot is paid before its first job
         spend=spend,
     )
 

@@ -72,7 +72,7 @@ import bisect
 import csv
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -518,77 +518,101 @@ def load_trace(
     except OSError as e:
         raise TraceError(f"{where}: cannot read ({e.strerror or e})") from None
 
-    jobs: list[Job] = []
-    bad: list[BadRow] = []
-    skipped = 0
-    rows = 0
-    seen: dict[str, int] = {}
+    kept = _Rows()
     with handle:
         reader = csv.reader(handle)
-        line = 1
         try:
-            header = next(reader, None)
-            if header is None:
-                raise TraceError(f"{where}: empty file (no header line)")
-            names = [h.strip().lower() for h in header]
-            if not any(names):
-                raise TraceError(f"{where}: line 1 is blank, expected a header")
-            col: dict[str, int] = {}
-            for i, n in enumerate(names):
-                if n in col:
-                    raise TraceError(f"{where}: duplicate column {shown(n)} in the header")
-                if n:
-                    col[n] = i
+            names, col = _header(where, reader)
             fmt = _pick_format(where, format, names)
             row_fn = _row_function(where, fmt, col, path, epoch, tenant_column, tenant)
-
             last = reader.line_num
             for row in reader:
                 line, last = last + 1, reader.line_num
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue  # blank line
-                rows += 1
-                try:
-                    job = row_fn(row, line)
-                except _Bad as e:
-                    bad.append(BadRow(line, str(e)))
-                    continue
-                except ValueError as e:  # the model's own checks
-                    bad.append(BadRow(line, str(e)))
-                    continue
-                if job is None:
-                    skipped += 1
-                    continue
-                duration, interval = job.duration_s, job.checkpoint_interval_s
-                if not (  # what a row sets, against burst.bounds (every row passes here: kept to comparisons)
-                    job.gpus <= MAX_JOB_GPUS and (duration is None or duration <= MAX_DURATION_S)
-                    and (interval is None or interval <= MAX_DURATION_S) and len(job.id) <= MAX_JOB_ID_LENGTH
-                    and len(job.tenant) <= MAX_NAME_LENGTH and EARLIEST_YEAR <= job.submitted_at.year <= LATEST_YEAR
-                    and (job.gpu_model is None or len(job.gpu_model) <= MAX_TEXT_LENGTH)
-                ):  # absurd values (a 1e15 s duration, a million GPUs): skipped, the field named
-                    bad.append(BadRow(line, job_problem(job) or "out of bounds"))
-                    continue
-                first = seen.get(job.id)
-                if first is not None:
-                    bad.append(BadRow(line, f"job id {shown(job.id)} repeats line {first}"))
-                    continue
-                seen[job.id] = line
-                jobs.append(job)
+                kept.take(row_fn, row, line)
         except UnicodeDecodeError:
             raise TraceError(f"{where}: not UTF-8 text (near line {reader.line_num + 1})") from None
         except csv.Error as e:
             raise TraceError(f"{where}: line {reader.line_num}: malformed CSV ({e})") from None
 
+    jobs = kept.jobs
     if not jobs:
-        raise TraceError(f"{where}: no usable rows ({_why_empty(rows, bad, skipped)})")
+        raise TraceError(f"{where}: no usable rows ({_why_empty(kept.rows, kept.bad, kept.skipped)})")
     jobs.sort(key=lambda j: (j.submitted_at, j.id))
     return Trace(
         path=path,
         format=fmt,
         jobs=tuple(jobs),
-        bad_rows=tuple(bad),
+        bad_rows=tuple(kept.bad),
         tenants=_tenants_of(jobs),
-        skipped_non_gpu=skipped,
+        skipped_non_gpu=kept.skipped,
+    )
+
+
+def _header(where: str, reader: Iterator[list[str]]) -> tuple[list[str], dict[str, int]]:
+    """The header's column names (stripped, lower case) and the index of each named one; a missing, blank or
+    repeating header is a `TraceError`."""
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(f"{where}: empty file (no header line)")
+    names = [h.strip().lower() for h in header]
+    if not any(names):
+        raise TraceError(f"{where}: line 1 is blank, expected a header")
+    col: dict[str, int] = {}
+    for i, n in enumerate(names):
+        if n in col:
+            raise TraceError(f"{where}: duplicate column {shown(n)} in the header")
+        if n:
+            col[n] = i
+    return names, col
+
+
+@dataclasses.dataclass
+class _Rows:
+    """What the data rows of a trace gave so far: the jobs kept, the rows refused and why, the non-GPU rows
+    skipped, how many rows were read and the line each job id was first seen on."""
+
+    jobs: list[Job] = dataclasses.field(default_factory=list)
+    bad: list[BadRow] = dataclasses.field(default_factory=list)
+    skipped: int = 0
+    rows: int = 0
+    seen: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def take(self, row_fn: _RowFn, row: list[str], line: int) -> None:
+        """Decide on one data row: kept as a job, refused (unreadable, out of bounds, a repeated job id) with
+        the reason, or skipped (no GPU)."""
+        self.rows += 1
+        try:
+            job = row_fn(row, line)
+        except _Bad as e:
+            self.bad.append(BadRow(line, str(e)))
+            return
+        except ValueError as e:  # the model's own checks
+            self.bad.append(BadRow(line, str(e)))
+            return
+        if job is None:
+            self.skipped += 1
+            return
+        if not _in_bounds(job):  # absurd values (a 1e15 s duration, a million GPUs): skipped, the field named
+            self.bad.append(BadRow(line, job_problem(job) or "out of bounds"))
+            return
+        first = self.seen.get(job.id)
+        if first is not None:
+            self.bad.append(BadRow(line, f"job id {shown(job.id)} repeats line {first}"))
+            return
+        self.seen[job.id] = line
+        self.jobs.append(job)
+
+
+def _in_bounds(job: Job) -> bool:
+    """Whether what a row sets is inside burst.bounds (every row passes here: kept to comparisons)."""
+    duration, interval = job.duration_s, job.checkpoint_interval_s
+    return (
+        job.gpus <= MAX_JOB_GPUS and (duration is None or duration <= MAX_DURATION_S)
+        and (interval is None or interval <= MAX_DURATION_S) and len(job.id) <= MAX_JOB_ID_LENGTH
+        and len(job.tenant) <= MAX_NAME_LENGTH and EARLIEST_YEAR <= job.submitted_at.year <= LATEST_YEAR
+        and (job.gpu_model is None or len(job.gpu_model) <= MAX_TEXT_LENGTH)
     )
 
 

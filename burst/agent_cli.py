@@ -1,16 +1,15 @@
-"""`burst agent` (on each on-prem GPU node) and `burst agents serve` (the controller's agent link, standalone)."""
+"""`burst agent` (on each on-prem GPU node) and `burst agents serve` (the controller's agent link, standalone).
+
+The commands sit above the runtime, which they read node groups from; `burst.agent` itself never imports it.
+"""
 
 from __future__ import annotations
 
 import signal
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_TOKENS_FILE = Path("agent-tokens.yaml")
 
