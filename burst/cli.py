@@ -14,14 +14,17 @@ from rich.console import Console
 from rich.table import Table
 
 import burst
-from burst.agent.cli import agent_cmd, agents_group
+from burst.agent_cli import agent_cmd, agents_group
+from burst.config_cli import config_group, init_cmd, policy_group
 from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
 from burst.nodegroups_cli import nodegroups_group
 from burst.projection.cli import cost_cmd, usage_cmd
+from burst.service_strategy_option import ServiceStrategyChoice
 from burst.state_option import StateLocation
 from burst.store_pg import location_exists, shown
 from burst.strategy_option import strategy_option
+from burst.tables import print_table
 
 if TYPE_CHECKING:
     from burst.api.server import ApiServer
@@ -29,47 +32,26 @@ if TYPE_CHECKING:
     from burst.runtime import Runtime
     from burst.state import Store
     from forecasting.models import DemandSeries
+    from forecasting.select import Selection
     from policies import BurstConfig
 
 
-@click.group()
+class _Burst(click.Group):
+    """The command group: an optional integration missing (`burst.extras.MissingExtra`) is one line, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from burst.extras import MissingExtra
+
+        try:
+            return super().invoke(ctx)
+        except MissingExtra as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Burst)
 @click.version_option(burst.__version__, prog_name="burst")
 def main() -> None:
     """burst: hybrid-cloud elastic burst controller for GPU fleets."""
-
-
-@main.group()
-def policy() -> None:
-    """Tenant policy files: validate them, print their schema."""
-
-
-@policy.command("validate")
-@click.argument("directory", type=click.Path(path_type=Path))
-def policy_validate(directory: Path) -> None:
-    """Validate every tenant policy file in DIRECTORY; one FILE:LINE error per line, non-zero on any.
-
-    A directory with no tenant file (*.yaml, *.yml) and an empty file are errors too.
-    """
-    from policies import policy_files, validate_policy_dir
-
-    errors = validate_policy_dir(directory)
-    for err in errors:
-        click.echo(str(err), err=True)
-    if errors:
-        sys.exit(1)
-    count = len(policy_files(directory))
-    if not count:
-        click.echo(f"{directory}:1: -: no tenant policy file (TENANT.yaml or TENANT.yml) to validate", err=True)
-        sys.exit(1)
-    click.echo(f"{directory}: {count} tenant policy file(s) valid")
-
-
-@policy.command("schema")
-def policy_schema() -> None:
-    """Print the JSON Schema of a tenant policy file."""
-    from policies import policy_json_schema
-
-    click.echo(json.dumps(policy_json_schema(), indent=2, sort_keys=True))
 
 
 def _parse_at(at: str) -> datetime:
@@ -491,7 +473,7 @@ def jobs_cmd(config_path: Path | None, state: Path | str | None, tenant: str | N
         table.add_column(col)
     for j in jobs:
         table.add_row(j.id, j.tenant, j.state.value, f"{j.gpu_demand:g}", j.submitted_at.isoformat(timespec="seconds"), ",".join(j.node_ids))
-    Console().print(table)
+    print_table(table, whole=("id", "tenant"), droppable=("nodes", "submitted"))
 
 
 @main.command("explain")
@@ -557,7 +539,7 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | str | None, l
         last = d.last_at or d.at
         table.add_row(d.at.isoformat(timespec="seconds"), "" if last == d.at else last.isoformat(timespec="seconds"),
                       str(d.seen), d.plan_id, d.kind, d.subject, d.reason)
-    Console(width=200).print(table)
+    print_table(table, whole=("plan", "subject"), droppable=("last plan at", "plans"))
 
 
 @main.command("forecast")
@@ -645,9 +627,17 @@ def forecast_cmd(
         }
         click.echo(json.dumps(doc, indent=2))
         return
+    _print_forecast(series.tenant, series.timestamps[-1], result, rows, selection)
+    print_steady_advice([advice])
+    if loaded.filled_buckets:
+        click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
+
+
+def _print_forecast(name: str, last: datetime, result: Forecast, rows: Sequence[Mapping[str, Any]],
+                    selection: Selection | None) -> None:
+    """Print a series' forecast as a table of its steps' P10/P50/P90/P99, and the model selection behind it."""
     score = "" if result.backtest_p90_pinball is None else f" (backtest P90 pinball {result.backtest_p90_pinball:.2f})"
-    table = Table(title=f"{series.tenant}: {len(rows)} step(s) after {series.timestamps[-1]:%Y-%m-%d %H:%M} UTC, "
-                        f"served by {result.model}{score}")
+    table = Table(title=f"{name}: {len(rows)} step(s) after {last:%Y-%m-%d %H:%M} UTC, served by {result.model}{score}")
     for col in ("at", "P10", "P50", "P90", "P99"):
         table.add_column(col, justify="right" if col != "at" else "left")
     for r in rows:
@@ -656,9 +646,6 @@ def forecast_cmd(
     if selection is not None:
         click.echo(f"model selection: {selection.model}, {selection.reason}; candidates' backtest P90 pinball: "
                    + ", ".join(f"{m} {v:.2f}" for m, v in selection.scores.items()))
-    print_steady_advice([advice])
-    if loaded.filled_buckets:
-        click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
 
 
 def _series_advice(result: Forecast, steady_gpus: int | None) -> SteadyAdvice:
@@ -724,6 +711,9 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
 @click.option("--service-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="YAML with services: entries (a tenant policy's fields), each named after a --service-trace "
                    "file stem, overriding the default mapping.")
+@click.option("--service-strategy", "service_strategies", multiple=True, type=ServiceStrategyChoice(),
+              help="Service strategy to run on the --service-trace series (repeatable; default: those --strategy "
+                   "names that have a service form, else burst, its variants and the service baselines).")
 @click.option("--format", "trace_format", default="auto", show_default=True,
               type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Trace format.")
 @click.option("--epoch", default=None,
@@ -747,6 +737,7 @@ def simulate_cmd(
     trace_path: Path | None,
     service_traces: tuple[Path, ...],
     service_config: Path | None,
+    service_strategies: tuple[str, ...],
     trace_format: str,
     epoch: str | None,
     tenant_column: str | None,
@@ -767,16 +758,16 @@ def simulate_cmd(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from burst.sim.compare import compare
-    from burst.sim.registry import default_names, offered_names
+    from burst.sim.registry import default_names
     from burst.sim.setup import setup_from_config
     from burst.sim.traces import TraceError, load_trace
 
     if trace_path is None:
         if not service_traces:
             raise click.UsageError("give --trace, --service-trace or both")
-        return _simulate_services(service_traces, service_config, strategies, seed, as_json, {})
-    batch = [n for n in strategies if n in offered_names()] if strategies else []
-    names = batch or list(default_names())
+        return _simulate_services(service_traces, service_config, service_strategies or strategies, seed, as_json, {},
+                                  report_dir)
+    names = list(strategies) or list(default_names())
     try:
         trace = load_trace(trace_path, format=trace_format, epoch=_parse_at(epoch) if epoch else None, tenant_column=tenant_column)
         shown = 20  # bad rows listed one by one; the rest are counted
@@ -801,7 +792,8 @@ def simulate_cmd(
 
         click.echo(f"report: {write_report(result, report_dir)}", err=True)
     if service_traces:
-        return _simulate_services(service_traces, service_config, strategies, seed, as_json, result.to_json())
+        return _simulate_services(service_traces, service_config, service_strategies or strategies, seed, as_json,
+                                  result.to_json(), report_dir, days)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -809,7 +801,7 @@ def simulate_cmd(
 
 
 def _simulate_services(paths: tuple[Path, ...], config: Path | None, strategies: tuple[str, ...], seed: int,
-                       as_json: bool, data: dict[str, Any]) -> None:
+                       as_json: bool, data: dict[str, Any], report_dir: Path | None, days: float | None = None) -> None:
     """Replay the service traces (`burst.sim.service_cli`) and print them, beside a batch result in `data`."""
     from burst.sim.registry import default_names
     from burst.sim.service_cli import run_from_cli
@@ -817,16 +809,19 @@ def _simulate_services(paths: tuple[Path, ...], config: Path | None, strategies:
     from policies import PolicyValidationError
 
     try:
-        run = run_from_cli(paths, config, strategies, default_names() if data else (), seed)
+        run = run_from_cli(paths, config, strategies, default_names() if data else (), seed,
+                           keep_replays=report_dir is not None)
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
     except (ServiceTraceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    if report_dir is not None:
+        click.echo(f"report: {run.write_report(report_dir)}", err=True)
     if as_json:
         click.echo(json.dumps(run.merge_json(data), indent=2))
         return
     if data:
-        _print_batch(data, None)
+        _print_batch(data, days)
     for line in run.mapping_lines():
         click.echo(line)
     width = None if sys.stdout.isatty() else 200
@@ -916,6 +911,9 @@ SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes"
 
 
 main.add_command(agent_cmd)
+main.add_command(init_cmd)
+main.add_command(config_group)
+main.add_command(policy_group)
 main.add_command(gpus_cmd)
 main.add_command(agents_group)
 main.add_command(cost_cmd)

@@ -22,13 +22,10 @@ class StrategyChoice(click.Choice[str]):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        """The registered strategies the CLI offers: the default ones, then those run on request, then the service
-        strategies that have no batch form (`burst.sim.service_strategies`)."""
+        """The registered strategies the CLI offers: the default ones, then those run on request."""
         from burst.sim.registry import offered_names
-        from burst.sim.service_strategies import SERVICE_STRATEGIES
 
-        offered = offered_names()
-        return (*offered, *(n for n in SERVICE_STRATEGIES if n not in offered))
+        return offered_names()
 
     @choices.setter
     def choices(self, _value: object) -> None:
