@@ -3,18 +3,28 @@
 No clock, no I/O, no randomness: everything comes in as arguments, so the
 daemon, `burst plan`, the simulator and `burst cost` all run this same code.
 The pipeline is a fixed list of small steps (`PIPELINE`); each action and
-hold names the step that produced it.
+hold names the step that produced it. Running a step gives what it decided
+and what it handed on (`burst.planner.contract.run_step` -> `StepResult`);
+a step changes what is shared only through `PlanContext`'s helpers, and a
+hand-off it writes without declaring it is refused.
 
-What a step hands to a later one, on the `PlanContext`:
+What a step hands to a later one, on the `PlanContext`, as each step of
+`PIPELINE` declares it (`burst.planner.contract.declare`; this table is
+`contract.handoff_table(PIPELINE)`, and a test holds it to the declarations):
 
 | written by | what | read by |
 | --- | --- | --- |
-| deadline | `spot_barred`: pending jobs kept off spot, and why | placement |
-| placement | `unserved`: pending jobs refused, and the refusal's kind | preempt |
-| placement (and `build_context`) | `busy_nodes`: nodes with GPUs in use | scale_down |
-| placement (spot spread) | `spread_notes`: spot groups' interruption rates, for reasons | placement |
+| every step (`add_action`) | `acted_on`: targets of the plan's actions so far: a job already acted on is left alone | deadline |
+| reclaim, deadline | `released`: running jobs this plan takes off their GPUs, and the GPUs freed for placement | place+scale_up |
+| deadline | `spot_barred`: pending jobs kept off spot, and why | place+scale_up, preempt, consolidate |
+| place+scale_up | `placements`: jobs placed by this plan, and the nodes they take | scale_down |
+| place+scale_up | `busy_nodes`: nodes with GPUs in use (from `build_context`, then each placement) | scale_down |
+| place+scale_up | `spread_notes`: spot groups' interruption rates, for reasons | place+scale_up |
+| place+scale_up | `unserved`: pending jobs refused, and the refusal's kind | preempt |
+| place+scale_up, consolidate | `moves`: `request_checkpoint` / `evict_job` actions of the move steps: one disruption budget per plan (`moves.MoveGuard`) | place+scale_up, consolidate |
+| checkpoint_on_notice, place+scale_up, consolidate | `emptying`: jobs evicted by a move or a reclaim notice: their nodes are emptied on purpose | scale_down |
+| place+scale_up, prescale | `scale_ups`: this plan's one scale-up per group, which a later launch folds into | prescale, scale_down |
 | prescale | `forecast_spare_gpus`: supply above forecast need per GPU model | scale_down |
-| placement (make_room), consolidate | moves: `request_checkpoint` / `evict_job` actions of the move steps | consolidate (`moves.MoveGuard`: one disruption budget per plan) |
 
 `BASELINE_PIPELINE` is the planner as it stood before cost-aware placement
 and moves: the simulator's baselines (`reactive`, `reactive-hotpool`, the
@@ -25,13 +35,14 @@ behaviour goes into new steps, never into these.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from burst.model import Forecast, Plan, Policy, Snapshot, TenantName
 from burst.planner.consolidate import consolidate
-from burst.planner.context import PlanContext, PriceSource, build_context
+from burst.planner.context import PriceSource, build_context
+from burst.planner.contract import Step, StepResult, run_pipeline
 from burst.planner.deadlines import keep_deadlines, keep_declared_deadlines
 from burst.planner.gpu_health import move_off_unhealthy_gpus
 from burst.planner.hot_pool import size_hot_pools
@@ -42,8 +53,6 @@ from burst.planner.prescale import prescale_elastic
 from burst.planner.reclaim import reclaim_overdue
 from burst.planner.scale_down import release_idle, scale_down_idle
 from burst.planner.steady import advise_steady_tier
-
-Step = Callable[[PlanContext], None]
 
 BASELINE_PIPELINE: tuple[tuple[str, Step], ...] = (
     ("checkpoint_on_notice", checkpoint_on_notice),
@@ -105,10 +114,9 @@ def plan(
     if now.tzinfo is None:
         raise ValueError("plan(): now must be timezone-aware (UTC)")
     ctx = build_context(snapshot, tuple(forecasts), policies, prices, now)
-    for _name, step in pipeline:
-        step(ctx)
+    run_pipeline(ctx, pipeline)
     actions = tuple(replace(a, id=f"{ids.plan_id}.{i}") for i, a in enumerate(ctx.actions, start=1))
     return Plan(id=ids.plan_id, at=now, actions=actions, holds=tuple(ctx.holds), advice=tuple(ctx.advice))
 
 
-__all__ = ["BASELINE_PIPELINE", "PIPELINE", "PlanIds", "PriceSource", "Step", "plan"]
+__all__ = ["BASELINE_PIPELINE", "PIPELINE", "PlanIds", "PriceSource", "Step", "StepResult", "plan"]

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 from burst.model import CapacityType, Job, NodeId, Tier
 from burst.planner.context import GroupCapacity, PlanContext
+from burst.planner.contract import declare
+from burst.planner.eligibility import candidate_groups
 from burst.planner.moves import CONSOLIDATE_STEP, MoveGuard, move_cost_usd, move_job, spot_hazard_per_h
-from burst.planner.placement import candidate_groups
 
 STEP = CONSOLIDATE_STEP
 
@@ -49,6 +50,7 @@ class _Destination:
     launch: bool
 
 
+@declare(writes=("moves", "emptying"), reads=("moves", "spot_barred"))
 def consolidate(ctx: PlanContext) -> None:
     """Move the jobs off elastic nodes whose work fits elsewhere for less (see module doc)."""
     elastic = [c for c in ctx.groups.values()

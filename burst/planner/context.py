@@ -3,6 +3,12 @@
 `PlanContext` is created fresh inside every `plan()` call, so the steps may
 update it as they decide (a placed job uses GPUs, a launch adds booting
 capacity) without touching the caller's snapshot.
+
+Steps change what is shared only through its helpers (`add_action`,
+`add_placement`, `add_scale_up`, `replace_scale_up`, `release_job`, ...).
+What one step hands to a later one is a named field (`HANDOFFS`); each helper
+notes the hand-off it writes, so a step that writes one it did not declare
+(`burst.planner.contract.declare`) is caught.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Protocol
 
 from burst.model import (
     Action,
+    ActionKind,
     CapacityType,
     Forecast,
     GroupId,
@@ -48,6 +55,32 @@ class Refusal(StrEnum):
     TOO_LARGE = "too_large"
     LOCAL_GPUS = "local_gpus"
     NO_GROUP = "no_group"
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """A field of `PlanContext` one step writes and a later one reads."""
+
+    name: str
+    what: str
+    every_step: bool = False  # written by `add_action` for whichever step acts, so never declared
+
+
+HANDOFFS: tuple[HandOff, ...] = (
+    HandOff("acted_on", "targets of the plan's actions so far: a job already acted on is left alone", every_step=True),
+    HandOff("released", "running jobs this plan takes off their GPUs, and the GPUs freed for placement"),
+    HandOff("spot_barred", "pending jobs kept off spot, and why"),
+    HandOff("placements", "jobs placed by this plan, and the nodes they take"),
+    HandOff("busy_nodes", "nodes with GPUs in use (from `build_context`, then each placement)"),
+    HandOff("spread_notes", "spot groups' interruption rates, for reasons"),
+    HandOff("unserved", "pending jobs refused, and the refusal's kind"),
+    HandOff("moves", "`request_checkpoint` / `evict_job` actions of the move steps: one disruption budget per plan "
+            "(`moves.MoveGuard`)"),
+    HandOff("emptying", "jobs evicted by a move or a reclaim notice: their nodes are emptied on purpose"),
+    HandOff("scale_ups", "this plan's one scale-up per group, which a later launch folds into"),
+    HandOff("forecast_spare_gpus", "supply above forecast need per GPU model"),
+)
+"""Every hand-off between planner steps, in the order the hand-off table lists them."""
 
 
 class PriceSource(Protocol):
@@ -265,12 +298,20 @@ class PlanContext:
     usage: dict[TenantName, TenantUsage]
     actions: list[Action] = field(default_factory=list)
     holds: list[Hold] = field(default_factory=list)
-    busy_nodes: set[NodeId] = field(default_factory=set)
     advice: list[SteadyAdvice] = field(default_factory=list)
+    # The hand-offs (`HANDOFFS`), each written through the helpers below.
+    acted_on: set[str] = field(default_factory=set)
+    released: dict[JobId, int] = field(default_factory=dict)
+    busy_nodes: set[NodeId] = field(default_factory=set)
+    placements: dict[JobId, tuple[NodeId, ...]] = field(default_factory=dict)
     unserved: list[tuple[Job, Refusal]] = field(default_factory=list)  # pending jobs placement refused, and why
     forecast_spare_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> supply above forecast need
     spot_barred: dict[JobId, str] = field(default_factory=dict)  # pending jobs placement keeps off spot, and why
     spread_notes: dict[GroupId, str] = field(default_factory=dict)  # spot groups the spread ranked, and their rate
+    moves: list[Action] = field(default_factory=list)
+    emptying: set[JobId] = field(default_factory=set)
+    scale_ups: dict[GroupId, int] = field(default_factory=dict)  # group -> index of its scale-up in `actions`
+    written: set[str] = field(default_factory=set)  # hand-offs written since the running step began
     _policy_of: dict[TenantName, Policy] = field(default_factory=dict)
     _gpu_book: GpuBook | None = None
 
@@ -301,7 +342,93 @@ class PlanContext:
     def hold(
         self, subject: str, reason: str, step: str, tenant: TenantName | None = None, job_ids: tuple[JobId, ...] = ()
     ) -> None:
+        """Say why something was not done (a decision, like an action)."""
         self.holds.append(Hold(subject=subject, reason=reason, step=step, tenant=tenant, job_ids=job_ids))
+
+    def add_advice(self, advice: list[SteadyAdvice]) -> None:
+        """Add steady-tier recommendations to the plan."""
+        self.advice.extend(advice)
+
+    def add_action(self, action: Action) -> None:
+        """Add an action to the plan (`acted_on` learns its target)."""
+        self.actions.append(action)
+        self.acted_on.add(action.target)
+
+    def add_placement(self, action: Action) -> None:
+        """Add a `place_job` action: its nodes are busy (`busy_nodes`) and the job placed on them (`placements`)."""
+        self.busy_nodes.update(action.node_ids)
+        self.placements[action.target] = action.node_ids
+        self.written.update(("busy_nodes", "placements"))
+        self.add_action(action)
+
+    def refuse(self, job: Job, kind: Refusal) -> None:
+        """Hand on a pending job placement could not serve, and why (`unserved`)."""
+        self.unserved.append((job, kind))
+        self.written.add("unserved")
+
+    def bar_from_spot(self, job_id: JobId, why: str) -> None:
+        """Keep a pending job off spot for the rest of the plan (`spot_barred`)."""
+        self.spot_barred[job_id] = why
+        self.written.add("spot_barred")
+
+    def note_spread(self, group_id: GroupId, note: str) -> None:
+        """Keep a spot group's spread note for the reasons of placements there (`spread_notes`)."""
+        self.spread_notes[group_id] = note
+        self.written.add("spread_notes")
+
+    def add_move(self, action: Action) -> None:
+        """Count a move step's checkpoint or eviction against the plan's one disruption budget (`moves`)."""
+        self.moves.append(action)
+        self.written.add("moves")
+
+    def mark_emptying(self, job_id: JobId) -> None:
+        """Hand on a job evicted to empty its node on purpose (`emptying`): scale-in may release the node now."""
+        self.emptying.add(job_id)
+        self.written.add("emptying")
+
+    def set_forecast_spare(self, gpu_model: str, gpus: float) -> None:
+        """Hand on the supply above forecast need for a GPU model (`forecast_spare_gpus`)."""
+        self.forecast_spare_gpus[gpu_model] = gpus
+        self.written.add("forecast_spare_gpus")
+
+    def scale_up_of(self, group_id: GroupId) -> Action | None:
+        """This plan's scale-up of the group, if any (`scale_ups`)."""
+        index = self.scale_ups.get(group_id)
+        return None if index is None else self.actions[index]
+
+    def add_scale_up(self, action: Action) -> None:
+        """Add a `scale_up` action (`scale_ups`: the first of a group is the one later launches fold into)."""
+        self.scale_ups.setdefault(action.target, len(self.actions))
+        self.written.add("scale_ups")
+        self.add_action(action)
+
+    def replace_scale_up(self, action: Action) -> None:
+        """Put `action` in the place of this plan's scale-up of the same group (a later launch folded into it)."""
+        self.actions[self.scale_ups[action.target]] = action
+        self.written.add("scale_ups")
+
+    def withdraw_scale_ups(self) -> list[Action]:
+        """Take every scale-up out of the plan (the capacity stays counted as launched); returns them."""
+        withdrawn = [a for a in self.actions if a.kind is ActionKind.SCALE_UP]
+        if withdrawn:
+            self.actions[:] = [a for a in self.actions if a.kind is not ActionKind.SCALE_UP]
+            self.scale_ups.clear()
+            self.written.add("scale_ups")
+        return withdrawn
+
+    def release_job(self, job: Job) -> None:
+        """Give a running job's GPUs back for the rest of the plan, and take it out of its tenant's usage
+        (`released`): for a job reclaimed or evicted by this plan."""
+        per_node = gpus_per_node_of(job)
+        share = len(job.node_ids)
+        for node_id in job.node_ids:
+            node = self.nodes.get(node_id)
+            cap = self.groups.get(node.group_id) if node else None
+            if cap is not None:
+                cap.release(node_id, per_node)
+                self.usage_of(job.tenant).add(cap.group, -job.gpu_demand / share, -job.gpu_demand * cap.gpu_price / share)
+        self.released[job.id] = per_node * share
+        self.written.add("released")
 
 
 def budget_refusal(ctx: PlanContext, tenant: TenantName, policy: Policy, extra_usd_per_hour: float, what: str) -> str | None:
@@ -368,6 +495,22 @@ def build_context(
                 by_group = tenant_usage.spot_by_group
                 by_group[group.id] = by_group.get(group.id, 0.0) + demand
         tenant_usage.usd_per_hour += demand * cap.gpu_price
+    busy = _index_nodes(snapshot, groups, used)
+    return PlanContext(
+        snapshot=snapshot,
+        forecasts=forecasts,
+        policies=policies,
+        now=now,
+        groups=groups,
+        nodes=nodes,
+        usage=usage,
+        busy_nodes=busy,
+    )
+
+
+def _index_nodes(snapshot: Snapshot, groups: dict[GroupId, GroupCapacity], used: Mapping[NodeId, int]) -> set[NodeId]:
+    """Bucket each ready node of `groups` by its free GPUs (`used`: GPUs held per node) and count the booting
+    ones; returns the nodes with GPUs in use."""
     busy: set[NodeId] = set()
     notices = snapshot.notices
     ready_state, draining_state = NodeState.READY, NodeState.DRAINING
@@ -396,16 +539,7 @@ def build_context(
         booting = max(0, cap.target - cap.ready_nodes)
         for _ in range(booting):
             cap.add_inflight(cap.gpn, None)
-    return PlanContext(
-        snapshot=snapshot,
-        forecasts=forecasts,
-        policies=policies,
-        now=now,
-        groups=groups,
-        nodes=nodes,
-        usage=usage,
-        busy_nodes=busy,
-    )
+    return busy
 
 
 def gpus_per_node_of(job: Job) -> int:

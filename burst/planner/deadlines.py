@@ -41,9 +41,10 @@ from collections.abc import Callable
 
 from burst import progress
 from burst.model import CapacityType, Job, JobState, Policy
-from burst.planner.context import PlanContext, gpus_per_node_of
+from burst.planner.context import PlanContext
+from burst.planner.contract import declare
+from burst.planner.eligibility import candidate_groups, spot_eligible
 from burst.planner.evict import Move, checkpoint_then_evict
-from burst.planner.placement import candidate_groups, spot_eligible
 
 STEP = "deadline"
 DEFAULT_BOOT_S = 300.0
@@ -94,6 +95,7 @@ def deadline_margin_s(ctx: PlanContext, job: Job, policy: Policy) -> float:
     return boot + (job.checkpoint_duration_s or 0.0)
 
 
+@declare(writes=("spot_barred", "released"), reads=("acted_on",))
 def keep_deadlines(ctx: PlanContext) -> None:
     """Bar pending jobs out of slack from spot; checkpoint, then evict, running spot jobs out of slack.
 
@@ -102,13 +104,14 @@ def keep_deadlines(ctx: PlanContext) -> None:
     _keep(ctx, duration_field)
 
 
+@declare(writes=("spot_barred", "released"), reads=("acted_on",))
 def keep_declared_deadlines(ctx: PlanContext) -> None:
     """`keep_deadlines`, with a job's length from its declared duration only (never its true one)."""
     _keep(ctx, declared_length)
 
 
 def _keep(ctx: PlanContext, length: Length) -> None:
-    acted = {a.target for a in ctx.actions}
+    acted = set(ctx.acted_on)  # jobs earlier steps act on (notice, unhealthy GPUs, reclaim) are theirs
     for job in ctx.snapshot.jobs:
         if job.deadline is None or length(job) is None or job.id in acted:
             continue
@@ -128,7 +131,7 @@ def _keep(ctx: PlanContext, length: Length) -> None:
         elif slack >= margin:
             continue
         if job.state is JobState.PENDING:
-            ctx.spot_barred[job.id] = why
+            ctx.bar_from_spot(job.id, why)
             ctx.hold(f"job:{job.id}", f"{why}: placed on on-demand only, not spot", STEP, job.tenant)
         elif job.state in (JobState.RUNNING, JobState.CHECKPOINTING) and _on_spot(ctx, job):
             _move_off_spot(ctx, job, why)
@@ -143,16 +146,8 @@ def _on_spot(ctx: PlanContext, job: Job) -> bool:
 
 
 def _move_off_spot(ctx: PlanContext, job: Job, why: str) -> None:
-    if checkpoint_then_evict(ctx, job, why, STEP, then="moving to on-demand") is not Move.EVICTED:
-        return
-    per_node = gpus_per_node_of(job)
-    for node_id in job.node_ids:
-        node = ctx.nodes.get(node_id)
-        cap = ctx.groups.get(node.group_id) if node else None
-        if cap is not None:
-            cap.release(node_id, per_node)
-            share = len(job.node_ids)
-            ctx.usage_of(job.tenant).add(cap.group, -job.gpu_demand / share, -job.gpu_demand * cap.gpu_price / share)
+    if checkpoint_then_evict(ctx, job, why, STEP, then="moving to on-demand") is Move.EVICTED:
+        ctx.release_job(job)
 
 
 __all__ = ["DEFAULT_BOOT_S", "STEP", "deadline_margin_s", "declared_length", "duration_field", "keep_declared_deadlines",

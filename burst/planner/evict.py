@@ -15,6 +15,11 @@ than it must whichever step moves it:
    duration, or one longer than the budget), it is evicted (`evict_job`):
    requeued under the same id, it resumes from its last checkpoint.
 
+A step hands on what its moves mean for later steps: `empties` (the job is
+evicted to empty its node on purpose: `PlanContext.emptying`) and
+`counts_as_move` (a move for money, charged to the plan's one disruption
+budget: `PlanContext.moves`).
+
 A warning without a deadline (a rebalance recommendation) takes only the
 first part (`checkpoint_early`): a checkpoint worth asking is asked, and the
 job keeps running.
@@ -33,6 +38,12 @@ from burst import progress
 from burst.model import Action, ActionKind, Job, JobState
 from burst.planner.context import PlanContext
 
+SAFETY_MARGIN_S = 10.0
+"""Seconds of a reclaim notice kept free at its end, so a checkpoint that fits lands before the node goes."""
+REBALANCE_BUDGET_S = 120.0
+"""A rebalance recommendation has no deadline, but the interruption it warns of comes with a notice of at least
+two minutes (AWS, the cloud that sends them): a checkpoint that fits that notice, less the safety margin,
+lands even when the notice follows the recommendation at once."""
 FRESH_CHECKPOINT_S = 120.0
 """A running job with at most this much unsaved work is evicted without a checkpoint first."""
 
@@ -46,11 +57,12 @@ class Move(Enum):
 
 
 def checkpoint_then_evict(ctx: PlanContext, job: Job, why: str, step: str, *, then: str,
-                          budget_s: float | None = None) -> Move:
+                          budget_s: float | None = None, empties: bool = False, counts_as_move: bool = False) -> Move:
     """Ask the running job for a checkpoint, wait for it, or evict it (see module doc); returns which.
 
     `why` starts every reason and hold; `then` says what happens to the job after it is evicted (e.g.
     "moving to on-demand"). A checkpoint longer than `budget_s` is not waited for: the job is evicted at once.
+    `empties` and `counts_as_move` say what the step hands on (see module doc).
     """
     takes = job.checkpoint_duration_s
     asked = _seconds_since_ask(job, ctx.now)
@@ -61,14 +73,17 @@ def checkpoint_then_evict(ctx: PlanContext, job: Job, why: str, step: str, *, th
     unsaved = _unsaved_s(job, ctx.now)
     if _worth_a_checkpoint(job, unsaved, budget_s):
         _act(ctx, job, ActionKind.REQUEST_CHECKPOINT, step,
-             f"{why}: checkpoint ({takes:g} s) before {then} ({unsaved:.0f} s of work unsaved)")
+             f"{why}: checkpoint ({takes:g} s) before {then} ({unsaved:.0f} s of work unsaved)",
+             counts_as_move=counts_as_move)
         return Move.CHECKPOINT_ASKED
     _act(ctx, job, ActionKind.EVICT_JOB, step,
-         f"{why}: {then} ({_no_checkpoint(job, unsaved, budget_s)}; requeued from its last checkpoint)")
+         f"{why}: {then} ({_no_checkpoint(job, unsaved, budget_s)}; requeued from its last checkpoint)",
+         counts_as_move=counts_as_move, empties=empties)
     return Move.EVICTED
 
 
-def evict_after_checkpoint(ctx: PlanContext, job: Job, why: str, step: str, *, then: str) -> Move | None:
+def evict_after_checkpoint(ctx: PlanContext, job: Job, why: str, step: str, *, then: str, empties: bool = False,
+                           counts_as_move: bool = False) -> Move | None:
     """Evict the job at once when a checkpoint asked of its current run has landed; None (nothing done) if not.
 
     For moves that ask a checkpoint and evict on a later tick: `checkpoint_then_evict` alone would ask
@@ -81,7 +96,8 @@ def evict_after_checkpoint(ctx: PlanContext, job: Job, why: str, step: str, *, t
     if (ctx.now - asked).total_seconds() < takes:
         return None
     _act(ctx, job, ActionKind.EVICT_JOB, step,
-         f"{why}: {then} (the checkpoint asked at {asked:%H:%M:%S} has landed; requeued from it)")
+         f"{why}: {then} (the checkpoint asked at {asked:%H:%M:%S} has landed; requeued from it)",
+         counts_as_move=counts_as_move, empties=empties)
     return Move.EVICTED
 
 
@@ -160,9 +176,15 @@ def _seconds_since_ask(job: Job, now: datetime) -> float | None:
     return (now - asked).total_seconds()
 
 
-def _act(ctx: PlanContext, job: Job, kind: ActionKind, step: str, reason: str) -> None:
-    ctx.actions.append(Action(kind=kind, target=job.id, tenant=job.tenant, count=job.whole_gpus,
-                              node_ids=job.node_ids, gpu_uuids=job.gpu_uuids, step=step, reason=reason))
+def _act(ctx: PlanContext, job: Job, kind: ActionKind, step: str, reason: str, *, counts_as_move: bool = False,
+         empties: bool = False) -> None:
+    action = Action(kind=kind, target=job.id, tenant=job.tenant, count=job.whole_gpus, node_ids=job.node_ids,
+                    gpu_uuids=job.gpu_uuids, step=step, reason=reason)
+    ctx.add_action(action)
+    if counts_as_move:
+        ctx.add_move(action)
+    if empties and kind is ActionKind.EVICT_JOB:
+        ctx.mark_emptying(job.id)
 
 
-__all__ = ["FRESH_CHECKPOINT_S", "Move", "checkpoint_early", "checkpoint_under_way", "evict_after_checkpoint", "checkpoint_then_evict", "move_cost_s"]
+__all__ = ["FRESH_CHECKPOINT_S", "REBALANCE_BUDGET_S", "SAFETY_MARGIN_S", "Move", "checkpoint_early", "checkpoint_under_way", "evict_after_checkpoint", "checkpoint_then_evict", "move_cost_s"]

@@ -13,12 +13,14 @@ be trusted, and it resumes from its last checkpoint, if any.
 from __future__ import annotations
 
 from burst.planner.context import PlanContext
+from burst.planner.contract import declare
 from burst.planner.evict import checkpoint_then_evict
 from burst.planner.gpu_scheduler import displaced_by_health
 
 STEP = "gpu_health"
 
 
+@declare()
 def move_off_unhealthy_gpus(ctx: PlanContext) -> None:
     """Checkpoint, then evict, the jobs bound to GPUs their node reports unhealthy."""
     if not ctx.snapshot.node_gpus:

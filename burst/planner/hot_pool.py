@@ -17,12 +17,14 @@ from collections import defaultdict
 
 from burst.model import Action, ActionKind, NodeState
 from burst.planner.context import PlanContext
-from burst.planner.placement import spot_eligible
+from burst.planner.contract import declare
+from burst.planner.eligibility import spot_eligible
 from pools.sizing import PoolTarget, pool_capacity, warm_pool_targets
 
 STEP = "hot_pool"
 
 
+@declare()
 def size_hot_pools(ctx: PlanContext) -> None:
     """Set each pooled group's warm-pool size where it changes, and rotate warm nodes past their max age."""
     caps = sorted(ctx.groups.values(), key=lambda c: (c.gpu_price, c.group.id))
@@ -49,7 +51,7 @@ def _on_demand_share(ctx: PlanContext) -> float:
 def _resize(ctx: PlanContext, target: PoolTarget) -> None:
     size, state = ctx.snapshot.warm_pools.get(target.group_id, (0, target.state))
     if target.size > size or (target.size < size and target.size * 2 <= size) or (state is not target.state and target.size):
-        ctx.actions.append(
+        ctx.add_action(
             Action(
                 kind=ActionKind.SET_WARM_POOL,
                 target=target.group_id,
@@ -73,7 +75,7 @@ def _rotate(ctx: PlanContext) -> None:
             old[node.group_id].append(node.id)
     for group_id in sorted(old):
         days = ctx.groups[group_id].group.warm_pool.max_age_s / 86400
-        ctx.actions.append(
+        ctx.add_action(
             Action(
                 kind=ActionKind.TERMINATE_NODES,
                 target=group_id,

@@ -39,11 +39,13 @@ no move pays, a hold on the job says why.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from burst.model import CapacityType, Job, NodeId, Policy, Tier
 from burst.planner.context import GroupCapacity, PlanContext, gpus_per_node_of
+from burst.planner.eligibility import candidate_groups
 from burst.planner.evict import move_cost_s
 from burst.planner.moves import (
     MAKE_ROOM_STEP,
@@ -219,17 +221,7 @@ class RoomMaker:
                         continue
                     if node_id not in self._clearable or not on_node.get(node_id):
                         continue
-                movable = []
-                for other in on_node.get(node_id, ()):
-                    why = self._refused.get(other.id) or _slower_than_a_boot(other, alternative, ctx.now)
-                    if why is not None:
-                        refused.setdefault(other.id, why)
-                        continue
-                    found = self._candidate(other)
-                    if found is not None and cap.group.tier is Tier.ELASTIC and found.target.gpu_price >= cap.gpu_price:
-                        refused.setdefault(other.id, f"no group cheaper than {cap.group.id} to go to")
-                    elif found is not None:
-                        movable.append(found)
+                movable = self._movable_off(cap, on_node.get(node_id, ()), alternative, refused)
                 option = _cheapest_cover(cap, node_id, movable, need)
                 if option is not None:
                     options.append(option)
@@ -249,6 +241,23 @@ class RoomMaker:
         self._no_room.clear()
         return True
 
+    def _movable_off(self, cap: GroupCapacity, jobs: Iterable[Job], alternative: GroupCapacity,
+                     refused: dict[str, str]) -> list[_Candidate]:
+        """The jobs of one node of `cap` that may move, each with where it goes; `refused` learns why the others
+        may not."""
+        movable = []
+        for other in jobs:
+            why = self._refused.get(other.id) or _slower_than_a_boot(other, alternative, self.ctx.now)
+            if why is not None:
+                refused.setdefault(other.id, why)
+                continue
+            found = self._candidate(other)
+            if found is not None and cap.group.tier is Tier.ELASTIC and found.target.gpu_price >= cap.gpu_price:
+                refused.setdefault(other.id, f"no group cheaper than {cap.group.id} to go to")
+            elif found is not None:
+                movable.append(found)
+        return movable
+
     def _candidate(self, other: Job) -> _Candidate | None:
         """Where `other` would go if moved (the cheapest elastic group it may use), and what that costs."""
         if other.id not in self._candidates:
@@ -256,8 +265,6 @@ class RoomMaker:
         return self._candidates[other.id]
 
     def _price_move(self, other: Job) -> _Candidate | None:
-        from burst.planner.placement import candidate_groups
-
         ctx = self.ctx
         targets = [c for c in candidate_groups(ctx, other, ctx.policy(other.tenant))
                    if c.group.tier is Tier.ELASTIC and c.group.id not in ctx.snapshot.unavailable]

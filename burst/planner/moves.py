@@ -33,23 +33,22 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from burst.model import ActionKind, CapacityType, Job, TenantName
+from burst.model import CapacityType, Job, TenantName
 from burst.planner.context import GroupCapacity, PlanContext
 from burst.planner.evict import (
+    REBALANCE_BUDGET_S,
+    SAFETY_MARGIN_S,
     Move,
     checkpoint_then_evict,
     checkpoint_under_way,
     evict_after_checkpoint,
     move_cost_s,
 )
-from burst.planner.notice import REBALANCE_BUDGET_S, SAFETY_MARGIN_S
 from burst.planner.runtime_estimate import RuntimeEstimator
 from burst.planner.spot_rates import prior_rate
 
 MAKE_ROOM_STEP = "make_room"
 CONSOLIDATE_STEP = "consolidate"
-MOVE_STEPS = frozenset({MAKE_ROOM_STEP, CONSOLIDATE_STEP})
-"""The steps that move jobs to save money: a later one reads the earlier one's moves from the plan's actions."""
 
 RESTART_S = 60.0
 """Seconds a moved job takes to resume from its checkpoint (load it, warm up), counted as work redone."""
@@ -117,11 +116,10 @@ class MoveGuard:
             if job.fault_tolerant and checkpoint_under_way(job, ctx.now):
                 self.in_flight[job.tenant][job.id] = job.gpu_demand
         self.moved: set[str] = set()
-        for action in ctx.actions:  # moves an earlier step of this plan made count against the same budgets
-            if action.step in MOVE_STEPS and action.kind in (ActionKind.REQUEST_CHECKPOINT, ActionKind.EVICT_JOB):
-                self.moved.add(action.target)
-                if action.tenant is not None:
-                    self.in_flight[action.tenant][action.target] = float(action.count or 0)
+        for action in ctx.moves:  # moves an earlier step of this plan made count against the same budgets
+            self.moved.add(action.target)
+            if action.tenant is not None:
+                self.in_flight[action.tenant][action.target] = float(action.count or 0)
 
     def refusal(self, job: Job) -> str | None:
         """Why `job` may not move now, or None when it may."""
@@ -177,8 +175,12 @@ class MoveGuard:
 
 
 def move_job(ctx: PlanContext, job: Job, why: str, step: str, *, then: str) -> Move:
-    """Move the job by checkpoint-then-evict: evicted at once once its asked checkpoint has landed."""
-    return evict_after_checkpoint(ctx, job, why, step, then=then) or checkpoint_then_evict(ctx, job, why, step, then=then)
+    """Move the job by checkpoint-then-evict: evicted at once once its asked checkpoint has landed.
+
+    Hands on the move (`PlanContext.moves`: one disruption budget per plan) and, once evicted, that its node
+    is emptied on purpose (`PlanContext.emptying`)."""
+    return (evict_after_checkpoint(ctx, job, why, step, then=then, empties=True, counts_as_move=True)
+            or checkpoint_then_evict(ctx, job, why, step, then=then, empties=True, counts_as_move=True))
 
 
 def spot_hazard_per_h(ctx: PlanContext, cap: GroupCapacity) -> float:
@@ -189,5 +191,5 @@ def spot_hazard_per_h(ctx: PlanContext, cap: GroupCapacity) -> float:
     return learnt if learnt is not None else prior_rate(cap.group)
 
 
-__all__ = ["CONSOLIDATE_STEP", "MAKE_ROOM_STEP", "MOVE_STEPS", "NOTICE_BUDGET_S", "RESTART_S", "MoveCost", "MoveGuard",
+__all__ = ["CONSOLIDATE_STEP", "MAKE_ROOM_STEP", "NOTICE_BUDGET_S", "RESTART_S", "MoveCost", "MoveGuard",
            "checkpoints_within_notice", "interruption_loss_s", "move_cost_usd", "move_job", "spot_hazard_per_h"]

@@ -26,17 +26,13 @@ recommendation.
 from __future__ import annotations
 
 from burst.planner.context import PlanContext
-from burst.planner.evict import checkpoint_early, checkpoint_then_evict
+from burst.planner.contract import declare
+from burst.planner.evict import REBALANCE_BUDGET_S, SAFETY_MARGIN_S, checkpoint_early, checkpoint_then_evict
 
 STEP = "checkpoint_on_notice"
-SAFETY_MARGIN_S = 10.0
-"""Seconds of a notice kept free at its end, so a checkpoint that fits lands before the node goes."""
-REBALANCE_BUDGET_S = 120.0
-"""A rebalance recommendation has no deadline, but the interruption it warns of comes with a notice of at least
-two minutes (AWS, the cloud that sends them): a checkpoint that fits that notice, less the safety margin,
-lands even when the notice follows the recommendation at once."""
 
 
+@declare(writes=("emptying",))
 def checkpoint_on_notice(ctx: PlanContext) -> None:
     """Move fault-tolerant jobs off noticed nodes (checkpointing first when it fits), and ask jobs on nodes
     recommended for rebalance for a checkpoint that fits (see module doc)."""
@@ -51,7 +47,8 @@ def checkpoint_on_notice(ctx: PlanContext) -> None:
             deadline = min(deadlines)
             budget = (deadline - ctx.now).total_seconds() - SAFETY_MARGIN_S
             why = f"spot reclaim at {deadline:%H:%M:%S}, {budget:.0f} s left (less a {SAFETY_MARGIN_S:g} s margin)"
-            checkpoint_then_evict(ctx, job, why, STEP, then="moving off the reclaimed node", budget_s=budget)
+            checkpoint_then_evict(ctx, job, why, STEP, then="moving off the reclaimed node", budget_s=budget,
+                                  empties=True)
             continue
         recommended = [rebalances[n] for n in job.node_ids if n in rebalances]
         if not recommended:

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from burst.model import (
     Action,
@@ -44,14 +43,14 @@ from burst.model import (
     gpu_demand_of,
 )
 from burst.planner.context import GroupCapacity, PlanContext, Refusal, budget_refusal
+from burst.planner.contract import declare
+from burst.planner.eligibility import candidate_groups, spot_allowed, spot_eligible
 from burst.planner.fairshare import fair_order
 from burst.planner.gpu_scheduler import Binding
+from burst.planner.make_room import RoomMaker
 from burst.planner.moves import checkpoints_within_notice
 from burst.planner.power import saves_power, wake_room
 from burst.planner.spot_spread import spread_spot, spreads
-
-if TYPE_CHECKING:
-    from burst.planner.make_room import RoomMaker
 
 STEP_PLACE = "place"
 STEP_SCALE_UP = "scale_up"
@@ -63,38 +62,6 @@ class _LaunchSummary:
     jobs: int = 0
     gpus: int = 0
     by_tenant: dict[TenantName, int] = field(default_factory=lambda: defaultdict(int))
-
-
-def spot_eligible(job: Job, policy: Policy) -> bool:
-    """Whether a job may go to spot at all: fault-tolerant, tenant allows spot, checkpoints often enough."""
-    if not (job.fault_tolerant and policy.spot.allowed):
-        return False
-    required = policy.spot.required_checkpoint_interval_s
-    if required is None:
-        return True
-    return job.checkpoint_interval_s is not None and job.checkpoint_interval_s <= required
-
-
-def spot_allowed(ctx: PlanContext, job: Job, policy: Policy) -> bool:
-    """Whether this plan may put the job on spot: eligible, and not barred by the deadline step."""
-    return spot_eligible(job, policy) and job.id not in ctx.spot_barred
-
-
-def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCapacity]:
-    """Groups the job may run on, steady first, then elastic by price per GPU-hour (then id)."""
-    eligible_spot = spot_allowed(ctx, job, policy)
-    out = []
-    for cap in ctx.groups.values():
-        group = cap.group
-        if job.gpu_model is not None and group.shape.gpu_model != job.gpu_model:
-            continue
-        if not policy.allows_group(group):
-            continue
-        if group.capacity_type is CapacityType.SPOT and not eligible_spot:
-            continue
-        out.append(cap)
-    out.sort(key=lambda c: (c.group.tier is not Tier.STEADY, c.gpu_price, c.group.id))
-    return out
 
 
 def never_runs(job: Job, policy: Policy, groups: Iterable[NodeGroup]) -> str | None:
@@ -141,6 +108,8 @@ class _Refusals:
         return Refusal.NO_GROUP, "no node group is feasible for it"
 
 
+@declare(writes=("placements", "busy_nodes", "spread_notes", "unserved", "scale_ups"),
+         reads=("released", "spot_barred", "spread_notes"))
 def place_and_scale_up(ctx: PlanContext) -> None:
     """Place every pending job on existing or booting capacity, or launch for it (see module doc).
 
@@ -150,6 +119,8 @@ def place_and_scale_up(ctx: PlanContext) -> None:
     _place_jobs(ctx, fair_order(ctx), None)
 
 
+@declare(writes=("placements", "busy_nodes", "spread_notes", "unserved", "scale_ups", "moves", "emptying"),
+         reads=("released", "spot_barred", "spread_notes", "moves"))
 def place_by_marginal_cost(ctx: PlanContext) -> None:
     """Place pending jobs as `place_and_scale_up` does, by what each costs at the margin, aware of what can move.
 
@@ -164,8 +135,6 @@ def place_by_marginal_cost(ctx: PlanContext) -> None:
     jobs that can move, those a spot reclaim would cost work (checkpoint longer than a notice) take the GPUs
     already paid for first.
     """
-    from burst.planner.make_room import RoomMaker
-
     rules = _CostRules(RoomMaker(ctx))
     _place_jobs(ctx, _immovable_first(ctx, rules), rules)
 
@@ -227,7 +196,7 @@ class _CostRules:
                     or _try_launch(ctx, job, policy, candidates, refusals, launches))
         steady = [c for c in candidates if c.group.tier is Tier.STEADY]
         if _try_ready(ctx, job, policy, steady, refusals, prefer=pinned):
-            self.room.pin(ctx.actions[-1].node_ids)
+            self.room.pin(ctx.placements[job.id])
             return True
         return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
                 or self.room.make_room(job, policy, candidates)
@@ -286,18 +255,25 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
                 continue
             kind, reason = refusals.best()
             refused_shapes[shape or (*key, whole, gpu_demand_of(job))] = (served, kind, reason)
-        ctx.unserved.append((job, kind))
+        ctx.refuse(job, kind)
         ids = refused.get((tenant, kind, reason))
         if ids is None:
             ids = refused[(tenant, kind, reason)] = []
         ids.append(job.id)
         refused_gpus[(tenant, kind, reason)] = refused_gpus.get((tenant, kind, reason), 0) + whole
 
+    _launch_and_hold(ctx, launches, waiting, refused, refused_gpus)
+
+
+def _launch_and_hold(ctx: PlanContext, launches: dict[str, _LaunchSummary], waiting: dict[str, int],
+                     refused: dict[tuple[TenantName, Refusal, str], list[JobId]],
+                     refused_gpus: dict[tuple[TenantName, Refusal, str], int]) -> None:
+    """One scale-up per group launched for, a hold per group waited on, and a hold per (tenant, refusal)."""
     for group_id in sorted(launches):
         summary = launches[group_id]
         cap = ctx.groups[group_id]
         tenants = ", ".join(f"{t}: {n}" for t, n in sorted(summary.by_tenant.items()))
-        ctx.actions.append(
+        ctx.add_scale_up(
             Action(
                 kind=ActionKind.SCALE_UP,
                 target=group_id,
@@ -407,9 +383,8 @@ def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Grou
                 continue
             node_ids = taken
         ctx.usage_of(job.tenant).add(cap.group, demand, cost)
-        ctx.busy_nodes.update(node_ids)
         tier = "steady tier" if cap.group.tier is Tier.STEADY else f"elastic {cap.group.capacity_type.value}"
-        ctx.actions.append(
+        ctx.add_placement(
             Action(
                 kind=ActionKind.PLACE_JOB,
                 target=job.id,
@@ -536,3 +511,7 @@ def _try_launch(
         summary.by_tenant[job.tenant] += 1
         return True
     return False
+
+
+__all__ = ["STEP_PLACE", "STEP_SCALE_UP", "candidate_groups", "never_runs", "place_and_scale_up",
+           "place_by_marginal_cost", "spot_allowed", "spot_eligible"]

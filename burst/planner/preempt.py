@@ -37,8 +37,9 @@ from collections.abc import Callable, Mapping
 
 from burst.model import Job, TenantName
 from burst.planner.context import PlanContext, Refusal, gpus_per_node_of
+from burst.planner.contract import declare
+from burst.planner.eligibility import candidate_groups
 from burst.planner.evict import Move, checkpoint_then_evict
-from burst.planner.placement import candidate_groups
 from burst.planner.victims import LEAST_LOST_WORK, ORDERS, Victim, select_victims
 
 STEP = "preempt"
@@ -69,6 +70,7 @@ def _yields(victim: tuple[str, tuple[int, int]], preemptor: tuple[str, tuple[int
     return "peer" if v_tenant_p == p_tenant_p else None
 
 
+@declare(reads=("unserved", "spot_barred"))
 def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> None:
     """Evict the cheapest allowed jobs (lower priority, or equal priority over their tenant's share) for pending
     jobs that cannot be served (see module doc).
@@ -90,12 +92,7 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
     waiting = [job for job, kind in ctx.unserved if kind in PREEMPTING_KINDS]
     if not waiting:
         return
-    on_node: dict[str, list[Job]] = defaultdict(list)
-    running_gpus: dict[str, float] = defaultdict(float)
-    for job in running:
-        running_gpus[job.tenant] += job.gpu_demand
-        for node_id in job.node_ids:
-            on_node[node_id].append(job)
+    on_node, running_gpus = _running_index(running)
     priority_of = {job.id: rank(ctx, job) for job in running}
     # The (tenant, rank) pairs running: a waiting job none of them may yield to skips the node scan.
     running_kinds = {(job.tenant, priority_of[job.id]) for job in running}
@@ -148,22 +145,39 @@ def preempt_for_priority(ctx: PlanContext, *, order: str = LEAST_LOST_WORK) -> N
         _, node_id, victims = best
         cap_free = ctx.groups[ctx.nodes[node_id].group_id].free_of[node_id]
         free[node_id] = free.get(node_id, cap_free) + sum(gpus_per_node_of(v.job) for v in victims) - job.whole_gpus
-        moves = [
-            checkpoint_then_evict(ctx, victim.job, f"{_why(ctx, victim.job, job, kind, priority_of, promised)}: "
-                                  f"{victim.reason}", STEP, then="yielding its GPUs",
-                                  budget_s=PREEMPTION_CHECKPOINT_BUDGET_S)
-            for victim in victims
-        ]
-        promised[job.tenant] += job.gpu_demand
+        _preempt(ctx, job, kind, node_id, victims, priority_of, promised)
         for victim in victims:
             evicting.add(victim.job.id)
             disrupted[victim.job.tenant] += victim.job.gpu_demand
-        names = ", ".join(v.job.id for v in victims)
-        if all(m is Move.EVICTED for m in moves):
-            ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names}", STEP, job.tenant)
-        else:
-            ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names} once their checkpoints "
-                     "land", STEP, job.tenant)
+
+
+def _running_index(running: tuple[Job, ...]) -> tuple[dict[str, list[Job]], dict[str, float]]:
+    """Running jobs per node, and running GPUs per tenant."""
+    on_node: dict[str, list[Job]] = defaultdict(list)
+    running_gpus: dict[str, float] = defaultdict(float)
+    for job in running:
+        running_gpus[job.tenant] += job.gpu_demand
+        for node_id in job.node_ids:
+            on_node[node_id].append(job)
+    return on_node, running_gpus
+
+
+def _preempt(ctx: PlanContext, job: Job, kind: tuple[str, tuple[int, int]], node_id: str, victims: list[Victim],
+             priority_of: Mapping[str, tuple[int, int]], promised: dict[str, float]) -> None:
+    """Checkpoint, then evict, `victims` for `job`, which waits for `node_id` (a hold says so)."""
+    moves = [
+        checkpoint_then_evict(ctx, victim.job, f"{_why(ctx, victim.job, job, kind, priority_of, promised)}: "
+                              f"{victim.reason}", STEP, then="yielding its GPUs",
+                              budget_s=PREEMPTION_CHECKPOINT_BUDGET_S)
+        for victim in victims
+    ]
+    promised[job.tenant] += job.gpu_demand
+    names = ", ".join(v.job.id for v in victims)
+    if all(m is Move.EVICTED for m in moves):
+        ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names}", STEP, job.tenant)
+    else:
+        ctx.hold(f"job:{job.id}", f"waits for {node_id}, freed by preempting {names} once their checkpoints "
+                 "land", STEP, job.tenant)
 
 
 def _preemptor_order(ctx: PlanContext, waiting: list[Job]) -> list[Job]:

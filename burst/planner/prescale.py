@@ -73,6 +73,8 @@ from burst.model import (
     Tier,
 )
 from burst.planner.context import GroupCapacity, PlanContext, budget_refusal
+from burst.planner.contract import declare
+from burst.planner.eligibility import serves
 from burst.planner.power import saves_power, wake_latency_s, wake_room
 from burst.planner.prescale_value import DEFAULT_WAIT_USD_PER_GPU_HOUR, prescale_case
 
@@ -90,11 +92,6 @@ def lead_time_s(group: NodeGroup, policy: Policy) -> float:
     return latency_s(group) + policy.prescale.buffer_s
 
 
-def serves(group: NodeGroup, gpu_model: str) -> bool:
-    """Whether `group`'s GPUs count as supply for demand of `gpu_model`."""
-    return gpu_model == ANY_MODEL or group.shape.gpu_model == gpu_model
-
-
 def prescale_options(ctx: PlanContext, policy: Policy, gpu_model: str) -> list[GroupCapacity]:
     """Groups the tenant may pre-scale for `gpu_model`: on-prem groups with powered-off nodes to wake first, then
     on-demand elastic groups, cheapest per GPU-hour first."""
@@ -110,6 +107,7 @@ def prescale_options(ctx: PlanContext, policy: Policy, gpu_model: str) -> list[G
     return sorted(caps, key=lambda c: (c.group.tier is not Tier.STEADY, c.gpu_price, c.group.id))
 
 
+@declare(writes=("scale_ups", "forecast_spare_gpus"), reads=("scale_ups",))
 def prescale_elastic(ctx: PlanContext) -> None:
     """Launch elastic capacity for forecast demand within each tenant's lead time (see module doc)."""
     if not ctx.forecasts:
@@ -169,7 +167,7 @@ def prescale_elastic(ctx: PlanContext) -> None:
                             f"{label} exceeds the {supply} GPU(s) ready, booting and planned; "
                             f"{case.says(wait_usd, source)}")
         if trusted:
-            ctx.forecast_spare_gpus[model] = free
+            ctx.set_forecast_spare(model, free)
 
 
 def _demand_now(ctx: PlanContext) -> dict[tuple[str, str], float]:
@@ -226,14 +224,15 @@ def _launch(ctx: PlanContext, tenant: str, policy: Policy, options: list[GroupCa
 
 
 def _merge_scale_up(ctx: PlanContext, cap: GroupCapacity, nodes: int, tenant: str, reason: str) -> None:
-    """Fold a pre-scale launch into this plan's scale-up of the group, or add one: one scale-up per group."""
-    for i, action in enumerate(ctx.actions):
-        if action.kind is ActionKind.SCALE_UP and action.target == cap.group.id:
-            ctx.actions[i] = replace(
-                action, count=(action.count or 0) + nodes, size=cap.planned_size, reason=f"{action.reason}; {reason}"
-            )
-            return
-    ctx.actions.append(
+    """Fold a pre-scale launch into this plan's scale-up of the group (`scale_ups`), or add one: one scale-up per
+    group."""
+    action = ctx.scale_up_of(cap.group.id)
+    if action is not None:
+        ctx.replace_scale_up(replace(
+            action, count=(action.count or 0) + nodes, size=cap.planned_size, reason=f"{action.reason}; {reason}"
+        ))
+        return
+    ctx.add_scale_up(
         Action(kind=ActionKind.SCALE_UP, target=cap.group.id, count=nodes, size=cap.planned_size, step=STEP,
                reason=reason, tenant=tenant)
     )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from burst.model import Action, ActionKind
-from burst.planner.context import PlanContext, gpus_per_node_of
+from burst.planner.context import PlanContext
+from burst.planner.contract import declare
 
 STEP = "reclaim"
 
 
+@declare(writes=("released",))
 def reclaim_overdue(ctx: PlanContext) -> None:
     """Plan a reclaim for every running job past `max_job_runtime`, freeing its GPUs for this plan."""
     running = ctx.running_jobs()
@@ -21,7 +23,7 @@ def reclaim_overdue(ctx: PlanContext) -> None:
         ran = (ctx.now - job.started_at).total_seconds()
         if ran <= limit:
             continue
-        ctx.actions.append(
+        ctx.add_action(
             Action(
                 kind=ActionKind.RECLAIM_JOB,
                 target=job.id,
@@ -32,11 +34,4 @@ def reclaim_overdue(ctx: PlanContext) -> None:
                 reason=f"ran {ran / 3600:.1f} h, over tenant {job.tenant}'s max_job_runtime of {limit / 3600:.1f} h",
             )
         )
-        per_node = gpus_per_node_of(job)
-        for node_id in job.node_ids:
-            node = ctx.nodes.get(node_id)
-            cap = ctx.groups.get(node.group_id) if node else None
-            if cap is not None:
-                cap.release(node_id, per_node)
-                price = job.gpu_demand * cap.gpu_price
-                ctx.usage_of(job.tenant).add(cap.group, -job.gpu_demand / len(job.node_ids), -price / len(job.node_ids))
+        ctx.release_job(job)

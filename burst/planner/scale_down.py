@@ -45,12 +45,11 @@ from __future__ import annotations
 import math
 
 from burst.catalog import min_billed_s
-from burst.model import Action, ActionKind, NodeGroup, Tier
-from burst.planner.context import PlanContext
-from burst.planner.moves import MOVE_STEPS
-from burst.planner.notice import STEP as NOTICE_STEP
+from burst.model import Action, ActionKind, NodeGroup, NodeId, Tier
+from burst.planner.context import GroupCapacity, PlanContext
+from burst.planner.contract import declare
+from burst.planner.eligibility import serves
 from burst.planner.power import saves_power, suspend_room
-from burst.planner.prescale import serves
 
 STEP = "scale_down"
 LEGACY_COOLDOWN_S = 600.0
@@ -78,27 +77,25 @@ def _rule(group: NodeGroup, break_even: bool) -> str:
     return f"the {minutes} break-even (one boot latency of paid idle time)"
 
 
+@declare(reads=("busy_nodes", "placements", "emptying", "scale_ups", "forecast_spare_gpus"))
 def release_idle(ctx: PlanContext) -> None:
     """burst's scale-in: release idle nodes (no jobs, none placed this plan) by the rules of the module docstring."""
     _scale_down(ctx, break_even=True)
 
 
+@declare(reads=("busy_nodes", "scale_ups", "forecast_spare_gpus"))
 def scale_down_idle(ctx: PlanContext) -> None:
     """The frozen baseline's scale-in: idle nodes go after the group's cooldown (10 min when none is set)."""
     _scale_down(ctx, break_even=False)
 
 
-EMPTYING_STEPS = MOVE_STEPS | {NOTICE_STEP}
-"""The steps whose evictions empty a node on purpose (moves, reclaim notices): `release_idle` lets it go at once."""
-
-
 def emptied_nodes(ctx: PlanContext) -> dict[str, list[str]]:
-    """Elastic nodes, per group, whose every job this plan evicts by a move or a reclaim notice, and on which it
-    places nothing: released at once by `release_idle`."""
-    evicted = {a.target for a in ctx.actions if a.kind is ActionKind.EVICT_JOB and a.step in EMPTYING_STEPS}
+    """Elastic nodes, per group, whose every job this plan evicts by a move or a reclaim notice (`emptying`), and
+    on which it places nothing (`placements`): released at once by `release_idle`."""
+    evicted = ctx.emptying
     if not evicted:
         return {}
-    placed = {n for a in ctx.actions if a.kind is ActionKind.PLACE_JOB for n in a.node_ids}
+    placed = {n for node_ids in ctx.placements.values() for n in node_ids}
     on_node: dict[str, list[str]] = {}
     for job in ctx.running_jobs():
         for node_id in job.node_ids:
@@ -114,35 +111,47 @@ def emptied_nodes(ctx: PlanContext) -> dict[str, list[str]]:
     return out
 
 
+def _release_emptied(ctx: PlanContext, cap: GroupCapacity, emptied: list[NodeId]) -> None:
+    """Release the group's nodes this plan empties on purpose at once, down to its min size."""
+    now_empty = emptied[: max(0, cap.target - cap.group.min_size)]
+    if now_empty:
+        ctx.add_action(Action(
+            kind=ActionKind.SCALE_DOWN, target=cap.group.id, count=len(now_empty), size=cap.target - len(now_empty),
+            node_ids=tuple(now_empty), step=STEP,
+            reason=(f"{len(now_empty)} node(s) emptied by this plan's moves or reclaim notices released now, "
+                    f"not kept idle to break-even ({cap.target} -> {cap.target - len(now_empty)} nodes)")))
+        cap.target -= len(now_empty)
+
+
+def _idle(ctx: PlanContext, cap: GroupCapacity) -> list[tuple[float, float, NodeId]]:
+    """The group's idle ready nodes, none placed on by this plan: (seconds idle, age in seconds, id)."""
+    idle = []
+    for node_id in cap.idle_ready():
+        if node_id in ctx.busy_nodes:
+            continue
+        node = ctx.nodes[node_id]
+        since = node.idle_since or node.entered_state_at
+        idle.append(((ctx.now - since).total_seconds(), (ctx.now - node.created_at).total_seconds(), node_id))
+    return idle
+
+
 def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
-    scaled_up = {a.target for a in ctx.actions if a.kind is ActionKind.SCALE_UP}
+    scaled_up = set(ctx.scale_ups)
     emptied = emptied_nodes(ctx) if break_even else {}
+    spare_left = dict(ctx.forecast_spare_gpus)  # what the forecast needs is counted down as nodes go
     for group_id in sorted(ctx.groups):
         cap = ctx.groups[group_id]
         group = cap.group
         if not releases_idle(group) or group_id in scaled_up:
             continue
-        now_empty = emptied.get(group_id, [])[: max(0, cap.target - group.min_size)]
-        if now_empty:
-            ctx.actions.append(Action(
-                kind=ActionKind.SCALE_DOWN, target=group_id, count=len(now_empty), size=cap.target - len(now_empty),
-                node_ids=tuple(now_empty), step=STEP,
-                reason=(f"{len(now_empty)} node(s) emptied by this plan's moves or reclaim notices released now, "
-                        f"not kept idle to break-even ({cap.target} -> {cap.target - len(now_empty)} nodes)")))
-            cap.target -= len(now_empty)
+        _release_emptied(ctx, cap, emptied.get(group_id, []))
         power = saves_power(group)
-        idle = []
-        for node_id in cap.idle_ready():
-            if node_id in ctx.busy_nodes:
-                continue
-            node = ctx.nodes[node_id]
-            since = node.idle_since or node.entered_state_at
-            idle.append(((ctx.now - since).total_seconds(), (ctx.now - node.created_at).total_seconds(), node_id))
+        idle = _idle(ctx, cap)
         if not idle:
             continue
         idle.sort(key=lambda item: (-item[0], item[2]))
         removable = max(0, cap.target - group.min_size)
-        spares = {m: spare for m, spare in ctx.forecast_spare_gpus.items() if serves(group, m)}
+        spares = {m: spare for m, spare in spare_left.items() if serves(group, m)}
         forecast_bound = min((max(0, math.floor(spare / cap.gpn + 1e-9)) for spare in spares.values()), default=removable)
         keep_s = idle_release_s(group, break_even=break_even)
         by_forecast = break_even and bool(spares) and group.scale_down_cooldown_s is None
@@ -156,7 +165,7 @@ def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
         rated = rate is not None and rate < min(limit, len(due))
         due = due[: limit if rate is None else min(limit, rate)]
         for m in spares:
-            ctx.forecast_spare_gpus[m] -= len(due) * cap.gpn
+            spare_left[m] -= len(due) * cap.gpn
         if due:
             if power:
                 reason = (f"power off {len(due)} on-prem node(s) idle for at least the "
@@ -169,7 +178,7 @@ def _scale_down(ctx: PlanContext, *, break_even: bool) -> None:
             else:
                 reason = (f"{len(due)} node(s) idle for at least {_rule(group, break_even)} "
                           f"({cap.target} -> {cap.target - len(due)} nodes)")
-            ctx.actions.append(
+            ctx.add_action(
                 Action(
                     kind=ActionKind.SCALE_DOWN,
                     target=group_id,

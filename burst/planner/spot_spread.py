@@ -60,10 +60,10 @@ def spread_spot(ctx: PlanContext, job: Job, policy: Policy, candidates: list[Gro
 
     for cap in spot:
         if cap.group.id in near:
-            ctx.spread_notes[cap.group.id] = (
+            ctx.note_spread(cap.group.id, (
                 f"; spot spread: {len(near)} offerings within {policy.spot.price_tolerance:.0%} of the cheapest "
                 f"(${cheapest:.2f}/GPU-h), this one interrupted at {interruption_rate(cap.group, learnt):.2g}/node-h"
-            )
+            ))
 
     def key(cap: GroupCapacity) -> tuple[bool, float, bool, float, float, str]:
         steady_last = cap.group.tier is not Tier.STEADY

@@ -28,6 +28,7 @@ from datetime import datetime
 
 from burst.model import ANY_MODEL, CapacityType, Forecast, SteadyAdvice, Tier, utilisation_status
 from burst.planner.context import PlanContext
+from burst.planner.contract import declare
 
 STEP = "steady_advice"
 
@@ -104,6 +105,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+@declare()
 def advise_steady_tier(ctx: PlanContext) -> None:
     """Add the steady-tier recommendation for today's on-prem GPUs to the plan (no actions)."""
     if not ctx.forecasts:
@@ -116,7 +118,7 @@ def advise_steady_tier(ctx: PlanContext) -> None:
     on_demand = [c.gpu_price for c in ctx.groups.values()
                  if c.group.tier is Tier.ELASTIC and c.group.capacity_type is CapacityType.ON_DEMAND]
     prices = (min(steady), min(on_demand)) if steady and on_demand else None
-    ctx.advice.extend(_LAST_ADVICE.advice(ctx.forecasts, owned, ctx.now, prices))
+    ctx.add_advice(_LAST_ADVICE.advice(ctx.forecasts, owned, ctx.now, prices))
 
 
 class _LastAdvice:

@@ -72,7 +72,8 @@ from datetime import datetime, timedelta
 
 from burst.model import Action, ActionKind, CapacityType, GroupId, Job, JobState, NodeId, NodeState, Tier
 from burst.planner.context import PlanContext
-from burst.planner.placement import spot_eligible
+from burst.planner.contract import declare, spec_of
+from burst.planner.eligibility import spot_eligible
 from burst.planner.preempt import job_priority
 from burst.sim.drain import sigterm_drain
 
@@ -119,6 +120,9 @@ class KarpenterProvisioning:
         self.place = place
         self.batch: _Batch | None = None
         self.seen_pending: set[str] = set()
+        inner = spec_of(place)
+        declare(writes=(*inner.writes, "scale_ups") if inner else ("scale_ups",),
+                reads=(*inner.reads, "scale_ups") if inner else ("scale_ups",))(self)
 
     def next_due(self, now: datetime) -> datetime | None:
         """When the open batch closes (None when none is open)."""
@@ -133,8 +137,7 @@ class KarpenterProvisioning:
         pending = {j.id for j in ctx.snapshot.pending_jobs}
         new = bool(pending - self.seen_pending)
         self.seen_pending = pending
-        launches = [a for a in ctx.actions if a.kind is ActionKind.SCALE_UP]
-        if not launches:
+        if not ctx.scale_ups:  # the place step launched nothing
             self.batch = None
             return
         if self.batch is None:
@@ -145,12 +148,12 @@ class KarpenterProvisioning:
         if now >= closes:
             self.batch = None
             return
-        ctx.actions[:] = [a for a in ctx.actions if a.kind is not ActionKind.SCALE_UP]
-        nodes = sum(a.count or 0 for a in launches)
+        nodes = sum(a.count or 0 for a in ctx.withdraw_scale_ups())
         ctx.hold("karpenter:batch", f"{nodes} node(s) for pending pods wait for the batch window to close at "
                  f"{closes:%H:%M:%S} ({BATCH_IDLE_S:g} s with no new pod, {BATCH_MAX_S:g} s at most)", self.STEP)
 
 
+@declare(writes=("scale_ups",), reads=("placements",))
 class KarpenterDisruption:
     """Karpenter's disruption controller: interruption, then consolidation (see the module docstring).
 
@@ -166,6 +169,7 @@ class KarpenterDisruption:
         self.draining: dict[NodeId, str] = {}  # node -> why
         self.replacing: dict[NodeId, tuple[GroupId, datetime, frozenset[NodeId]]] = {}  # old -> (group, at, before)
 
+    @declare()
     def taint(self, ctx: PlanContext) -> None:
         """The `karpenter.sh/disrupted` NoSchedule taint: no free GPU of a node being drained is offered."""
         for cap in ctx.groups.values():
@@ -228,7 +232,7 @@ class KarpenterDisruption:
                 old_price = ctx.groups[view.group_of[node_id]].price_per_node
                 before = frozenset(cap.free_of)
                 self.replacing[node_id] = (cheaper, ctx.now, before)
-                ctx.actions.append(Action(
+                ctx.add_scale_up(Action(
                     kind=ActionKind.SCALE_UP, target=cheaper, count=1, size=cap.planned_size + 1, step=self.STEP,
                     reason=f"single node consolidation: replace {node_id} (${old_price:.2f}/h) with "
                            f"one {cheaper} node (${cap.price_per_node:.2f}/h) for its spot-tolerant pods; it is "
@@ -282,7 +286,7 @@ class KarpenterDisruption:
                 gone[view.group_of[node_id]].append(node_id)
         for group_id, node_ids in sorted(gone.items()):
             cap = ctx.groups[group_id]
-            ctx.actions.append(Action(
+            ctx.add_action(Action(
                 kind=ActionKind.SCALE_DOWN, target=group_id, count=len(node_ids), size=max(0, cap.target - len(node_ids)),
                 node_ids=tuple(node_ids), step=self.STEP,
                 reason="; ".join(f"{n}: {self.draining[n]}" for n in node_ids)
@@ -322,10 +326,10 @@ class _View:
                 for node_id in job.node_ids:
                     jobs_on[node_id].append(job)
         by_id = {j.id: j for j in snap.pending_jobs}
-        for action in ctx.actions:
-            if action.kind is ActionKind.PLACE_JOB and action.target in by_id:
-                for node_id in action.node_ids:
-                    jobs_on[node_id].append(by_id[action.target])
+        for job_id, node_ids in ctx.placements.items():
+            if job_id in by_id:
+                for node_id in node_ids:
+                    jobs_on[node_id].append(by_id[job_id])
         free = {n: f for cap in ctx.groups.values() for n, f in cap.free_of.items()}
         candidates = sorted(n for n in elastic if n in free and n not in snap.notices)
         states = [n.state for n in snap.nodes if n.id in elastic]
