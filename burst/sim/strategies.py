@@ -121,6 +121,7 @@ from burst.model import (
 )
 from burst.planner import BASELINE_PIPELINE, PIPELINE, Step
 from burst.planner.context import PlanContext
+from burst.planner.contract import declare
 from burst.planner.preempt import preemption_step
 from burst.planner.victims import MOST_RECENT, RANDOM
 from burst.reconcile import INTERRUPTION_COOLDOWN_S, LAUNCH_FAILURE_COOLDOWN_S
@@ -342,6 +343,7 @@ def _cheapest_on_demand(setup: SimSetup) -> NodeGroup | None:
     return min(groups, key=lambda g: (setup.catalog.group_price(g) / g.gpus_per_node, g.id), default=None)
 
 
+@declare(reads=("scale_ups", "placements"))
 class ClusterAutoscalerScaleDown:
     """The Cluster Autoscaler's scale-down, as a planner step (see the module docstring for its rules).
 
@@ -386,7 +388,7 @@ class ClusterAutoscalerScaleDown:
 
     def __call__(self, ctx: PlanContext) -> None:
         now = ctx.now
-        if any(a.kind is ActionKind.SCALE_UP for a in ctx.actions):
+        if ctx.scale_ups:  # this plan launches (the hand-off, not a scan of other steps' actions)
             self.last_scale_up = now
         if self.draining:
             self._finish_drains(ctx)
@@ -435,7 +437,7 @@ class ClusterAutoscalerScaleDown:
                 chosen = [n for n in chosen if n not in waiting]
             if chosen:
                 evicting = sum(1 for n in chosen if used.get(n, 0))
-                ctx.actions.append(
+                ctx.add_action(
                     Action(
                         kind=ActionKind.SCALE_DOWN,
                         target=group_id,
@@ -463,7 +465,7 @@ class ClusterAutoscalerScaleDown:
                 del self.draining[group_id]
             cap = ctx.groups.get(group_id)
             if done and cap is not None:
-                ctx.actions.append(Action(
+                ctx.add_action(Action(
                     kind=ActionKind.SCALE_DOWN, target=group_id, count=len(done), size=cap.target - len(done),
                     node_ids=tuple(done), step=self.STEP,
                     reason=f"{len(done)} drained node(s) removed: their jobs' checkpoints on SIGTERM have landed "
@@ -489,8 +491,8 @@ def _jobs_on(ctx: PlanContext, node_id: NodeId) -> list[Job]:
     """The jobs running on a node, and those this plan placed there."""
     jobs = [j for j in ctx.snapshot.jobs if node_id in j.node_ids and j.state in (JobState.RUNNING, JobState.CHECKPOINTING)]
     jobs += [
-        j for a in ctx.actions if a.kind is ActionKind.PLACE_JOB and node_id in a.node_ids
-        for j in ctx.snapshot.jobs if j.id == a.target
+        j for job_id, node_ids in ctx.placements.items() if node_id in node_ids
+        for j in ctx.snapshot.jobs if j.id == job_id
     ]
     return jobs
 
