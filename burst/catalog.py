@@ -72,8 +72,7 @@ from __future__ import annotations
 import bisect
 import csv
 import io
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
@@ -82,11 +81,10 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from burst.model import CapacityType, NodeGroup, Offering, Tier, WarmState
+from burst.onprem_cost import DEFAULT_ONPREM, HOURS_PER_YEAR, OnPremCost, finite
+from burst.provider_registry import PROVIDERS, ProviderSpec
 
 T = TypeVar("T")
-
-HOURS_PER_YEAR = 8760.0
-"""Hours in a (non-leap) year, used to amortise on-prem capex."""
 
 HOURS_PER_MONTH = 730.0
 """Hours in the month that per-GB-month storage prices are quoted for (8760 / 12, as AWS and GCP bill)."""
@@ -134,21 +132,35 @@ STORAGE_COLUMNS = ("provider", "region", "volume_type", "usd_per_gb_month", "as_
 SHIPPED_STORAGE_CSV = "burst/data/storage_prices.csv"
 """How errors name the storage price CSV shipped with the package."""
 
-ROOT_VOLUME_TYPES: Mapping[str, str] = {"aws": "gp3", "gcp": "pd-ssd"}
+class _Registered(Mapping[str, T]):
+    """One column of the registered providers' catalog rows (`burst.provider_registry`): those that give it."""
+
+    def __init__(self, column: Callable[[ProviderSpec], T | None]) -> None:
+        self._column = column
+
+    def _rows(self) -> dict[str, T]:
+        return {name: value for name, spec in PROVIDERS.items() if (value := self._column(spec)) is not None}
+
+    def __getitem__(self, provider: str) -> T:
+        return self._rows()[provider]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+ROOT_VOLUME_TYPES: Mapping[str, str] = _Registered(lambda spec: spec.root_volume_type)
 """The boot volume type each provider's Terraform node-group module creates: what its standby is priced as."""
 
-STORAGE_FALLBACK_REGIONS: Mapping[str, str] = {"aws": "us-east-1", "gcp": "us-central1"}
+STORAGE_FALLBACK_REGIONS: Mapping[str, str] = _Registered(lambda spec: spec.storage_region)
 """Where a provider's storage price is taken from when its group's region has no row (`Catalog.root_volume_price`)."""
 
 STORAGE_DEFAULT_PROVIDER = "aws"
 """Providers without a root volume type of their own (libcloud, ...) are priced as this one's."""
 
 _FIX = "add it to catalog.overrides in burst.yaml or to the price CSV"
-
-
-def _finite(value: float, name: str) -> None:
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -172,14 +184,14 @@ class PriceRow:
                 raise ValueError(f"{name} must not be empty")
         if self.gpus < 1:
             raise ValueError(f"gpus must be >= 1, got {self.gpus}")
-        _finite(self.gpu_memory_gib, "gpu_memory_gib")
+        finite(self.gpu_memory_gib, "gpu_memory_gib")
         if self.gpu_memory_gib < 0:
             raise ValueError(f"gpu_memory_gib must be >= 0, got {self.gpu_memory_gib}")
-        _finite(self.on_demand_usd_per_hour, "on_demand_usd_per_hour")
+        finite(self.on_demand_usd_per_hour, "on_demand_usd_per_hour")
         if self.on_demand_usd_per_hour <= 0:
             raise ValueError(f"on_demand_usd_per_hour must be > 0, got {self.on_demand_usd_per_hour}")
         if self.spot_usd_per_hour is not None:
-            _finite(self.spot_usd_per_hour, "spot_usd_per_hour")
+            finite(self.spot_usd_per_hour, "spot_usd_per_hour")
             if self.spot_usd_per_hour <= 0:
                 raise ValueError(f"spot_usd_per_hour must be > 0 (or empty), got {self.spot_usd_per_hour}")
         try:
@@ -197,59 +209,6 @@ class PriceRow:
         if capacity_type is CapacityType.SPOT:
             return self.spot_usd_per_hour
         return self.on_demand_usd_per_hour
-
-
-@dataclass(frozen=True)
-class OnPremCost:
-    """What an owned GPU costs per hour, busy or idle (utilisation-independent).
-
-    ``usd_per_gpu_hour = capex_usd_per_gpu / (depreciation_years * 8760)
-    + power_w_per_gpu / 1000 * pue * usd_per_kwh + ops_usd_per_gpu_hour``:
-    straight-line depreciation of the purchase price, the energy the GPU draws
-    at the facility's PUE, and operations (staff, support, space) per GPU-hour.
-    With the defaults: 25000 / 35040 + 0.7 * 1.4 * 0.12 + 0.25 ≈ 1.0811 USD.
-    It is never zero, so owned capacity is never treated as free.
-    """
-
-    capex_usd_per_gpu: float = 25000.0
-    depreciation_years: float = 4.0
-    power_w_per_gpu: float = 700.0
-    pue: float = 1.4
-    usd_per_kwh: float = 0.12
-    ops_usd_per_gpu_hour: float = 0.25
-
-    def __post_init__(self) -> None:
-        for name in ("capex_usd_per_gpu", "depreciation_years", "power_w_per_gpu", "pue", "usd_per_kwh"):
-            value = getattr(self, name)
-            _finite(value, name)
-            if value <= 0:
-                raise ValueError(f"onprem {name} must be > 0, got {value}")
-        _finite(self.ops_usd_per_gpu_hour, "ops_usd_per_gpu_hour")
-        if self.ops_usd_per_gpu_hour < 0:
-            raise ValueError(f"onprem ops_usd_per_gpu_hour must be >= 0, got {self.ops_usd_per_gpu_hour}")
-
-    @property
-    def capex_usd_per_gpu_hour(self) -> float:
-        """Depreciation per GPU-hour."""
-        return self.capex_usd_per_gpu / (self.depreciation_years * HOURS_PER_YEAR)
-
-    @property
-    def power_usd_per_gpu_hour(self) -> float:
-        """Energy per GPU-hour, facility overhead (PUE) included."""
-        return self.power_w_per_gpu / 1000 * self.pue * self.usd_per_kwh
-
-    @property
-    def usd_per_gpu_hour(self) -> float:
-        """The full hourly cost of one owned GPU (see the class docstring)."""
-        return self.capex_usd_per_gpu_hour + self.power_usd_per_gpu_hour + self.ops_usd_per_gpu_hour
-
-    @property
-    def standby_usd_per_gpu_hour(self) -> float:
-        """A powered-off GPU still depreciates and is still operated, but draws no power."""
-        return self.capex_usd_per_gpu_hour + self.ops_usd_per_gpu_hour
-
-
-DEFAULT_ONPREM = OnPremCost()
 
 
 class UnknownInstanceType(LookupError):
@@ -275,10 +234,10 @@ class NoSpotPrice(UnknownInstanceType):
         )
 
 
-MIN_BILLED_S: Mapping[str, float] = {"aws": 60.0, "gcp": 60.0, "libcloud": 60.0, "sim": 60.0}
-"""The shortest time a cloud bills a launched instance, by provider: per-second billing with a 60 s minimum on
-AWS EC2 (Linux, on-demand and spot) and GCP Compute Engine; the clouds libcloud reaches are assumed the same;
-the sim stands in for AWS."""
+MIN_BILLED_S: Mapping[str, float] = _Registered(lambda spec: spec.min_billed_s)
+"""The shortest time a cloud bills a launched instance, by provider (each provider's spec says): per-second billing
+with a 60 s minimum on AWS EC2 (Linux, on-demand and spot) and GCP Compute Engine; the clouds libcloud reaches are
+assumed the same; the sim stands in for AWS."""
 
 
 def min_billed_s(group: NodeGroup) -> float:
@@ -372,7 +331,7 @@ class SpotPricePoint:
                 raise ValueError(f"{name} must not be empty")
         if self.at.tzinfo is None:
             raise ValueError(f"timestamp must carry a UTC offset (e.g. 2026-12-01T00:00:00Z), got {self.at.isoformat()}")
-        _finite(self.usd_per_hour, "usd_per_hour")
+        finite(self.usd_per_hour, "usd_per_hour")
         if self.usd_per_hour <= 0:
             raise ValueError(f"usd_per_hour must be > 0, got {self.usd_per_hour}")
 
@@ -428,7 +387,7 @@ class StoragePrice:
         for name in ("provider", "region", "volume_type", "source"):
             if not getattr(self, name).strip():
                 raise ValueError(f"{name} must not be empty")
-        _finite(self.usd_per_gb_month, "usd_per_gb_month")
+        finite(self.usd_per_gb_month, "usd_per_gb_month")
         if self.usd_per_gb_month <= 0:
             raise ValueError(f"usd_per_gb_month must be > 0, got {self.usd_per_gb_month}")
         try:
@@ -661,7 +620,7 @@ class Catalog:
     ) -> None:
         """`storage`: storage price rows (None: the shipped ones; a later row with the same key wins)."""
         self.spot_history = spot_history or SpotHistory(())
-        _finite(root_volume_gb, "root_volume_gb")
+        finite(root_volume_gb, "root_volume_gb")
         if root_volume_gb <= 0:
             raise ValueError(f"root_volume_gb must be > 0, got {root_volume_gb}")
         self.onprem = onprem
@@ -687,13 +646,17 @@ class Catalog:
         storage: Sequence[StoragePrice] = (),
         root_volume_gb: float = ROOT_VOLUME_GB,
     ) -> Catalog:
-        """The shipped prices, then the rows of the CSV at `path`, then `extra` (each overriding the last).
+        """The shipped prices, then each registered provider's own, then the rows of the CSV at `path`, then
+        `extra` (each overriding the last).
 
         The spot price history is the shipped one plus `spot_history`; the
         storage prices are the shipped ones overridden by `storage`. Cloud
         standby is priced for a `root_volume_gb` boot volume per node.
         """
         rows = shipped_prices()
+        for spec in PROVIDERS.values():
+            if spec.price_csv is not None:
+                rows.extend(read_prices(spec.price_csv))
         if path is not None:
             rows.extend(read_prices(path))
         rows.extend(extra)

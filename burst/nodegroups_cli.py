@@ -73,9 +73,9 @@ class Outputs:
 
 
 def _providers() -> tuple[str, ...]:
-    from policies.schema import PROVIDER_NAMES
+    from burst.provider_registry import provider_names
 
-    return tuple(PROVIDER_NAMES)
+    return tuple(provider_names())
 
 
 def _whole(value: Any, where: str, name: str, *, low: int) -> int:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -25,6 +25,7 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
+from pydantic.fields import FieldInfo
 
 from burst.bounds import (
     MAX_CLOCK_SPEED,
@@ -46,49 +47,32 @@ from burst.model import (
     WarmPoolSettings,
     WarmState,
 )
+from burst.provider_registry import PROVIDERS, ProviderSpec, on_register, provider_names
 from policies.durations import Duration
 from policies.fields import (
     Name,
     NonEmptyStr,
     NonNegativeInt,
+    PathStr,
     PositiveDuration,
     PositiveNumber,
     StrictModel,
     none_as_empty,
 )
 from policies.loader import LocatedValueError, read_yaml, validate_document
+from policies.provider_sections import AwsDoc, GcpDoc, LibcloudDoc, OnPremDoc
 from policies.schema import ProviderName
 
 CLUSTER_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 """Cluster ids tag cloud resources (GCP labels too), so: lower-case letters, digits, '_', '-'."""
-
-CLOUD_PROVIDERS = frozenset({"aws", "gcp", "libcloud"})
 
 NonNegativeNumber = Annotated[float, Field(ge=0, strict=True)]
 NodeCount = Annotated[StrictInt, Field(ge=0, le=MAX_GROUP_NODES)]
 """Nodes in a group or its warm pool (burst.bounds)."""
 
 
-def _path(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    if "\x00" in value:
-        raise ValueError("a path cannot contain a NUL character")
-    if value.startswith("~"):
-        try:
-            Path(value).expanduser()
-        except RuntimeError:
-            raise ValueError(
-                f"cannot expand {value.split('/', 1)[0]!r}: no such user's home directory"
-            ) from None
-    return value
-
-
 POSTGRES_URL_SCHEMES = ("postgresql://", "postgres://")
 """A `state_path` starting with one of these names a PostgreSQL server, not a file."""
-
-PathStr = Annotated[str, Strict(), AfterValidator(_path), WithJsonSchema({"type": "string", "minLength": 1})]
-"""A file-system path as written in the config (relative ones resolve against the config file's directory)."""
 
 
 DEFAULT_API_HOST = "127.0.0.1"
@@ -228,13 +212,12 @@ class NodeGroupDoc(StrictModel):
     @classmethod
     def _tier_fits_provider(cls, value: Tier, info: ValidationInfo) -> Tier:
         provider = info.data.get("provider")
-        if provider == "onprem" and value is not Tier.STEADY:
-            raise ValueError("provider onprem is owned capacity: its tier must be steady")
-        if provider in CLOUD_PROVIDERS and value is not Tier.ELASTIC:
-            raise ValueError(
-                f"provider {provider} is cloud capacity: its tier must be elastic (steady is on-prem)"
-            )
-        return value
+        spec = PROVIDERS.get(provider) if isinstance(provider, str) else None
+        if spec is None or spec.tier is None or value is spec.tier:
+            return value
+        if spec.tier is Tier.STEADY:
+            raise ValueError(f"provider {provider} is owned capacity: its tier must be steady")
+        raise ValueError(f"provider {provider} is cloud capacity: its tier must be elastic (steady is on-prem)")
 
     @field_validator("power_saving")
     @classmethod
@@ -612,139 +595,6 @@ def _sim_start(value: Any) -> Any:
     return value
 
 
-class AwsDoc(StrictModel):
-    """The AWS provider's connection. Read by the runtime when a node group has provider aws, or to discover them."""
-
-    region: NonEmptyStr = Field(description="AWS region of the node groups, e.g. us-east-1.")
-    endpoint_url: NonEmptyStr | None = Field(
-        default=None, description="API endpoint to use instead of AWS's (an emulator such as moto); null = AWS."
-    )
-    events_queue_url: NonEmptyStr | None = Field(
-        default=None,
-        description="SQS queue carrying the EventBridge EC2 events (interruptions, rebalance, state changes); "
-        "null = the terraform outputs' burst_controller.events_queue_url, else no events.",
-    )
-    terraform_outputs: PathStr | None = Field(
-        default=None,
-        description="`terraform output -json` file whose burst_node_group outputs name the groups (relative to "
-        "this file); null = discover Auto Scaling groups by their burst:cluster tag.",
-    )
-    discover: StrictBool = Field(
-        default=True,
-        description="When no node group lists provider aws, manage the groups found by tags or terraform outputs.",
-    )
-    launch_hook: NonEmptyStr | None = Field(
-        default="burst-launch",
-        description="Launch lifecycle hook burst completes (CONTINUE) once an instance is Pending:Wait; the "
-        "Terraform node-group module's name by default; null = leave launch hooks to their timeout.",
-    )
-    terminate_hook: NonEmptyStr | None = Field(
-        default="burst-terminate",
-        description="Termination lifecycle hook burst heartbeats and completes; the Terraform node-group "
-        "module's name by default; null = leave termination hooks to their timeout.",
-    )
-
-
-class LibcloudGroupDoc(StrictModel):
-    """How the libcloud provider creates one node group's nodes."""
-
-    size: NonEmptyStr = Field(description="Driver size (flavor, VM size, plan) id or name, e.g. p4d.24xlarge.")
-    image: NonEmptyStr = Field(description="Driver image id or name the nodes boot.")
-    location: NonEmptyStr | None = Field(
-        default=None, description="Driver location (zone, region, facility) id or name; null = the driver's default."
-    )
-    create_args: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Extra create_node arguments, e.g. {ex_spot: true} (EC2) or {ex_keyname: ops, networks: [...]}.",
-    )
-
-
-class LibcloudDoc(StrictModel):
-    """The libcloud provider's driver. Read by the runtime when a node group has provider libcloud."""
-
-    driver: NonEmptyStr = Field(
-        description="libcloud compute driver name: ec2, openstack, azure_arm, equinixmetal, gce, ... (Provider.*)."
-    )
-    key_env: NonEmptyStr | None = Field(
-        default=None, description="Environment variable holding the driver's key (user, access key, client id)."
-    )
-    secret_env: NonEmptyStr | None = Field(
-        default=None, description="Environment variable holding the driver's secret (password, secret key)."
-    )
-    driver_args: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Other driver constructor arguments (region, ex_force_auth_url, host, port, ...); no secrets.",
-    )
-    metadata_arg: NonEmptyStr | None = Field(
-        default="ex_metadata",
-        description="create_node argument that carries node metadata (ex_metadata: EC2, OpenStack; ex_tags: Azure); "
-        "null = nodes are known by name only.",
-    )
-    groups: dict[str, LibcloudGroupDoc] = Field(
-        default_factory=dict, description="Per node group id (provider libcloud): size, image, location."
-    )
-
-
-class GcpDoc(StrictModel):
-    """The GCP provider's connection. Read by the runtime when a node group has provider gcp, or to discover them."""
-
-    project: NonEmptyStr = Field(description="GCP project id of the managed instance groups.")
-    zones: Annotated[list[NonEmptyStr], Strict()] = Field(
-        default_factory=list, description="Zones to find zonal managed instance groups in, e.g. [us-central1-a]."
-    )
-    region: NonEmptyStr | None = Field(
-        default=None, description="Region whose zones are searched when zones is empty, e.g. us-central1."
-    )
-    endpoint: NonEmptyStr | None = Field(
-        default=None,
-        description="Compute API endpoint to use instead of Google's (a local emulator); a plain http:// one is "
-        "called without credentials. null = compute.googleapis.com with Application Default Credentials.",
-    )
-    discover: StrictBool = Field(
-        default=True,
-        description="When no node group lists provider gcp, manage the groups whose instance template is labelled "
-        "burst-cluster with this cluster.",
-    )
-
-
-class OnPremDoc(StrictModel):
-    """The onprem provider's racks. Read by the runtime when a node group has provider onprem."""
-
-    inventory: PathStr = Field(
-        description="YAML file of each onprem group's hosts (groups: {<id>: {hosts: [name | {name, address, gpus}]}}), "
-        "relative to this file; a group's size is its host count."
-    )
-    power_on: Annotated[list[NonEmptyStr], Strict()] | None = Field(
-        default=None,
-        description="argv that powers a host on, no shell; {host} (address, else name), {node} and {group} are "
-        "substituted, e.g. [ipmitool, -H, '{host}', chassis, power, on]. null with power_off null = declared only.",
-    )
-    power_off: Annotated[list[NonEmptyStr], Strict()] | None = Field(
-        default=None, validate_default=True,
-        description="argv that powers a host off, e.g. [scontrol, power, down, '{node}'].",
-    )
-    command_timeout: PositiveDuration = Field(
-        default=60.0, description="Duration a power command may run before it counts as failed (default 60 s)."
-    )
-    heartbeat_timeout: PositiveDuration = Field(
-        default=60.0, description="Duration without an agent heartbeat after which a ready host is lost (default 60 s)."
-    )
-    resume_timeout: PositiveDuration = Field(
-        default=600.0,
-        description="Duration a powered-on host may take to heartbeat before it is failed (default 600 s).",
-    )
-
-    @field_validator("power_off")
-    @classmethod
-    def _both_commands(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        power_on = info.data.get("power_on")
-        if (power_on is None) != (value is None):
-            raise ValueError("give both power_on and power_off, or neither (declared only)")
-        if power_on == [] or value == []:
-            raise ValueError("an argv needs at least the command")
-        return value
-
-
 DEFAULT_INTERRUPTION_COOLDOWN_S = 0.0
 """`spot.interruption_cooldown` when not set: off. Measured in the simulator with one spot group per GPU model
 (its default set-up), a 5-minute cooldown raised cost on all three benchmark traces (ITP04 +2.4%) and lost
@@ -946,10 +796,33 @@ def load_config(path: Path) -> BurstConfig:
     """
     path = Path(path)
     doc = read_yaml(path)
+    provider_names()  # every provider registered first: their sections are keys of the file
     config = validate_document(BurstConfig, doc, what="burst config", checks=_raw_checks)
     return config.with_base_dir(path.absolute().parent)
 
 
+_DECLARED_SECTIONS = frozenset(BurstConfig.model_fields)
+
+
+def _provider_section(spec: ProviderSpec, added: bool) -> None:
+    """A registered provider's own section (`settings_model`) becomes an optional key of `BurstConfig` (null: the
+    config has no groups of it); a section BurstConfig declares is left as declared."""
+    section, model = spec.section, spec.settings_model
+    if section is None or model is None or section in _DECLARED_SECTIONS:
+        return
+    if added:
+        BurstConfig.model_fields[section] = FieldInfo(
+            annotation=cast(Any, model | None), default=None,
+            description=spec.section_help or f"{spec.name} provider settings; null = no {spec.name} groups.")
+    else:
+        BurstConfig.model_fields.pop(section, None)
+    BurstConfig.model_rebuild(force=True)
+
+
+on_register(_provider_section)
+
+
 def config_json_schema() -> dict[str, Any]:
-    """The JSON schema of `burst.yaml` (for editors and `burst config schema`)."""
+    """The JSON schema of `burst.yaml` (for editors and `burst config schema`), with every registered provider."""
+    provider_names()
     return BurstConfig.model_json_schema()

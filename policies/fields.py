@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictInt, WithJsonSchema
@@ -17,6 +18,25 @@ from policies.durations import Duration
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 """Tenant names (and so policy file stems): letters, digits, '.', '_', '-', at most 63 characters."""
+
+
+def _path(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if "\x00" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    if value.startswith("~"):
+        try:
+            Path(value).expanduser()
+        except RuntimeError:
+            raise ValueError(
+                f"cannot expand {value.split('/', 1)[0]!r}: no such user's home directory"
+            ) from None
+    return value
+
+
+PathStr = Annotated[str, Strict(), AfterValidator(_path), WithJsonSchema({"type": "string", "minLength": 1})]
+"""A file-system path as written in the config (relative ones resolve against the config file's directory)."""
 
 
 class StrictModel(BaseModel):

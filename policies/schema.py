@@ -31,6 +31,7 @@ from burst.model import (
     PrescalePolicy,
     SpotPolicy,
 )
+from burst.provider_registry import provider_names
 from policies.durations import Duration
 from policies.fields import (
     Fraction,
@@ -53,20 +54,17 @@ PLANNER = "read by the planner"
 SPOT_PLACEMENT = "read by spot placement"
 PREEMPTION = "read by the planner's priority preemption step"
 
-PROVIDER_NAMES: list[str] = ["sim", "onprem", "aws", "gcp", "libcloud"]
-"""The provider backends a config or policy may name (see providers/), in the order errors and the JSON schema
-list them. `burst.provider_specs.register` adds a provider's name here: nothing else in policies names one."""
-
-
 def _provider_name(value: Any) -> str:
-    if isinstance(value, str) and value in PROVIDER_NAMES:
+    names = provider_names()
+    if isinstance(value, str) and value in names:
         return value
-    expected = ", ".join(repr(n) for n in PROVIDER_NAMES[:-1]) + f" or {PROVIDER_NAMES[-1]!r}"
+    expected = ", ".join(repr(n) for n in names[:-1]) + f" or {names[-1]!r}"
     raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
 
 
 class _ProviderNameType:
-    """A registered provider's name: validated against `PROVIDER_NAMES` when read, an enum in the JSON schema."""
+    """A registered provider's name (`burst.provider_registry`, in its order): validated when read, an enum in the
+    JSON schema."""
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -76,11 +74,11 @@ class _ProviderNameType:
     def __get_pydantic_json_schema__(
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> dict[str, Any]:
-        return {"enum": list(PROVIDER_NAMES), "type": "string"}
+        return {"enum": provider_names(), "type": "string"}
 
 
 ProviderName = Annotated[str, _ProviderNameType]
-"""A provider backend's name (one of `PROVIDER_NAMES`)."""
+"""A provider backend's name (one registered in `burst.provider_registry`)."""
 
 
 class QuotaDoc(StrictModel):

@@ -48,7 +48,7 @@ import heapq
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TypeAlias
 
 from burst.model import (
@@ -72,6 +72,8 @@ from providers.base import (
     NotFound,
     NotSupported,
 )
+from providers.lifecycle import find_group
+from providers.sim_clock import DEFAULT_START, Call, ManualClock
 
 DEFAULT_WAKE_LATENCY_S: Mapping[WarmState, float] = {
     WarmState.STOPPED: 60.0,
@@ -80,8 +82,6 @@ DEFAULT_WAKE_LATENCY_S: Mapping[WarmState, float] = {
     WarmState.POWERED_OFF: 180.0,
 }
 """Seconds from WARM(state) to READY when a group does not set `warm_wake_latency_s`."""
-
-DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 PROTOCOL_METHODS = frozenset(
     {
@@ -115,44 +115,6 @@ _T_WAKE = "wake"
 _T_TERMINATE = "terminate"
 _T_NOTICE = "notice"
 _T_DEADLINE = "deadline"
-
-
-class ManualClock:
-    """A clock that moves only when told to: call it for the time, `advance` it by seconds."""
-
-    def __init__(self, start: datetime = DEFAULT_START) -> None:
-        if start.tzinfo is None:
-            raise ValueError("ManualClock needs a timezone-aware start time")
-        self.now = start
-
-    def __call__(self) -> datetime:
-        """The current time."""
-        return self.now
-
-    def advance(self, seconds: float) -> datetime:
-        """Move forward by `seconds` (>= 0) and return the new time."""
-        if seconds < 0:
-            raise ValueError(f"cannot advance a clock backwards ({seconds} s)")
-        self.now += timedelta(seconds=seconds)
-        return self.now
-
-    def advance_to(self, when: datetime) -> datetime:
-        """Move forward to `when` (no-op if it is not later) and return the new time."""
-        if when > self.now:
-            self.now = when
-        return self.now
-
-
-@dataclass(frozen=True)
-class Call:
-    """One mutating call the provider received, as the actuator made it."""
-
-    method: str
-    args: tuple[object, ...]
-    key: str | None
-    at: datetime
-    duplicate: bool = False  # the key had been applied before: the call had no effect
-    error: Exception | None = None  # what the call raised, if anything
 
 
 @dataclass
@@ -222,16 +184,8 @@ class SimProvider:
             if g.id in self._groups:
                 raise ValueError(f"duplicate node group id {g.id!r}")
             self._groups[g.id] = g
-        for label, mapping in (
-            ("prices", prices),
-            ("standby_prices", standby_prices),
-            ("capacity", capacity),
-            ("spot_hazard_per_hour", spot_hazard_per_hour),
-            ("initial", initial),
-        ):
-            unknown = sorted(set(mapping or {}) - set(self._groups))
-            if unknown:
-                raise ValueError(f"{label}: unknown node group(s) {', '.join(unknown)}")
+        self._check_keys(prices=prices, standby_prices=standby_prices, capacity=capacity,
+                         spot_hazard_per_hour=spot_hazard_per_hour, initial=initial)
         if list_delay_s < 0 or interruption_notice_s < 0 or terminate_latency_s < 0:
             raise ValueError("list_delay_s, interruption_notice_s and terminate_latency_s must be >= 0")
         self._prices = {gid: float((prices or {}).get(gid, 0.0)) for gid in self._groups}
@@ -265,6 +219,19 @@ class SimProvider:
         self._stall_boots: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._shortfall: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._warm_shortfall: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
+        self._start_meters()
+        self.calls: list[Call] = []
+        """Every mutating call received (set_target, set_warm_pool, terminate), in order."""
+        self._start_groups(initial or {})
+
+    def _check_keys(self, **maps: Mapping[str, object] | None) -> None:
+        for label, mapping in maps.items():
+            unknown = sorted(set(mapping or {}) - set(self._groups))
+            if unknown:
+                raise ValueError(f"{label}: unknown node group(s) {', '.join(unknown)}")
+
+    def _start_meters(self) -> None:
+        """Zero what `cost_usd` and `node_seconds` integrate, per group."""
         self._full_time: dict[GroupId, timedelta] = {gid: timedelta(0) for gid in self._groups}
         self._standby_time: dict[GroupId, timedelta] = {gid: timedelta(0) for gid in self._groups}
         self._n_full: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
@@ -275,11 +242,11 @@ class SimProvider:
         self._n_booting: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._n_ready: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
         self._cost_mark: dict[GroupId, float] = dict.fromkeys(self._groups, 0.0)
-        self.calls: list[Call] = []
-        """Every mutating call received (set_target, set_warm_pool, terminate), in order."""
 
+    def _start_groups(self, initial: Mapping[str, int]) -> None:
+        """Each group's `initial` READY nodes, and its target at max(initial, min_size)."""
         for gid, g in self._groups.items():
-            count = int((initial or {}).get(gid, 0))
+            count = int(initial.get(gid, 0))
             if not 0 <= count <= g.max_size:
                 raise ValueError(f"initial[{gid!r}] = {count} is outside [0, {g.max_size}]")
             for _ in range(count):
@@ -910,10 +877,7 @@ class SimProvider:
     # ------------------------------------------------------------ helpers
 
     def _group(self, group_id: str) -> NodeGroup:
-        g = self._groups.get(group_id)
-        if g is None:
-            raise NotFound(f"unknown node group {group_id!r}")
-        return g
+        return find_group(self._groups, group_id)
 
     def _of(self, group_id: str, purposes: Collection[str], states: Collection[NodeState]) -> list[_SimNode]:
         return [
@@ -931,3 +895,5 @@ class SimProvider:
         full = self._prices[gid] * self._full_time[gid].total_seconds() / 3600.0
         standby = self._standby_prices[gid] * self._standby_time[gid].total_seconds() / 3600.0
         return full + standby
+
+__all__ = ["DEFAULT_START", "Call", "ManualClock", "SimProvider"]

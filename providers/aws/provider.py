@@ -72,12 +72,12 @@ from providers.base import (
     CircuitBreaker,
     Clock,
     InsufficientCapacity,
-    InvalidTarget,
     NotFound,
     NotSupported,
     ProviderError,
     RetrySettings,
 )
+from providers.lifecycle import GroupedProvider, GroupRecord
 
 log = logging.getLogger("burst.providers.aws")
 
@@ -154,15 +154,12 @@ def client_token(key: str) -> str:
 
 
 @dataclass
-class _Group:
-    group: NodeGroup
+class _Group(GroupRecord):
     spec: discovery.GroupSpec
-    desired: int
-    warm: tuple[int, WarmState]
     instances: dict[str, str] = field(default_factory=dict)  # instance id -> lifecycle state (incl. warm pool)
 
 
-class AwsProvider:
+class AwsProvider(GroupedProvider[_Group]):
     """EC2 Auto Scaling groups as burst node groups (see the module docstring)."""
 
     def __init__(
@@ -352,10 +349,6 @@ class AwsProvider:
 
     # ------------------------------------------------------------ protocol: reads
 
-    def node_groups(self) -> Sequence[NodeGroup]:
-        """The groups found at construction (sorted by id when discovered)."""
-        return [g.group for g in self._groups.values()]
-
     def offerings(self, group_id: str) -> Sequence[Offering]:
         """One offering per instance type and zone; spot prices from the spot price history. Raises NotFound."""
         g = self._group(group_id)
@@ -392,18 +385,6 @@ class AwsProvider:
         price = self._prices(instance_type, self.region, capacity)
         return float(price) if price is not None else 0.0
 
-    def nodes(self) -> Mapping[NodeId, Node]:
-        """Every non-terminated node as of the last refresh (see the module docstring)."""
-        return dict(self._nodes)
-
-    def target(self, group_id: str) -> int:
-        """DesiredCapacity as of the last refresh, updated by this provider's own calls. Raises NotFound."""
-        return self._group(group_id).desired
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The warm pool's MinSize and state as last read or asked. Raises NotFound."""
-        return self._group(group_id).warm
-
     # ------------------------------------------------------------ protocol: writes
 
     def set_target(self, group_id: str, size: int, *, key: str) -> None:
@@ -414,10 +395,8 @@ class AwsProvider:
         cooldown, or AWS said so), QuotaExceeded, CredentialsError,
         BackendUnavailable (retried next tick with the same key).
         """
-        g = self._group(group_id)
-        if not g.group.min_size <= size <= g.group.max_size:
-            raise InvalidTarget(f"{group_id}: size {size} is outside [{g.group.min_size}, {g.group.max_size}]")
-        if ("set_target", key) in self._keys:
+        g = self._resizing(group_id, size, key)
+        if g is None:
             return
         if size > g.desired and all(o.available is False for o in self._cached_offerings(g)):
             raise InsufficientCapacity(
@@ -449,9 +428,7 @@ class AwsProvider:
         Raises NotFound, InvalidTarget (negative), NotSupported (see the module
         docstring), CredentialsError, BackendUnavailable.
         """
-        g = self._group(group_id)
-        if size < 0:
-            raise InvalidTarget(f"{group_id}: warm pool size {size} is negative")
+        g = self._warming(group_id, size)
         if not self._warm_pools:
             raise NotSupported(f"{group_id}: warm pools are turned off for provider {self.name}")
         if g.group.capacity_type is CapacityType.SPOT or g.spec.mixed:
@@ -508,7 +485,7 @@ class AwsProvider:
                 g.desired = max(g.group.min_size, g.desired - 1)
             g.instances[iid] = "Terminating"
             self._terminated.add(iid)
-            self._set_node(iid, gid, NodeState.TERMINATING, None, self._tags_for(iid, gid))
+            self.observe(iid, gid, NodeState.TERMINATING, None, self._tags_for(iid, gid))
             return True
         reservations = self.ec2.describe_instances(
             Filters=[
@@ -525,7 +502,7 @@ class AwsProvider:
         self._terminated.add(iid)
         node = self._nodes.get(iid)
         if node is not None:
-            self._set_node(iid, node.group_id, NodeState.TERMINATING, None, dict(node.tags))
+            self.observe(iid, node.group_id, NodeState.TERMINATING, None, dict(node.tags))
         return True
 
     # ------------------------------------------------------------ refresh
@@ -560,7 +537,7 @@ class AwsProvider:
                 if mapped is None:
                     continue
                 seen.add(iid)
-                self._set_node(iid, gid, mapped[0], mapped[1], self._tags_for(iid, gid, tagged.get(iid)))
+                self.observe(iid, gid, mapped[0], mapped[1], self._tags_for(iid, gid, tagged.get(iid)))
         managed_asgs = set(self._asg_names())
         self._orphans = {}
         for iid, (state, tags) in tagged.items():
@@ -571,7 +548,7 @@ class AwsProvider:
             self._orphans[iid] = state
             gid = tags.get(discovery.GROUP_TAG) or tags.get(discovery.ASG_NAME_TAG) or ""
             seen.add(iid)
-            self._set_node(iid, gid, EC2_STATES[state], None, dict(tags))
+            self.observe(iid, gid, EC2_STATES[state], None, dict(tags))
         for iid in [n for n in self._nodes if n not in seen]:
             del self._nodes[iid]
 
@@ -604,19 +581,6 @@ class AwsProvider:
         tags.setdefault(discovery.CLUSTER_TAG, self.cluster)
         tags[discovery.GROUP_TAG] = gid
         return tags
-
-    def _set_node(self, iid: NodeId, gid: str, state: NodeState, warm: WarmState | None, tags: dict[str, str]) -> None:
-        """Record what an instance is now, moving its Node along the lifecycle table from what it was."""
-        now = self._clock()
-        before = self._nodes.get(iid)
-        if before is not None and before.state is state and before.warm_state == warm:
-            if dict(before.tags) != tags:
-                self._nodes[iid] = dataclasses.replace(before, tags=tags)
-            return
-        gpus = self._groups[gid].group.gpus_per_node if gid in self._groups else 0
-        node = before or Node.requested(iid, gid, gpus, now, tags=tags)
-        node = node.walk_to(state, now, warm_state=warm, observed_by=self.name)
-        self._nodes[iid] = dataclasses.replace(node, tags=tags) if dict(node.tags) != tags else node
 
     # ------------------------------------------------------------ events
 
@@ -799,12 +763,6 @@ class AwsProvider:
             raise
 
     # ------------------------------------------------------------ helpers
-
-    def _group(self, group_id: str) -> _Group:
-        g = self._groups.get(group_id)
-        if g is None:
-            raise NotFound(f"unknown node group {group_id!r}")
-        return g
 
     def _asg_names(self) -> list[str]:
         return [g.spec.asg_name for g in self._groups.values()]

@@ -80,7 +80,6 @@ from providers.base import (
     Clock,
     CredentialsError,
     InsufficientCapacity,
-    InvalidTarget,
     NotFound,
     NotSupported,
     RetrySettings,
@@ -93,6 +92,7 @@ from providers.gcp.errors import (
     map_operation_error,
 )
 from providers.gcp.prices import STOCKOUT_COOLDOWN_S, PriceLookup, StockoutCooldowns
+from providers.lifecycle import GroupedProvider, GroupRecord
 
 log = logging.getLogger("burst.providers.gcp")
 
@@ -163,11 +163,8 @@ class Managed:
 
 
 @dataclass
-class _Group:
-    group: NodeGroup
+class _Group(GroupRecord):
     spec: discovery.GroupSpec
-    desired: int
-    warm: tuple[int, WarmState]
     managed: dict[str, Managed] = field(default_factory=dict)  # VM name -> row
 
 
@@ -195,7 +192,7 @@ def node_state(m: Managed, spot: bool, before: NodeState | None) -> tuple[NodeSt
     return None
 
 
-class GcpProvider:
+class GcpProvider(GroupedProvider[_Group]):
     """Zonal managed instance groups as burst node groups (see the module docstring)."""
 
     def __init__(
@@ -377,10 +374,6 @@ class GcpProvider:
 
     # ------------------------------------------------------------ protocol: reads
 
-    def node_groups(self) -> Sequence[NodeGroup]:
-        """The groups found at construction (sorted by id when discovered)."""
-        return [g.group for g in self._groups.values()]
-
     def offerings(self, group_id: str) -> Sequence[Offering]:
         """The group's one offering (machine type, zone), catalog-priced; unavailable in a stockout cooldown."""
         g = self._group(group_id)
@@ -391,18 +384,6 @@ class GcpProvider:
             price_per_hour=float(price) if price is not None else 0.0,
             available=not self._stockouts.cooling(g.spec.instance_type, g.spec.zone),
         )]
-
-    def nodes(self) -> Mapping[NodeId, Node]:
-        """Every non-terminated node as of the last refresh (see the module docstring)."""
-        return dict(self._nodes)
-
-    def target(self, group_id: str) -> int:
-        """targetSize as of the last refresh, updated by this provider's own calls. Raises NotFound."""
-        return self._group(group_id).desired
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The standby pool's target size and state as last read or asked. Raises NotFound."""
-        return self._group(group_id).warm
 
     def standby_age_s(self, node_id: NodeId) -> float:
         """Seconds since the node's VM was created (Compute Engine recreates standby VMs at 60 days). Raises NotFound."""
@@ -422,10 +403,8 @@ class GcpProvider:
         CredentialsError, BackendUnavailable (retried with the same key and so
         the same requestId).
         """
-        g = self._group(group_id)
-        if not g.group.min_size <= size <= g.group.max_size:
-            raise InvalidTarget(f"{group_id}: size {size} is outside [{g.group.min_size}, {g.group.max_size}]")
-        if ("set_target", key) in self._keys:
+        g = self._resizing(group_id, size, key)
+        if g is None:
             return
         if size > g.desired and self._stockouts.cooling(g.spec.instance_type, g.spec.zone):
             raise InsufficientCapacity(
@@ -450,9 +429,7 @@ class GcpProvider:
         Raises NotFound, InvalidTarget (negative), NotSupported (see the module
         docstring), CredentialsError, BackendUnavailable.
         """
-        g = self._group(group_id)
-        if size < 0:
-            raise InvalidTarget(f"{group_id}: warm pool size {size} is negative")
+        g = self._warming(group_id, size)
         if g.group.capacity_type is CapacityType.SPOT:
             raise NotSupported(f"{group_id}: burst keeps no standby pool for Spot groups (a stopped Spot VM may not "
                                "start when needed, and a preempted one is not standby capacity)")
@@ -522,7 +499,7 @@ class GcpProvider:
                     g.desired = max(0, g.desired - 1)
                 g.managed[r.name] = dataclasses.replace(r, action="DELETING")
                 self._terminated.add(r.name)
-                self._set_node(r.name, gid, NodeState.TERMINATING, None, self._tags_for(r.name, gid))
+                self._observe_vm(r.name, gid, NodeState.TERMINATING, None, self._tags_for(r.name, gid))
         for iid in orphans:
             zone = self._orphans[iid]
             request = c.DeleteInstanceRequest(project=self.project, zone=zone, instance=iid,
@@ -536,7 +513,7 @@ class GcpProvider:
             self._terminated.add(iid)
             node = self._nodes.get(iid)
             if node is not None:
-                self._set_node(iid, node.group_id, NodeState.TERMINATING, None, dict(node.tags))
+                self._observe_vm(iid, node.group_id, NodeState.TERMINATING, None, dict(node.tags))
         self._keys.add(("terminate", key))
         if missing:
             raise NotFound(f"not found or already terminated: {', '.join(missing)}")
@@ -567,7 +544,7 @@ class GcpProvider:
                 self._launch_errors(gid, m)
                 if spot:
                     self._status_preemption(gid, m)
-                self._set_node(name, gid, mapped[0], mapped[1], self._tags_for(name, gid))
+                self._observe_vm(name, gid, mapped[0], mapped[1], self._tags_for(name, gid))
         managed_names = {n for g in self._groups.values() for n in g.managed}
         self._orphans = {}
         for name, (zone, status, _, labels) in self._labelled.items():
@@ -575,7 +552,7 @@ class GcpProvider:
                 continue
             self._orphans[name] = zone
             seen.add(name)
-            self._set_node(name, "", ORPHAN_STATES[status], None, self._tags_for(name, "", labels))
+            self._observe_vm(name, "", ORPHAN_STATES[status], None, self._tags_for(name, "", labels))
         for iid in [n for n in self._nodes if n not in seen]:
             del self._nodes[iid]
 
@@ -612,20 +589,10 @@ class GcpProvider:
             tags["burst:group"] = gid
         return tags
 
-    def _set_node(self, iid: NodeId, gid: str, state: NodeState, warm: WarmState | None, tags: dict[str, str]) -> None:
-        """Record what a VM is now, moving its Node along the lifecycle table from what it was."""
-        now = self._clock()
-        before = self._nodes.get(iid)
-        if before is not None and before.state is state and before.warm_state == warm:
-            if dict(before.tags) != tags:
-                self._nodes[iid] = dataclasses.replace(before, tags=tags)
-            return
-        gpus = self._groups[gid].group.gpus_per_node if gid in self._groups else 0
+    def _observe_vm(self, iid: NodeId, gid: str, state: NodeState, warm: WarmState | None, tags: dict[str, str]) -> None:
+        """Record what a VM is now (a VM first seen starts at its creation time, from the labelled listing)."""
         known = self._labelled.get(iid)
-        created = known[2] if known and known[2] is not None else now
-        node = before or Node.requested(iid, gid, gpus, min(created, now), tags=tags)
-        node = node.walk_to(state, now, warm_state=warm, observed_by=self.name)
-        self._nodes[iid] = dataclasses.replace(node, tags=tags) if dict(node.tags) != tags else node
+        self.observe(iid, gid, state, warm, tags, created=known[2] if known else None)
 
     # ------------------------------------------------------------ events
 
@@ -719,12 +686,6 @@ class GcpProvider:
             self._seen.popitem(last=False)
 
     # ------------------------------------------------------------ helpers
-
-    def _group(self, group_id: str) -> _Group:
-        g = self._groups.get(group_id)
-        if g is None:
-            raise NotFound(f"unknown node group {group_id!r}")
-        return g
 
     def _group_of(self, name: NodeId) -> str | None:
         for gid, g in self._groups.items():

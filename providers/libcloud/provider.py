@@ -83,13 +83,13 @@ from providers.base import (
     Caller,
     Clock,
     InsufficientCapacity,
-    InvalidTarget,
     NotFound,
     NotSupported,
     ProviderError,
     RetrySettings,
 )
 from providers.libcloud.errors import error_mapping
+from providers.lifecycle import GroupedProvider, GroupRecord
 
 log = logging.getLogger("burst.providers.libcloud")
 
@@ -160,18 +160,15 @@ class _Member:
 
 
 @dataclass
-class _Group:
-    group: NodeGroup
+class _Group(GroupRecord):
     spec: GroupSpec
-    desired: int = 0
-    warm: tuple[int, WarmState] = (0, WarmState.STOPPED)
     size: Any = None
     image: Any = None
     location: Any = None
     capacity_until: datetime | None = None
 
 
-class LibcloudProvider:
+class LibcloudProvider(GroupedProvider[_Group]):
     """Node groups over one libcloud compute driver (see the module docstring)."""
 
     def __init__(
@@ -226,7 +223,8 @@ class LibcloudProvider:
             spec = specs.get(g.id)
             if spec is None:
                 raise LibcloudConfigError(f"node group {g.id}: no libcloud group spec (size and image) for it")
-            self._groups[g.id] = _Group(group=dataclasses.replace(g, provider=name), spec=spec)
+            self._groups[g.id] = _Group(group=dataclasses.replace(g, provider=name), spec=spec, desired=0,
+                                    warm=(0, WarmState.STOPPED))
         self._resolve_specs()
         self._refresh(initial=True)
         for gid, entry in self._groups.items():
@@ -333,10 +331,6 @@ class LibcloudProvider:
 
     # ------------------------------------------------------------ protocol: reads
 
-    def node_groups(self) -> Sequence[NodeGroup]:
-        """The configured groups."""
-        return [g.group for g in self._groups.values()]
-
     def offerings(self, group_id: str) -> Sequence[Offering]:
         """The group's one offering: its size in its location (see the module docstring). Raises NotFound."""
         g = self._group(group_id)
@@ -366,18 +360,6 @@ class LibcloudProvider:
     def _cooling(self, g: _Group) -> bool:
         return g.capacity_until is not None and self._clock() < g.capacity_until
 
-    def nodes(self) -> Mapping[NodeId, Node]:
-        """Every non-terminated node of the groups (and cluster-tagged nodes of no group) as of the last refresh."""
-        return dict(self._nodes)
-
-    def target(self, group_id: str) -> int:
-        """The group's recorded size (see the module docstring). Raises NotFound."""
-        return self._group(group_id).desired
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The warm-pool size and state last asked (or found stopped at start). Raises NotFound."""
-        return self._group(group_id).warm
-
     # ------------------------------------------------------------ protocol: writes
 
     def set_target(self, group_id: str, size: int, *, key: str) -> None:
@@ -388,10 +370,8 @@ class LibcloudProvider:
         BackendUnavailable. A create that fails part-way keeps what it made
         (see the module docstring).
         """
-        g = self._group(group_id)
-        if not g.group.min_size <= size <= g.group.max_size:
-            raise InvalidTarget(f"{group_id}: size {size} is outside [{g.group.min_size}, {g.group.max_size}]")
-        if ("set_target", key) in self._keys:
+        g = self._resizing(group_id, size, key)
+        if g is None:
             return
         serving = self._role(group_id, SERVING)
         if size > len(serving) and self._cooling(g):
@@ -416,9 +396,7 @@ class LibcloudProvider:
         in the driver, a Spot group, a state other than stopped),
         InsufficientCapacity, QuotaExceeded, CredentialsError, BackendUnavailable.
         """
-        g = self._group(group_id)
-        if size < 0:
-            raise InvalidTarget(f"{group_id}: warm pool size {size} is negative")
+        g = self._warming(group_id, size)
         if not self._warm_pools:
             why = "the driver cannot stop and start nodes" if not self.stop_start else "warm pools are turned off"
             raise NotSupported(f"{group_id}: no warm pool on {self.name}: {why}")
@@ -511,7 +489,7 @@ class LibcloudProvider:
         member.handle, member.role = handle, role
         self._members[nid] = member
         self._gone.discard(nid)
-        self._set_node(member, NodeState.REQUESTED, None)
+        self._mark(member, NodeState.REQUESTED, None)
 
     def _takes(self, keyword: str) -> bool:
         return keyword in self._create_params or "**" in self._create_params
@@ -530,13 +508,13 @@ class LibcloudProvider:
             pass  # gone already: what destroy wanted
         m.destroying = True
         if m.id in self._nodes:
-            self._set_node(m, NodeState.TERMINATING, None)
+            self._mark(m, NodeState.TERMINATING, None)
 
     def _start(self, m: _Member) -> None:
         fn = self._method("start_node", "ex_start_node")
         self._run("start_node", lambda: fn(m.handle))
         m.role, m.waking = SERVING, True
-        self._set_node(m, NodeState.WAKING, None)
+        self._mark(m, NodeState.WAKING, None)
 
     def _stop(self, m: _Member) -> None:
         fn = self._method("stop_node", "ex_stop_node")
@@ -570,15 +548,15 @@ class LibcloudProvider:
             elif m.listed or now - m.created_at >= self._grace:
                 self._lost(m, now)
             # else: created, not listed yet (eventual consistency): it stays requested
-        for nid, m in self._orphans.items():
-            self._nodes[nid] = self._orphan_node(m, now)
+        for m in self._orphans.values():
+            self._orphan_node(m)
         for nid in [n for n in self._nodes if n not in self._members and n not in self._orphans]:
             del self._nodes[nid]
 
     def _observe(self, m: _Member, handle: Any, now: datetime) -> None:
         state = handle.state
         if m.destroying:
-            self._set_node(m, NodeState.TERMINATING, None)
+            self._mark(m, NodeState.TERMINATING, None)
             return
         if m.role == PREPARING:
             if state == LcState.RUNNING:
@@ -588,27 +566,27 @@ class LibcloudProvider:
                     log.warning("could not stop a warm-pool node", extra={"node": m.id, "error": str(exc)})
             if state in STOPPED_STATES:
                 m.role = WARM
-                self._set_node(m, NodeState.WARM, WarmState.STOPPED)
+                self._mark(m, NodeState.WARM, WarmState.STOPPED)
             else:
-                self._set_node(m, NodeState.BOOTING, None)
+                self._mark(m, NodeState.BOOTING, None)
             return
         if m.role == WARM:
-            self._set_node(m, NodeState.WARM if state in STOPPED_STATES else NodeState.BOOTING,
+            self._mark(m, NodeState.WARM if state in STOPPED_STATES else NodeState.BOOTING,
                            WarmState.STOPPED if state in STOPPED_STATES else None)
             return
         if state == LcState.RUNNING:
             m.waking = False
-            self._set_node(m, NodeState.READY, None)
+            self._mark(m, NodeState.READY, None)
         elif state == LcState.ERROR:
-            self._set_node(m, NodeState.FAILED, None)
+            self._mark(m, NodeState.FAILED, None)
             if not m.failed_reported:
                 m.failed_reported = True
                 self._events.append(ProviderEvent(EventKind.LAUNCH_FAILED, now, m.group_id, m.id,
                                                   detail=f"the driver lists {m.name} in state error"))
         elif state in STOPPED_STATES or state == LcState.STOPPING:
-            self._set_node(m, NodeState.WAKING if m.waking else NodeState.DRAINING, None)
+            self._mark(m, NodeState.WAKING if m.waking else NodeState.DRAINING, None)
         elif state in BOOTING_STATES or m.id not in self._nodes:
-            self._set_node(m, NodeState.WAKING if m.waking else NodeState.BOOTING, None)
+            self._mark(m, NodeState.WAKING if m.waking else NodeState.BOOTING, None)
         # other states (unknown, migrating, updating): the node keeps the state it had
 
     def _lost(self, m: _Member, now: datetime) -> None:
@@ -630,24 +608,14 @@ class LibcloudProvider:
         tags[GROUP_TAG] = m.group_id
         return tags
 
-    def _orphan_node(self, m: _Member, now: datetime) -> Node:
+    def _orphan_node(self, m: _Member) -> None:
         state = NodeState.READY if m.handle.state == LcState.RUNNING else NodeState.BOOTING
-        if m.destroying:
-            state = NodeState.TERMINATING
-        before = self._nodes.get(m.id)
-        node = before or Node.requested(m.id, m.group_id, 0, m.created_at, tags=self._tags(m))
-        return node.walk_to(state, now, observed_by=self.name)
+        self.observe(m.id, m.group_id, NodeState.TERMINATING if m.destroying else state, None, self._tags(m),
+                     created=m.created_at)
 
-    def _set_node(self, m: _Member, state: NodeState, warm: WarmState | None) -> None:
-        """Record what a member is now, moving its Node along the lifecycle table from what it was."""
-        now = self._clock()
-        before = self._nodes.get(m.id)
-        tags = self._tags(m)
-        if before is not None and before.state is state and before.warm_state == warm:
-            return
-        gpus = self._groups[m.group_id].group.gpus_per_node if m.group_id in self._groups else 0
-        node = before or Node.requested(m.id, m.group_id, gpus, now, tags=tags)
-        self._nodes[m.id] = node.walk_to(state, now, warm_state=warm, observed_by=self.name)
+    def _mark(self, m: _Member, state: NodeState, warm: WarmState | None) -> None:
+        """Record what a member is now, as the shared lifecycle walks it."""
+        self.observe(m.id, m.group_id, state, warm, self._tags(m))
 
     # ------------------------------------------------------------ events
 
@@ -657,12 +625,6 @@ class LibcloudProvider:
         return sorted(out, key=lambda e: e.at)
 
     # ------------------------------------------------------------ helpers
-
-    def _group(self, group_id: str) -> _Group:
-        g = self._groups.get(group_id)
-        if g is None:
-            raise NotFound(f"unknown node group {group_id!r}")
-        return g
 
     def _role(self, group_id: str, role: str) -> list[_Member]:
         return [m for m in self._members.values() if m.group_id == group_id and m.role == role and not m.destroying]

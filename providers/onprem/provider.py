@@ -79,6 +79,7 @@ from providers.base import (
     ProviderError,
     QuotaExceeded,
 )
+from providers.lifecycle import find_group
 from providers.onprem.inventory import ONPREM_PROVIDER
 
 Heartbeats = Callable[[], Mapping[NodeId, datetime]]
@@ -494,10 +495,7 @@ class OnPremProvider:
             raise error(f"{rec.host.name}: {what} command {argv[0]!r} exited {done.returncode}: {stderr}")
 
     def _group(self, group_id: str) -> NodeGroup:
-        try:
-            return self._groups[group_id]
-        except KeyError:
-            raise NotFound(f"no onprem node group {group_id!r} (groups: {', '.join(self._groups) or 'none'})") from None
+        return find_group(self._groups, group_id)
 
     def _of(self, group_id: str) -> Iterable[_Rec]:
         return [r for r in self._recs.values() if r.group.id == group_id]
