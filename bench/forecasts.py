@@ -1,7 +1,10 @@
 """Benchmark: backtest burst's forecaster against seasonal naive and AutoETS on every real demand series.
 
-    python bench/forecasts.py            # every series in $BURST_DATA_DIR/demand; writes docs/benchmarks/forecasting.md
-    python bench/forecasts.py --small    # one Helios virtual cluster, two origins (CI keeps the script from rotting)
+    python bench/forecasts.py            # both parts below; writes docs/benchmarks/forecasting.md and forecasting-rates.md
+    python bench/forecasts.py --part rates   # the request-rate part alone
+    python bench/forecasts.py --small    # one series and two origins per part (CI keeps the script from rotting)
+
+Part `hourly` (forecasting.md):
 
 Series: each Helios "Earth" virtual cluster (demand = running + pending GPUs)
 and Philly's active nodes (occupancy capped by the cluster's size, not demand:
@@ -14,6 +17,13 @@ data before each origin only (forecasting.select).
 Targets on the six Helios series: burst's P90 pinball loss at most 1.0x the
 best peer's (seasonal naive, AutoETS) on every series and at most 0.85x as a
 geometric mean; P90 coverage inside 0.85-0.95 on at least 4 of 6.
+
+Part `rates` (forecasting-rates.md, bench/forecast_rates.py): burst's request-rate
+forecaster (forecasting.rates) on the six request-rate series and the six Helios
+series at a 5-minute or 30-minute step, 1 h and 24 h horizons, 10 daily origins
+(the load balancer 5), at most 14 days of training. Targets: P90 pinball at or
+under the better of seasonal naive and AutoETS on at least 10 of 12, geometric
+mean ratio at most 0.85, P90 coverage inside 0.85-0.95 on at least 7 of 12.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import forecast_rates
 from benchdoc import write_doc
 
 from burst.settings import data_dir
@@ -32,6 +43,7 @@ from forecasting.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks" / "forecasting.md"
+RATES_DOC = ROOT / "docs" / "benchmarks" / "forecasting-rates.md"
 PEERS = ("seasonal_naive", "auto_ets")
 ORIGINS = 14
 HORIZON = 48
@@ -51,8 +63,9 @@ def series_files(small: bool) -> list[tuple[str, Path, dict[str, str], str, bool
 NOTES = """## How burst forecasts here
 
 - Selection: at each origin, every candidate (Prophet's point forecast,
-  seasonal naive, AutoETS on hourly means, the recent level, and their
-  median, each with calibrated quantiles; and the two peers themselves,
+  seasonal naive, AutoETS on hourly means, the recent level, the seasonal
+  profile scaled to the last day's level, and their median, each with
+  calibrated quantiles; and the two peers themselves,
   `seasonal_naive_own` and `auto_ets_own`, with their own quantiles) is
   backtested from up to 20 fold origins 12 h apart before the origin, each
   trained only on the data before it (at most the 14 days before it, as the
@@ -87,9 +100,30 @@ NOTES = """## How burst forecasts here
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--small", action="store_true", help="one series, two origins; writes nothing")
+    parser.add_argument("--small", action="store_true", help="one series, two origins per part; writes nothing")
+    parser.add_argument("--part", choices=("all", "hourly", "rates"), default="all", help="which part to run")
+    parser.add_argument("--origins", type=int, default=forecast_rates.ORIGINS,
+                        help="rates part: daily origins per series (a reduced run says so in its doc)")
     args = parser.parse_args()
-    origins = 2 if args.small else ORIGINS
+    if args.part in ("all", "hourly"):
+        hourly(args.small)
+    if args.part in ("all", "rates"):
+        rates(args.small, args.origins)
+    return 0
+
+
+def rates(small: bool, origins: int) -> None:
+    """The request-rate part (bench/forecast_rates.py); writes forecasting-rates.md unless `small`."""
+    lines, verdicts, summary = forecast_rates.run(small, origins)
+    print("\n".join(lines + ["", *verdicts, "", *summary]))
+    if not small:
+        write_doc(RATES_DOC, "forecasts.py", "Request-rate forecasting benchmark",
+                  forecast_rates.about(origins), [*lines, "", *verdicts, "", *summary, "", forecast_rates.NOTES])
+
+
+def hourly(small: bool) -> None:
+    """The hourly 48-hour part on the demand series; writes forecasting.md unless `small`."""
+    origins = 2 if small else ORIGINS
     lines = [
         "| series | value | model | MASE | pinball P50 | pinball P90 | coverage P10 / P50 / P90 / P99 | fit s |",
         "|---|---|---|---:|---:|---:|---|---:|",
@@ -99,7 +133,7 @@ def main() -> int:
     calibrated = 0
     counted = 0
     t0 = time.perf_counter()
-    for label, path, options, what, counts in series_files(args.small):
+    for label, path, options, what, counts in series_files(small):
         series = load_series(path, step_s=3600.0, **options).series  # type: ignore[arg-type]
         scores = backtest(series, horizon_steps=HORIZON, folds=origins, spacing_steps=24)
         print(f"{label}: done ({time.perf_counter() - t0:.0f} s so far)", file=sys.stderr)
@@ -136,7 +170,7 @@ def main() -> int:
         f"{'holds' if calibrated >= 4 else 'does not hold'}).",
     ]
     print("\n".join(lines + ["", *verdicts, "", *summary]))
-    if not args.small:
+    if not small:
         write_doc(DOC, "forecasts.py", "Forecasting benchmark",
                   f"Hourly series, 48 h horizon, {ORIGINS} forecast origins 24 h apart per series (the last 48 h before "
                   "the series ends), each from the data before it. `burst` is burst's forecaster: the model chosen per "
@@ -147,7 +181,6 @@ def main() -> int:
                   "`forecasting/backtest.py`; selection and calibration: `forecasting/select.py`. Philly's series is "
                   "occupancy capped by capacity, not demand: reported, not counted.",
                   [*lines, "", *verdicts, "", *summary, "", NOTES])
-    return 0
 
 
 if __name__ == "__main__":

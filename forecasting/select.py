@@ -29,7 +29,10 @@ Candidates (point forecasts; every quantile comes from calibration):
   (`EtsStructures.of_period`): the search tries 15 forms, a fit with the
   form given one;
 - `recent_level`: the median of the last 6 h, held flat;
-- `median`: the median of the four above, step by step (the robust
+- `profile_level`: the seasonal profile (the mean around each step of the
+  week over the whole weeks of history, of the day with less than eight
+  days) scaled to the last day's level (`profile_level_point`);
+- `median`: the median of the five above, step by step (the robust
   combination);
 - `seasonal_naive_own`, `auto_ets_own`: the peers themselves, served with
   their own quantiles and no calibration (seasonal naive's spread of its
@@ -49,7 +52,7 @@ was measured. From the first step that fewer than `BIAS_MIN_SHARE` of the
 folds observed (the far steps of a long horizon, reached only by the oldest
 folds, which all score the same stretch of history), neither the bias nor
 the choice of model rests on enough folds: there the P50 is the far
-combination's: step by step, the median of the four base candidates
+combination's: step by step, the median of the five base candidates
 (fitted on the serving window) and the mean daily profile of the window's
 last week (`far_combination`), so a level the last hours set (a burst, a
 quiet night) is carried a week ahead only where most candidates carry it;
@@ -97,6 +100,7 @@ from burst.model import QUANTILES, Forecast, SpecialEvent
 from forecasting.models import (
     DAY_S,
     FIT_STEP_S,
+    WEEK_S,
     DemandSeries,
     QuantilePaths,
     SeriesError,
@@ -123,6 +127,11 @@ BIAS_MIN_SHARE = 0.75
 """A step's P50 offset (the model's bias there) is kept only where at least this share of the folds observed the
 step; the later steps are reached only by the oldest folds, which all score one stretch of history."""
 RECENT_S = 6 * 3600.0
+LEVEL_S = DAY_S
+PROFILE_SMOOTH_S = 1800.0
+"""`profile_level` averages the steps within this of each step of the season (one week of history is one noisy
+sample per step)."""
+"""The span whose level `profile_level` scales the seasonal profile to."""
 PROFILE_S = 7 * DAY_S
 SHIFT_WINDOW_S = 7 * DAY_S
 SHIFT_BEFORE_S = 3 * DAY_S
@@ -271,6 +280,29 @@ def week_profile_point(series: DemandSeries, steps: int) -> list[float]:
     return [statistics.fmean(by_phase[(n + k) % per]) if (n + k) % per in by_phase else mean for k in range(steps)]
 
 
+def profile_level_point(series: DemandSeries, steps: int) -> list[float]:
+    """The seasonal profile scaled to the last day's level: at each future step the mean of the steps within
+    `PROFILE_SMOOTH_S` of the same step of the season (a week with eight days of history, else a day) over every
+    whole season of the history, times the last `LEVEL_S` observed over that profile at the same steps. Request rates keep their shape and move in level
+    (a busy week, a quiet holiday week), which the seasonal-naive value of one season ago carries noise and all."""
+    per = int(round((WEEK_S if series.history_s >= WEEK_S + LEVEL_S else DAY_S) / series.step_s))
+    values, n = series.values, len(series.values)
+    if per < 1 or n < per:
+        return recent_level_point(series, steps)
+    seasons, half = n // per, int(round(PROFILE_SMOOTH_S / series.step_s))
+    first = n - per * seasons
+    profile = []
+    for p in range(per):
+        near = [values[i] for s in range(seasons) for d in range(-half, half + 1)
+                if first <= (i := n - per * (s + 1) + p + d) < n]
+        profile.append(statistics.fmean(near))
+    last = min(n, max(1, int(round(LEVEL_S / series.step_s))))
+    floor = 0.05 * statistics.fmean(profile) + 1e-9  # a zero night does not make the level ratio explode
+    expected = sum(profile[(per - last + i) % per] for i in range(last)) + floor * last
+    ratio = (sum(values[n - last:]) + floor * last) / expected
+    return [profile[k % per] * ratio for k in range(steps)]
+
+
 def candidates(events: Sequence[SpecialEvent] = ()) -> dict[str, PointFit]:
     """The base candidates in tie-break order (the `median` combination is built from their paths)."""
     return {
@@ -278,6 +310,7 @@ def candidates(events: Sequence[SpecialEvent] = ()) -> dict[str, PointFit]:
         "seasonal_naive": seasonal_naive_point,
         "auto_ets": auto_ets_point,
         "recent_level": recent_level_point,
+        "profile_level": profile_level_point,
     }
 
 
@@ -428,8 +461,8 @@ def fit_start(origin: int, step_s: float, since: int = 0) -> int:
     return max(start, origin - int(round(TRAIN_WINDOW_S / step_s)))
 
 
-def folds_of(history: DemandSeries, steps: int, *, since: int = 0) -> list[Fold]:
-    """The inner folds of `history`: origins on the `SPACING_S` grid, the last `ORIGINS` of them with at least
+def folds_of(history: DemandSeries, steps: int, *, since: int = 0, origins: int = ORIGINS) -> list[Fold]:
+    """The inner folds of `history`: origins on the `SPACING_S` grid, the last `origins` of them with at least
     `MIN_TRAIN_S` of training before and one point after, none before `since`; each trains from `fit_start`."""
     n = len(history.values)
     min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
@@ -439,15 +472,17 @@ def folds_of(history: DemandSeries, steps: int, *, since: int = 0) -> list[Fold]
         if min(offset, SPACING_S - offset) * 2 >= history.step_s:
             continue
         out.append(Fold(fit_start(i, history.step_s), i, min(n, i + steps)))
-        if len(out) == ORIGINS:
+        if len(out) == origins:
             break
     return sorted(out, key=lambda f: f.origin)
 
 
 def select_model(
-    history: DemandSeries, steps: int, *, cache: OriginCache | None = None, names: Sequence[str] | None = None
+    history: DemandSeries, steps: int, *, cache: OriginCache | None = None, names: Sequence[str] | None = None,
+    origins: int = ORIGINS,
 ) -> Selection:
-    """Choose the model that serves `history`'s next `steps` steps and calibrate its quantiles (module doc).
+    """Choose the model that serves `history`'s next `steps` steps and calibrate its quantiles (module doc), on
+    the last `origins` fold origins.
 
     Reads nothing but `history`: each fold trains on the points before its
     origin and is scored on points of `history` at or after it.
@@ -460,11 +495,12 @@ def select_model(
     min_train = int(math.ceil(MIN_TRAIN_S / history.step_s))
     train_start = shift if shift is not None and len(history.values) - shift >= min_train else 0
     folds = [Fold(fit_start(f.origin, history.step_s, train_start), f.origin, f.scored_until)
-             for f in folds_of(history, steps, since=since)]
+             for f in folds_of(history, steps, since=since, origins=origins)]
     shift_at = None if shift is None else history.timestamps[shift]
     errors: dict[str, str] = {}
     if shift is not None and not folds:
-        every = [replace(f, scored_until=min(f.scored_until, shift)) for f in folds_of(history, steps) if f.origin < shift]
+        every = [replace(f, scored_until=min(f.scored_until, shift)) for f in folds_of(history, steps, origins=origins)
+                 if f.origin < shift]
         residuals = _residuals(history, cache, "recent_level", every, steps, errors)[0.5]
         offsets = _offsets(residuals, steps, history.step_s)
         return Selection("recent_level", at, {"recent_level": _score(residuals, offsets)}, offsets, tuple(every),
