@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,15 +14,15 @@ from rich.table import Table
 
 import burst
 from burst.agent_cli import agent_cmd, agents_group
+from burst.cli_common import load_config_option, parse_at, parse_duration_option
 from burst.config_cli import config_group, init_cmd, policy_group
 from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
 from burst.nodegroups_cli import nodegroups_group
 from burst.projection.cli import cost_cmd, usage_cmd
-from burst.service_strategy_option import ServiceStrategyChoice
+from burst.simulate_cli import simulate_cmd
 from burst.state_option import StateLocation
 from burst.store_pg import location_exists, shown
-from burst.strategy_option import strategy_option
 from burst.tables import print_table
 
 if TYPE_CHECKING:
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from burst.state import Store
     from forecasting.models import DemandSeries
     from forecasting.select import Selection
-    from policies import BurstConfig
 
 
 class _Burst(click.Group):
@@ -52,34 +50,6 @@ class _Burst(click.Group):
 @click.version_option(burst.__version__, prog_name="burst")
 def main() -> None:
     """burst: hybrid-cloud elastic burst controller for GPU fleets."""
-
-
-def _parse_at(at: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(at)
-    except ValueError:
-        raise click.BadParameter(f"{at!r} is not an ISO 8601 instant, e.g. 2026-03-02T10:30:00Z", param_hint="--at") from None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def _parse_duration(value: str, hint: str) -> float:
-    from policies import parse_duration
-
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=hint) from None
-
-
-def _load_config(config_path: Path | None) -> BurstConfig:
-    """The config at `config_path` (the quickstart's when None), or a ClickException with its FILE:LINE errors."""
-    from burst.runtime import load_run_config
-    from policies import PolicyValidationError
-
-    try:
-        return load_run_config(config_path)
-    except PolicyValidationError as exc:
-        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
 
 
 def _open_runtime(config_path: Path | None, state: Path | str | None, *, ephemeral: bool = False, **kw: object) -> Runtime:
@@ -167,7 +137,7 @@ def run_cmd(
 
     configure_logging(log_format, log_level)
 
-    seconds = _parse_duration(duration, "--duration") if duration else None
+    seconds = parse_duration_option(duration, "--duration") if duration else None
     if config_path is None and state is None:
         _announce_quickstart_state(fresh)
     runtime = _open_runtime(config_path, state, fresh=fresh) if fresh else _open_runtime(config_path, state)
@@ -254,7 +224,7 @@ def plan_cmd(
     `target`, `count` and `count_unit` (`nodes` or `gpus`) where it applies,
     `size`, `step` and `reason`), `holds` and `steady_tier`.
     """
-    when = _parse_at(at) if at else None
+    when = parse_at(at) if at else None
     if snapshot_path is not None:
         result = _plan_snapshot(snapshot_path, policies_dir, when or datetime.now(UTC))
     else:
@@ -295,7 +265,7 @@ def _plan_snapshot(snapshot_path: Path, policies_dir: Path | None, now: datetime
 
 
 def _plan_live(config_path: Path | None, state: Path | str | None, when: datetime | None) -> Plan:
-    sim = _load_config(config_path).clock == "sim" if config_path is not None else True
+    sim = load_config_option(config_path).clock == "sim" if config_path is not None else True
     if when is not None and not sim:
         raise click.UsageError("--at needs --snapshot or a sim-clock config (clock: sim)")
     # A dry run writes nothing: it reads the saved state (read-only), or, with --at or before any state exists,
@@ -323,7 +293,7 @@ def _store_path(config_path: Path | None, state: Path | str | None) -> Path | st
     from burst.quickstart import state_path_for
 
     if state is None and config_path is not None:
-        return _load_config(config_path).state_file()
+        return load_config_option(config_path).state_file()
     return state_path_for(None, state)
 
 
@@ -331,7 +301,7 @@ def _submission_time(config_path: Path | None, path: Path | str) -> datetime:
     """The controller's "now" for a new job: the sim clock's last tick on a sim config, else wall time."""
     from burst.state import MetaKey
 
-    config = _load_config(config_path)
+    config = load_config_option(config_path)
     if config.clock != "sim":
         return datetime.now(UTC)
     last = None
@@ -349,7 +319,7 @@ def _check_tenant(config_path: Path | None, tenant: str) -> Policy:
     from policies import PolicyValidationError, load_policy_dir
 
     try:
-        known = load_policy_dir(_load_config(config_path).policies_path())
+        known = load_policy_dir(load_config_option(config_path).policies_path())
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
     if known and tenant not in known:
@@ -362,7 +332,7 @@ def _check_runnable(config_path: Path | None, job: Job, policy: Policy) -> None:
     from burst.planner.placement import never_runs
     from burst.runtime import declared_groups
 
-    groups = declared_groups(_load_config(config_path))
+    groups = declared_groups(load_config_option(config_path))
     reason = never_runs(job, policy, groups) if groups is not None else None
     if reason is not None:
         raise click.ClickException(f"job {job.id} refused: {reason}")
@@ -424,9 +394,9 @@ def submit_cmd(
         gpu_model=gpu_model,
         priority=priority,
         fault_tolerant=fault_tolerant,
-        checkpoint_interval_s=_parse_duration(checkpoint_interval, "--checkpoint-interval") if checkpoint_interval else None,
-        duration_s=_parse_duration(duration, "--duration") if duration else None,
-        declared_duration_s=_parse_duration(duration, "--duration") if duration else None,
+        checkpoint_interval_s=parse_duration_option(checkpoint_interval, "--checkpoint-interval") if checkpoint_interval else None,
+        duration_s=parse_duration_option(duration, "--duration") if duration else None,
+        declared_duration_s=parse_duration_option(duration, "--duration") if duration else None,
         command=tuple(shlex.split(command)) if command else (),
     )
     problem = job_problem(job)  # the bounds the API applies (burst.bounds)
@@ -590,8 +560,8 @@ def forecast_cmd(
     from forecasting.select import SelectingForecaster
     from forecasting.series import load_series
 
-    step_s = _parse_duration(step, "--step")
-    horizon_s = _parse_duration(horizon, "--horizon")
+    step_s = parse_duration_option(step, "--step")
+    horizon_s = parse_duration_option(horizon, "--horizon")
     if not 300 <= step_s <= 86400:
         raise click.BadParameter(f"{step} is outside 5m..1d", param_hint="--step")
     if not step_s <= horizon_s <= 30 * 86400:
@@ -701,195 +671,6 @@ def _print_backtest(series: DemandSeries, path: Path, horizon_s: float, folds: i
     Console().print(table)
 
 
-@main.command("simulate")
-@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Trace CSV to replay (Philly, ITP, Alibaba 2023 or the generic CSV); optional with --service-trace.")
-@click.option("--service-trace", "service_traces", multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Request-rate series to replay as an inference service (repeatable): timestamp,value (NAB) or "
-                   "the Azure LLM trace (TIMESTAMP,ContextTokens,GeneratedTokens).")
-@click.option("--service-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="YAML with services: entries (a tenant policy's fields), each named after a --service-trace "
-                   "file stem, overriding the default mapping.")
-@click.option("--service-strategy", "service_strategies", multiple=True, type=ServiceStrategyChoice(),
-              help="Service strategy to run on the --service-trace series (repeatable; default: those --strategy "
-                   "names that have a service form, else burst, its variants and the service baselines).")
-@click.option("--format", "trace_format", default="auto", show_default=True,
-              type=click.Choice(["auto", "philly", "itp", "alibaba", "csv"]), help="Trace format.")
-@click.option("--epoch", default=None,
-              help="ISO instant that relative trace times count from (default: ITP 2021-03-04T00:00:00Z, the "
-                   "collection start; Alibaba 2023-01-01T00:00:00Z, a convention; numeric Philly and csv times: "
-                   "the Unix epoch).")
-@click.option("--tenant-column", default=None, help="Trace column naming the tenant (default: the format's own).")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="burst.yaml whose node groups, initial sizes, spot hazards, prices and policies to simulate "
-                   "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
-                   "one spot cloud group at catalog prices).")
-@strategy_option()
-@click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
-@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Replay this many days of submissions (default: the whole trace).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of spot interruptions and fault-tolerance draws.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: trace, assumptions, strategies, wall_s.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write an HTML report with PNG plots (capacity by tier, cost, wait CDF) into this directory.")
-def simulate_cmd(
-    trace_path: Path | None,
-    service_traces: tuple[Path, ...],
-    service_config: Path | None,
-    service_strategies: tuple[str, ...],
-    trace_format: str,
-    epoch: str | None,
-    tenant_column: str | None,
-    config_path: Path | None,
-    strategies: tuple[str, ...],
-    start: str | None,
-    days: float | None,
-    seed: int,
-    as_json: bool,
-    report_dir: Path | None,
-) -> None:
-    """Replay a GPU job trace through the real controller under each strategy and compare cost and waits.
-
-    Without --config the set-up is sized from the trace (on-prem at the P50 of
-    its demand, one on-demand and one spot cloud group at catalog prices); the
-    assumptions are printed with the results. Progress goes to stderr.
-    """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from burst.sim.compare import compare
-    from burst.sim.registry import default_names
-    from burst.sim.setup import setup_from_config
-    from burst.sim.traces import TraceError, load_trace
-
-    if trace_path is None:
-        if not service_traces:
-            raise click.UsageError("give --trace, --service-trace or both")
-        return _simulate_services(service_traces, service_config, service_strategies or strategies, seed, as_json, {},
-                                  report_dir)
-    names = list(strategies) or list(default_names())
-    try:
-        trace = load_trace(trace_path, format=trace_format, epoch=_parse_at(epoch) if epoch else None, tenant_column=tenant_column)
-        shown = 20  # bad rows listed one by one; the rest are counted
-        for bad in trace.bad_rows[:shown]:
-            click.echo(f"{trace.path}:{bad.line}: skipped: {bad.message}", err=True)
-        if len(trace.bad_rows) > shown:
-            more = len(trace.bad_rows) - shown
-            click.echo(f"... and {more} more bad row{'s' if more != 1 else ''}", err=True)
-        trace = trace.window(_parse_at(start) if start else None, days)
-        setup = None
-        if config_path is not None:
-            setup = setup_from_config(_load_config(config_path))
-        with Progress(TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                      TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json and not sys.stderr.isatty()) as bar:
-            tasks = {n: bar.add_task(n, total=1.0) for n in names}
-            result = compare(trace, names, setup=setup, seed=seed, days=days, keep_timeline=report_dir is not None,
-                             on_progress=lambda name, done: bar.update(tasks[name], completed=done))
-    except (TraceError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-    if report_dir is not None:
-        from burst.sim.report import write_report
-
-        click.echo(f"report: {write_report(result, report_dir)}", err=True)
-    if service_traces:
-        return _simulate_services(service_traces, service_config, service_strategies or strategies, seed, as_json,
-                                  result.to_json(), report_dir, days)
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-        return
-    _print_batch(result.to_json(), days)
-
-
-def _simulate_services(paths: tuple[Path, ...], config: Path | None, strategies: tuple[str, ...], seed: int,
-                       as_json: bool, data: dict[str, Any], report_dir: Path | None, days: float | None = None) -> None:
-    """Replay the service traces (`burst.sim.service_cli`) and print them, beside a batch result in `data`."""
-    from burst.sim.registry import default_names
-    from burst.sim.service_cli import run_from_cli
-    from burst.sim.service_traces import ServiceTraceError
-    from policies import PolicyValidationError
-
-    try:
-        run = run_from_cli(paths, config, strategies, default_names() if data else (), seed,
-                           keep_replays=report_dir is not None)
-    except PolicyValidationError as exc:
-        raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-    except (ServiceTraceError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-    if report_dir is not None:
-        click.echo(f"report: {run.write_report(report_dir)}", err=True)
-    if as_json:
-        click.echo(json.dumps(run.merge_json(data), indent=2))
-        return
-    if data:
-        _print_batch(data, days)
-    for line in run.mapping_lines():
-        click.echo(line)
-    width = None if sys.stdout.isatty() else 200
-    for table in run.tables():
-        Console(width=width).print(table)
-    for name in run.not_run:
-        click.echo(f"{name}: no service form, not run on the services")
-
-
-def _print_batch(data: dict[str, Any], days: float | None) -> None:
-    """The batch comparison's text output."""
-    t = data["trace"]
-    click.echo(f"trace {t['path']} ({t['format']}): {t['jobs']} jobs, {t['gpu_hours']:,.0f} GPU-h, "
-               f"peak {t['peak_gpus']:g} GPUs, P50 {t['p50_gpus']:g} GPUs; {t['start']} .. {t['end']}")
-    for line in data["assumptions"]:
-        click.echo(f"  assumption: {line}")
-    from burst.sim.oracle import DRAIN
-
-    window = f"the {days:g} day(s) of --days" if days is not None else "the trace's submissions"
-    click.echo(f"  every strategy is billed over {t['start']} .. {t['end']}: {window} plus one drain day "
-               f"({DRAIN.total_seconds() / 86400:g} d) for the work still running to finish")
-    table = Table()
-    for col in ("strategy", "cost $", "vs oracle", "wait p50", "wait p95", "wait p99", "delay mean", "delay p95",
-                "SLO miss", "jobs done", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):
-        table.add_column(col, justify="right" if col != "strategy" else "left")
-    oracle_cost = data["strategies"].get("oracle", {}).get("cost_usd")
-    short = unfinished_strategies(data["strategies"])
-    for name, r in data["strategies"].items():
-        vs = f"{r['cost_usd'] / oracle_cost:.2f}x" if oracle_cost else "n/a"
-        mark = " !" if name in short else ""
-        table.add_row(name + mark, f"{r['cost_usd']:,.0f}", vs + mark, f"{r['wait_p50_s']:,.0f}s",
-                      f"{r['wait_p95_s']:,.0f}s", f"{r['wait_p99_s']:,.0f}s", f"{r['delay_mean_s']:,.0f}s",
-                      f"{r['delay_p95_s']:,.0f}s", str(r["slo_violations"]), f"{r['jobs_completed']}/{r['jobs']}",
-                      f"{r['onprem_utilization']:.1%}", str(r["interruptions"]), f"{r['lost_gpu_hours']:,.1f}",
-                      f"{r['time_to_capacity_p95_s']:,.0f}s")
-    width = None if sys.stdout.isatty() else 200  # piped output keeps whole columns
-    Console(width=width).print(table)
-    if short:
-        oracle = data["strategies"].get("oracle")
-        than = f"the {oracle['jobs_completed']} jobs the oracle did" if oracle else "every job"
-        click.echo(f"! {', '.join(short)}: completed fewer jobs than {than} by the end of the drain day; "
-                   "a cost for less work, not comparable with the others")
-    Console(width=width).print(gap_table(data["strategies"]))
-    click.echo(f"wall {data['wall_s']:.1f}s")
-
-
-def unfinished_strategies(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The strategies that completed fewer jobs than the oracle (where it ran, else than all jobs); bounds aside."""
-    reference = results["oracle"]["jobs_completed"] if "oracle" in results else None
-    return [name for name, r in results.items()
-            if name not in ("oracle", "floor") and r["jobs_completed"] < (reference if reference is not None else r["jobs"])]
-
-
-def gap_table(strategies: dict[str, Any]) -> Table:
-    """The cost gap waterfall: each strategy's cost above the oracle, by part (USD; parts defined in burst.sim.engine)."""
-    from burst.sim.engine import GAP_PARTS
-
-    table = Table(title="cost above the oracle, by part (USD)")
-    table.add_column("strategy")
-    table.add_column("gap", justify="right")
-    for part in GAP_PARTS:
-        table.add_column(part.replace("_", " "), justify="right")
-    for name, r in strategies.items():
-        gap = r.get("cost_gap", {})
-        table.add_row(name, f"{round(sum(gap.values())):,}", *(f"{round(gap.get(part, 0.0)):,}" for part in GAP_PARTS))
-    return table
-
-
 def print_plan(result: Plan) -> None:
     """Print a plan as a diff-style table: + adds capacity or work, - removes it, = holds."""
     console = Console()
@@ -911,6 +692,7 @@ SIGNS = {"scale_up": "+", "place_job": "+", "scale_down": "-", "terminate_nodes"
 
 
 main.add_command(agent_cmd)
+main.add_command(simulate_cmd)
 main.add_command(init_cmd)
 main.add_command(config_group)
 main.add_command(policy_group)

@@ -19,14 +19,8 @@ MODULE_DIRS = ("burst", "providers", "policies")
 FUNCTION_DIRS = ("burst", "providers", "policies", "pools", "forecasting")
 
 # Known exceptions, each to be split (and then struck from here: a listed one back under its limit fails too).
-OVERSIZED_MODULES = frozenset({
-    "burst/cli.py",
-    "burst/sim/engine.py",
-})
-OVERLONG_FUNCTIONS = frozenset({
-    "burst/sim/engine.py:observe",
-    "burst/sim/engine.py:simulate",
-})
+OVERSIZED_MODULES: frozenset[str] = frozenset()
+OVERLONG_FUNCTIONS: frozenset[str] = frozenset()
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 

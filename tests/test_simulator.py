@@ -447,7 +447,7 @@ def _ttc_ticks(states_at: list[tuple[float, dict[str, NodeState]]]) -> list[floa
     over ticks at the given seconds, each listing the spot group's nodes and their states."""
     from burst.model import Action, Node, Plan
     from burst.reconcile import TickReport
-    from burst.sim.engine import _Meter
+    from burst.sim.meter import Meter as _Meter
 
     pending = Job(id="p", tenant="t", gpus=8, submitted_at=T0, duration_s=3600.0)
     stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(pending,)).stats()
