@@ -306,7 +306,7 @@ def _submission_time(config_path: Path | None, path: Path | str) -> datetime:
         return datetime.now(UTC)
     last = None
     if location_exists(path):
-        with _open_store(path) as store:
+        with _open_store(path, read_only=False) as store:  # `burst submit` writes this store next
             last = store.get_meta(MetaKey.LAST_TICK)
     if last is not None:
         return datetime.fromisoformat(last)

@@ -344,3 +344,13 @@ def test_a_database_outage_is_one_line_per_failed_tick_and_the_daemon_recovers_o
     finally:
         api.stop()
         runtime.close()
+
+
+def test_a_read_only_command_on_an_empty_postgresql_database_creates_no_schema(pg_url: str) -> None:
+    result = cli("jobs", "--state", pg_url)
+    assert result.exit_code == 1 and "no burst state in this database" in result.output, result.output
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('burst_schema')").fetchone() == (None,), "nothing was created"
+    assert cli("submit", "--state", pg_url, "--tenant", "prod", "--gpus", "1").exit_code == 0, "a writer migrates it"

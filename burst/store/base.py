@@ -154,6 +154,8 @@ class StoreBase:
         if current > LATEST_VERSION:
             raise SchemaTooNew(f"{store_pg.shown(self.path)}: schema version {current} is newer than this burst "
                                f"supports ({LATEST_VERSION}); upgrade burst")
+        if current == 0 and self.postgres:
+            raise MissingStore(f"{store_pg.shown(self.path)}: no burst state in this database (`burst run` creates it)")
         if current < LATEST_VERSION:
             raise SchemaTooOld(f"{store_pg.shown(self.path)}: schema version {current} predates this burst's "
                                f"({LATEST_VERSION}); `burst run` upgrades it (read-only commands never write)")
