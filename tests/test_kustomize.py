@@ -128,7 +128,7 @@ def restricted_problems(pod: dict[str, Any]) -> list[str]:
         if ctx.get("capabilities", {}).get("drop") != ["ALL"] or set(ctx.get("capabilities", {}).get("add", [])) - {
                 "NET_BIND_SERVICE"}:
             problems.append(f"{c['name']}: capabilities not drop [ALL]")
-        if not (ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")) is True):
+        if ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")) is not True:
             problems.append(f"{c['name']}: runAsNonRoot not true")
         if ctx.get("privileged"):
             problems.append(f"{c['name']}: privileged")
