@@ -67,9 +67,12 @@ def daily_acf(setup: ServiceSetup) -> float:
 
 def mean_metrics(runs: list[ServiceMetrics]) -> ServiceMetrics:
     """The seeds' mean of each figure."""
-    return ServiceMetrics(*(float(np.mean([getattr(r, f) for r in runs])) for f in
-                            ("unserved_request_share", "slo_minutes_missed_share", "cost_usd", "replica_gpu_hours",
-                             "ttc_p95_s", "requests")), int(sum(r.interruptions for r in runs)))
+    def mean(field: str) -> float:
+        return float(np.mean([getattr(r, field) for r in runs]))
+
+    return ServiceMetrics(mean("unserved_request_share"), mean("slo_minutes_missed_share"), mean("cost_usd"),
+                          mean("replica_gpu_hours"), mean("ttc_p95_s"), mean("requests"),
+                          int(sum(r.interruptions for r in runs)))
 
 
 @dataclass(frozen=True)
@@ -122,12 +125,14 @@ def run_series(name: str, small: bool, cache: Path | None = None) -> Series:
 def table(setup: ServiceSetup, results: Results) -> list[str]:
     """The strategies' figures on one series."""
     oracle = results["oracle"].cost_usd
-    out = ["| strategy | unserved | SLO minutes missed | cost $ | vs oracle | replica GPU-h | TTC p95 s |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    price = setup.service.unserved_request_cost_usd
+    out = ["| strategy | unserved | SLO minutes missed | cost $ | vs oracle | cost + unserved $ | replica GPU-h | "
+           "TTC p95 s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, m in results.items():
         vs = f"{m.cost_usd / oracle:.2f}x" if oracle else "n/a"
         out.append(f"| {name} | {m.unserved_request_share:.3%} | {m.slo_minutes_missed_share:.2%} | "
-                   f"{m.cost_usd:,.0f} | {vs} | {m.replica_gpu_hours:,.1f} | {m.ttc_p95_s:,.0f} |")
+                   f"{m.cost_usd:,.0f} | {vs} | {m.with_unserved_usd(price):,.0f} | {m.replica_gpu_hours:,.1f} | "
+                   f"{m.ttc_p95_s:,.0f} |")
     return out
 
 
@@ -203,6 +208,21 @@ def spot_pays(r: Results) -> tuple[bool, str]:
                 f"{b.unserved_request_share:.3%}, {s.interruptions} interruptions over {len(SEEDS)} seeds")
 
 
+CAUSAL = ("burst-no-forecast", "burst-no-pool", "reactive", "reactive-overprovision", "aws-predictive")
+"""The strategies that, like burst, do not see the future (static-peak holds the window's peak, the oracle knows it)."""
+
+
+def objective(setup: ServiceSetup, r: Results) -> str:
+    """burst's cost with unserved requests priced, against the strategies in `CAUSAL` (x its figure)."""
+    price = setup.service.unserved_request_cost_usd
+    mine = r["burst"].with_unserved_usd(price)
+    others = [(n, r[n].with_unserved_usd(price)) for n in CAUSAL if n in r]
+    lowest = min(others, key=lambda o: o[1])
+    words = ", ".join(f"{n} x{v / mine:.2f}" for n, v in others)
+    verdict = "lowest" if mine <= lowest[1] else f"above {lowest[0]}"
+    return f"burst ${mine:,.0f} ({verdict}); the others as multiples of it: {words}"
+
+
 def targets(runs: list[Series]) -> list[str]:
     """The must-show section: each target per series, and the counts."""
     rate = [(x.name, x.setup, x.results, x.acf, x.wall_s) for x in runs if x.name in RATE_SERIES]
@@ -219,6 +239,9 @@ def targets(runs: list[Series]) -> list[str]:
     out += [f"### Forecasts pay (burst against burst-no-forecast): paid on {paid} of {len(fc)} "
             f"({mark(paid >= 4)} at >= 4), never more than 5% worse: {mark(bounded)}", ""]
     out += [f"- {name}: {'paid' if p else 'not paid'}{'' if b else ', more than 5% worse'}: {w}" for name, p, b, w in fc]
+    out += ["", "### The policy's own objective (not a target): cost + unserved requests at the policy's price", "",
+            "What the newsvendor quantile balances. burst against each other strategy that does not see the future:", ""]
+    out += [f"- {name}: {objective(setup, r)}" for name, setup, r, _, _ in rate]
     daily = [(name, acf, *absolute(r)) for name, _, r, acf, _ in rate if acf >= DAILY_ACF]
     out += ["", f"### Daily series (lag-24 autocorrelation of hourly means >= {DAILY_ACF}): "
             f"{sum(d[2] for d in daily)} of {len(daily)} hold", ""]

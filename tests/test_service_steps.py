@@ -2,7 +2,8 @@
 
 Unless a test says otherwise: one replica serves 5 req/s, run at 70% (3.5 req/s); a replica-hour costs $3;
 an unserved request $0.001, so the forecast is read at P90 (5 x 0.7 x 3600 x 0.001 = 12.6 against 3:
-quantile 0.81); a cold node boots in 300 s, a warm one wakes in 60 s, a model loads in 120 s.
+quantile 0.81), at full capacity (5 req/s), beside its median at 70%; a cold node boots in 300 s, a warm one
+wakes in 60 s, a model loads in 120 s.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def forecast(minutes: tuple[int, ...], p50: tuple[float, ...], p90: tuple[float,
 
 
 FLAT = forecast((5, 10, 15), (3.0, 3.0, 3.0), (7.0, 10.5, 20.0), (9.0, 14.0, 30.0))
-"""P90 7 req/s (2 replicas) within a 420 s cold lead, 10.5 (3) by 10 minutes; P99 9 (3) within the cold lead."""
+"""P50 3 req/s (1 replica at 70%); P90 7 req/s (2 at full capacity) within a 420 s cold lead, 10.5 (3) by 10
+minutes; P99 9 (2) within the cold lead."""
 
 
 def state(svc: Service | None = None, **fields: Any) -> ServiceState:
@@ -65,17 +67,28 @@ def test_now_sizes_the_observed_rate() -> None:
 
 
 def test_ahead_reads_the_cost_chosen_quantile_over_the_lead() -> None:
-    d = plan_service(state(observed_rps=3.0, forecast=FLAT))  # now: 1; ahead: P90 7 -> 2
+    d = plan_service(state(observed_rps=3.0, forecast=FLAT))  # now: 1; ahead: P50 3 -> 1 at 70%, P90 7 -> 2 at 100%
     assert d.replicas == 2
     line = reason(d, "ahead")
-    assert line.startswith("ahead: P90 (quantile 0.808")
-    assert "peaks at 7 req/s over the 420 s lead (boot 300 s + load 120 s) -> 2 replicas" in line
-    # an unserved request at $0.01: 126 against 3, quantile 0.977 -> P99 9 req/s -> 3 replicas
-    dear = plan_service(state(service(unserved_request_cost_usd=0.01), observed_rps=3.0, forecast=FLAT))
-    assert dear.replicas == 3 and reason(dear, "ahead").startswith("ahead: P99")
-    # a nearly free unserved request: the floor, P50 3 req/s -> 1 replica
+    assert line.startswith("ahead: over the 420 s lead (boot 300 s + load 120 s), P50 peaks at 3 req/s -> 1 "
+                           "replicas at the 0.7 target, P90 (quantile 0.808")
+    assert line.endswith("at 7 req/s -> 2 at full capacity -> 2 replicas")
+    # an unserved request at $0.01: 126 against 3, quantile 0.977 -> P99; a 600 s boot reaches its 14 req/s -> 3
+    dear = plan_service(state(service(unserved_request_cost_usd=0.01), observed_rps=3.0, forecast=FLAT, boot_s=600.0))
+    assert dear.replicas == 3 and "P99 (quantile 0.977" in reason(dear, "ahead")
+    # a nearly free unserved request: the floor, P50 3 req/s -> 1 replica either way
     cheap = plan_service(state(service(unserved_request_cost_usd=0.00001), observed_rps=3.0, forecast=FLAT))
-    assert cheap.replicas == 1 and reason(cheap, "ahead").startswith("ahead: P50")
+    assert cheap.replicas == 1 and "P50 (quantile 0.5" in reason(cheap, "ahead")
+
+
+def test_ahead_holds_the_median_at_the_target_utilisation() -> None:
+    # P50 8 req/s needs 3 replicas at 70% (8 / 3.5 = 2.3); P90 9 needs only 2 at full capacity: the median binds,
+    # and the headroom of the target is not added again on top of the P90
+    narrow = forecast((5,), (8.0,), (9.0,), (10.0,))
+    d = plan_service(state(observed_rps=3.0, forecast=narrow))
+    assert d.replicas == 3
+    line = reason(d, "ahead")
+    assert "P50 peaks at 8 req/s -> 3 replicas at the 0.7 target" in line and "at 9 req/s -> 2 at full capacity" in line
 
 
 def test_the_lead_window_is_a_cold_boot_or_a_warm_wake() -> None:
@@ -93,14 +106,18 @@ def test_a_forecast_ending_before_now_is_skipped() -> None:
     assert d.replicas == 1 and reason(d, "ahead") == "ahead: skipped, the forecast has no instant after now"
 
 
+WIDE = forecast((5, 10, 15), (3.0, 3.0, 3.0), (15.0, 15.0, 15.0), (20.0, 20.0, 20.0))
+"""P50 3, P90 15, P99 20 req/s: a wide spread."""
+
+
 def test_a_surge_the_forecast_missed_raises_it_to_the_rate_seen() -> None:
     # seen 20 req/s -> 6 now; the forecast's P50 at its first instant is 3 < 0.5 x 20: raised by 17,
-    # so P90 7 + 17 = 24 req/s -> 7 replicas (unraised it would ask for 2)
-    d = plan_service(state(observed_rps=20.0, forecast=FLAT))
+    # so P50 20 -> 6 at 70% and P90 15 + 17 = 32 req/s -> 7 at full capacity (unraised it would ask for 3)
+    d = plan_service(state(observed_rps=20.0, forecast=WIDE))
     assert d.replicas == 7
     line = reason(d, "ahead")
-    assert "peaks at 24 req/s" in line and "a surge it missed" in line and "raised by 17 req/s" in line
-    # the spread is raised too: P99 9 + 17 = 26 req/s -> 8 replicas, 1 beyond 7
+    assert "at 32 req/s -> 7 at full capacity" in line and "a surge it missed" in line and "raised by 17 req/s" in line
+    # the spread is raised too: P99 20 + 17 = 37 req/s -> 8 replicas at full capacity, 1 beyond 7
     assert d.warm_nodes == 1
     # seen 5 req/s is under twice the median: no surge, the forecast stands
     assert "missed" not in reason(plan_service(state(observed_rps=5.0, forecast=FLAT)), "ahead")
@@ -132,9 +149,9 @@ def test_an_event_in_force_all_along_is_not_counted_twice() -> None:
 
 
 def test_ahead_scales_for_an_event_that_starts_within_the_lead() -> None:
-    # the promotion starts at 6 minutes, inside the 420 s lead: P90 7 x 2 = 14 req/s -> 4 replicas, before it starts
+    # the promotion starts at 6 minutes, inside the 420 s lead: P90 7 x 2 = 14 req/s -> 3 replicas, before it starts
     d = plan_service(state(service(events=(promo(6, 2.0),)), observed_rps=3.0, forecast=FLAT))
-    assert d.replicas == 4 and "peaks at 14 req/s" in reason(d, "ahead")
+    assert d.replicas == 3 and "at 14 req/s -> 3 at full capacity" in reason(d, "ahead")
     # one at 8 minutes is beyond the lead: not yet
     assert plan_service(state(service(events=(promo(8, 2.0),)), observed_rps=3.0, forecast=FLAT)).replicas == 2
     # a forecast that already carries the event is not multiplied again
@@ -178,17 +195,17 @@ def test_standby_and_hedge_replicas_are_not_counted_against_the_need() -> None:
 
 
 SPREAD = forecast((5, 10), (3.0, 3.0), (7.0, 7.0), (17.5, 17.5))
-"""P90 7 -> 2 replicas; P99 17.5 -> 5 replicas: a spread of 3."""
+"""P90 7 -> 2 replicas; P99 17.5 -> 4 replicas, both at full capacity: a spread of 2."""
 
 
 def test_warm_nodes_hold_the_forecast_spread_over_the_lead() -> None:
     d = plan_service(state(observed_rps=3.0, forecast=SPREAD))
-    assert (d.replicas, d.warm_nodes, d.standby) == (2, 3, 0)
+    assert (d.replicas, d.warm_nodes, d.standby) == (2, 2, 0)
     line = reason(d, "hot capacity")
-    assert "P99 peaks at 17.5 req/s over the 420 s cold lead" in line and "-> 5 replicas, 3 beyond 2" in line
-    assert "so 3 warm nodes" in line
-    capped = plan_service(state(service(max_replicas=4), observed_rps=3.0, forecast=SPREAD))
-    assert capped.warm_nodes == 2 and "capped at max_replicas - replicas = 2" in reason(capped, "hot capacity")
+    assert "P99 peaks at 17.5 req/s over the 420 s cold lead" in line
+    assert "-> 4 replicas at full capacity, 2 beyond 2" in line and "so 2 warm nodes" in line
+    capped = plan_service(state(service(max_replicas=3), observed_rps=3.0, forecast=SPREAD))
+    assert capped.warm_nodes == 1 and "capped at max_replicas - replicas = 1" in reason(capped, "hot capacity")
     # no spread above the need: none
     assert plan_service(state(observed_rps=3.0, forecast=forecast((5,), (3.0,), (7.0,), (7.0,)))).warm_nodes == 0
 
@@ -202,10 +219,10 @@ def test_without_a_forecast_a_tenth_is_kept_warm_while_there_is_demand() -> None
 
 
 def test_standby_replicas_when_even_a_warm_node_is_late() -> None:
-    # wake 60 s + load 120 s = 180 s > ready_within 90 s: the spread of 3 runs as standby replicas
+    # wake 60 s + load 120 s = 180 s > ready_within 90 s: the spread of 2 runs as standby replicas
     d = plan_service(state(service(ready_within_s=90.0), observed_rps=3.0, forecast=SPREAD))
-    assert (d.replicas, d.warm_nodes, d.standby, d.running) == (2, 0, 3, 5)
-    assert "180 s > ready_within 90 s, so 3 standby replicas" in reason(d, "hot capacity")
+    assert (d.replicas, d.warm_nodes, d.standby, d.running) == (2, 0, 2, 4)
+    assert "180 s > ready_within 90 s, so 2 standby replicas" in reason(d, "hot capacity")
 
 
 def test_pools_off_keeps_no_hot_capacity() -> None:
@@ -279,8 +296,8 @@ def test_forecast_levels_are_read_from_what_a_forecast_gives() -> None:
     assert forecast_level(0.81, (0.5, 0.95)) == 0.95
     assert forecast_level(0.99, (0.5, 0.9)) == 0.9  # the highest given when none reaches it
     only = RateForecast(at=(T0 + 5 * MIN,), quantiles={0.5: (3.0,), 0.95: (10.0,)})
-    d = plan_service(state(observed_rps=3.0, forecast=only))  # P95 10 -> 3 replicas; P95 is also the top
-    assert d.replicas == 3 and reason(d, "ahead").startswith("ahead: P95") and d.warm_nodes == 0
+    d = plan_service(state(observed_rps=3.0, forecast=only))  # P95 10 -> 2 at full capacity; P95 is also the top
+    assert d.replicas == 2 and "P95 (quantile 0.808" in reason(d, "ahead") and d.warm_nodes == 0
 
 
 def test_bad_inputs_are_refused() -> None:

@@ -1,6 +1,6 @@
 """The planner's decision for one inference service: `plan_service(state) -> ServiceDecision`.
 
-A controller calls it every tick (once a minute) with what it observes of a
+A controller calls it every tick (the simulator every 15 s) with what it observes of a
 service (`ServiceState`); the decision says how many replicas should serve or
 be starting, how many of them run on spot, and the hot capacity kept beside
 them. Pure like the rest of the planner, and cheap: a simulated month calls it
@@ -11,7 +11,7 @@ function below that writes one line of `reasons` naming itself and its numbers:
 | rule | sets | from |
 | --- | --- | --- |
 | now | the need now | the observed rate, scaled by a declared event that starts after it was measured |
-| ahead | the need over the lead time | the forecast's cost-chosen quantile, its peak over [now, now + lead] |
+| ahead | the need over the lead time | peaks over [now, now + lead]: the median at the target, the cost-chosen quantile at full capacity |
 | replicas | `replicas` | max(now, ahead), within min_replicas .. max_replicas |
 | scale-in | `replicas` | when serving + starting exceed it: down only when both needs are below, 10% a tick |
 | hot capacity | `warm_nodes`, `standby` | the forecast's spread (its top quantile over the cold lead) above `replicas` |
@@ -262,10 +262,17 @@ def _ahead_unavailable(state: ServiceState) -> str | None:
 
 
 def need_ahead(state: ServiceState, now: Need, lead: Lead) -> Need:
-    """Rule `ahead`: decide the replicas the forecast needs over the lead time, from its peak over
-    [now, now + lead] (`forecast_peak`) at the quantile a missing replica's cost against a spare one's picks
-    (`forecast_quantile`, read at `forecast_level`). A forecast that missed a surge is raised to the rate seen
-    (`surge_check`). No forecast, or one that ends before now: no figure (`replicas` None)."""
+    """Rule `ahead`: decide the replicas the forecast needs over the lead time, from its peaks over
+    [now, now + lead] (`forecast_peak`), the larger of two sizes:
+
+    - the median at the target utilisation, the operating point the service declares (what a target-tracking
+      autoscaler holds for the rate it sees, here for the rate expected when a replica started now serves);
+    - the quantile a missing replica's cost against a spare one's picks (`forecast_quantile`, read at
+      `forecast_level`) at full capacity: requests go unserved only above 100% of the ready replicas, so the
+      newsvendor's quantile is sized against that, and the target's headroom is not added on top of it.
+
+    A forecast that missed a surge is raised to the rate seen (`surge_check`). No forecast, or one that ends
+    before now: no figure (`replicas` None)."""
     skipped = _ahead_unavailable(state)
     if skipped is not None or state.forecast is None:
         return Need(None, 0.0, skipped or "")
@@ -274,15 +281,21 @@ def need_ahead(state: ServiceState, now: Need, lead: Lead) -> Need:
     target = service.target_utilisation
     quantile = forecast_quantile(service.unserved_request_cost_usd, state.replica_hour_usd, state.capacity_rps, target)
     level = forecast_level(quantile, forecast.quantiles)
+    median = forecast_level(0.5, forecast.quantiles)
     surge = surge_check(state, forecast, now)
-    rate = forecast_peak(state, forecast, level, lead) + surge.shift
-    replicas = replicas_for_rate(rate, state.capacity_rps, target)
+    typical = forecast_peak(state, forecast, median, lead) + surge.shift
+    tail = forecast_peak(state, forecast, level, lead) + surge.shift
+    at_target = replicas_for_rate(typical, state.capacity_rps, target)
+    at_full = replicas_for_rate(tail, state.capacity_rps, 1.0)
+    replicas = max(at_target, at_full)
     if surge.shift:
         replicas = max(replicas, now.replicas or 0)
-    return Need(replicas, rate, (
-        f"ahead: P{level * 100:g} (quantile {quantile:.3g}: ${service.unserved_request_cost_usd:g} an unserved "
-        f"request against ${state.replica_hour_usd:.4g} a replica-hour) peaks at {rate:.4g} req/s over the "
-        f"{lead.seconds:g} s lead ({lead.words}) -> {replicas} replicas{surge.words}"), surge.shift)
+    return Need(replicas, tail if at_full > at_target else typical, (
+        f"ahead: over the {lead.seconds:g} s lead ({lead.words}), P{median * 100:g} peaks at {typical:.4g} req/s "
+        f"-> {at_target} replicas at the {target:g} target, P{level * 100:g} (quantile {quantile:.3g}: "
+        f"${service.unserved_request_cost_usd:g} an unserved request against ${state.replica_hour_usd:.4g} a "
+        f"replica-hour) at {tail:.4g} req/s -> {at_full} at full capacity -> {replicas} replicas{surge.words}"),
+        surge.shift)
 
 
 def decide_replicas(service: Service, now: Need, ahead: Need) -> tuple[ClampedReplicas, str]:
@@ -344,10 +357,11 @@ class HotCapacity:
 
 def surge_margin(state: ServiceState, replicas: int, ahead: Need) -> tuple[int, str]:
     """Decide the replicas a surge may need beyond `replicas` within a cold node's lead: the forecast's top
-    quantile peak over [now, now + cold lead], raised as the `ahead` rule raised it for a missed surge, in
-    replicas, less `replicas`, at least 0. The cold lead, not the wake one: the margin covers what a cold boot
-    started now would serve too late for, and does not shrink because warm nodes are held. Without a usable
-    forecast: `NO_FORECAST_MARGIN_SHARE` of `replicas`, at least 1 while requests arrive, 0 when none do."""
+    quantile peak over [now, now + cold lead], raised as the `ahead` rule raised it for a missed
+    surge, in replicas at full capacity (the margin is for requests that would go unserved, which happens only
+    above 100%), less `replicas`, at least 0. The cold lead, not the wake one: the margin covers what a cold
+    boot started now would serve too late for, and does not shrink because warm nodes are held. Without a
+    usable forecast: `NO_FORECAST_MARGIN_SHARE` of `replicas`, at least 1 while requests arrive, 0 when none do."""
     if _ahead_unavailable(state) is not None or state.forecast is None:
         if state.observed_rps == 0:
             return 0, "no forecast and no requests: margin 0"
@@ -357,10 +371,10 @@ def surge_margin(state: ServiceState, replicas: int, ahead: Need) -> tuple[int, 
     lead = cold_lead(state)
     top = max(forecast.quantiles)
     rate = forecast_peak(state, forecast, top, lead) + ahead.shift
-    at_top = replicas_for_rate(rate, state.capacity_rps, state.service.target_utilisation)
+    at_top = replicas_for_rate(rate, state.capacity_rps, 1.0)
     margin = max(0, at_top - replicas)
     return margin, (f"P{top * 100:g} peaks at {rate:.4g} req/s over the {lead.seconds:g} s cold lead "
-                    f"({lead.words}) -> {at_top} replicas, {margin} beyond {replicas}")
+                    f"({lead.words}) -> {at_top} replicas at full capacity, {margin} beyond {replicas}")
 
 
 def hot_capacity(state: ServiceState, replicas: int, ahead: Need) -> HotCapacity:

@@ -317,6 +317,11 @@ class ServiceMetrics:
     requests: float = 0.0
     interruptions: int = 0
 
+    def with_unserved_usd(self, unserved_request_cost_usd: float) -> float:
+        """The cost with each unserved request priced at the service's `unserved_request_cost_usd`: the sum the
+        policy's newsvendor quantile balances (replicas against requests left unserved)."""
+        return self.cost_usd + self.unserved_request_share * self.requests * unserved_request_cost_usd
+
     def to_json(self) -> dict[str, Any]:
         """The five figures the spec names, plus the request count and spot interruptions."""
         return {"unserved_request_share": self.unserved_request_share,

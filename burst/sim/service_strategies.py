@@ -1,7 +1,7 @@
 """The service controllers the simulator compares, each following its documented rules, and their registry.
 
-- `burst`, `burst-no-forecast`, `burst-no-pool`: `burst.planner.services.plan_service` once a minute, with
-  the forecast track (`burst.sim.service_forecasts`), without it, or with pools off. A node freed on scale-in
+- `burst`, `burst-no-forecast`, `burst-no-pool`: `burst.planner.services.plan_service` every 15 s tick (as often as
+  the HPA syncs), with the forecast track (`burst.sim.service_forecasts`), without it, or with pools off. A node freed on scale-in
   that no warm pool wants is kept idle for one boot's time (the break-even rule: keeping it longer costs more
   than booting again).
 - `reactive`: the Kubernetes HPA v2 with its defaults (`Hpa`): a 15 s sync, a 10% tolerance, scale-up at most
@@ -51,7 +51,8 @@ AWS_MIN_HISTORY_S = 86400.0
 AWS_OUT_MINUTES = 3
 AWS_IN_MINUTES = 15
 AWS_IN_SHARE = 0.9
-BURST_PERIOD_S = 60.0
+BURST_PERIOD_S = float(TICK_S)
+"""burst plans every tick: `plan_service` is cheap, and a surge seen 45 s sooner is served 45 s sooner."""
 
 
 class Hpa:
@@ -220,7 +221,7 @@ class Static:
 
 
 class Burst:
-    """burst's service planner (`plan_service`) once a minute; `track` None plans without forecasts."""
+    """burst's service planner (`plan_service`) every `BURST_PERIOD_S`; `track` None plans without forecasts."""
 
     def __init__(self, setup: ServiceSetup, track: ForecastTrack | None, pools: bool) -> None:
         self.setup = setup
@@ -244,7 +245,7 @@ class Burst:
             spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=beyond, spot_lost=lost)
 
     def decide(self, obs: Observation) -> Target | None:
-        """Once a minute, the planner's decision as a target: every replica it wants running, spot ones apart."""
+        """Every `BURST_PERIOD_S`, the planner's decision as a target: every replica it wants running, spot ones apart."""
         if obs.t % BURST_PERIOD_S:
             return None
         decision = plan_service(self.state(obs))
@@ -319,7 +320,7 @@ def _karpenter_hpa(setup: ServiceSetup, _: Context) -> Controller:
 
 
 SERVICE_STRATEGIES: dict[str, ServiceStrategy] = {s.name: s for s in (
-    ServiceStrategy("burst", "plan_service once a minute with forecasts and hot pools",
+    ServiceStrategy("burst", "plan_service every 15 s with forecasts and hot pools",
                     build=lambda s, c: Burst(s, c.track, pools=True), forecasts=True),
     ServiceStrategy("burst-no-forecast", "plan_service without forecasts",
                     build=lambda s, c: Burst(s, None, pools=True)),
