@@ -297,8 +297,9 @@ ABOUT = ("Each series is one service (`burst.sim.service_setup`): one replica = 
          "costs 9 replica-hours per replica-hour of requests (forecasts read at P90); ready_within 300 s. Spot: "
          "0.02 interruptions per replica-hour, 30 s notice, replaced on demand. The Azure hour's capacity: "
          f"{AZURE_TOKEN_SOURCE}. Sources of the series: `../shared/data/README.md` (NAB, MIT; Azure LLM inference "
-         "trace 2023, CC BY 4.0). Not yet run here: the tide (batch beside a service on one on-prem tier) and the "
-         "forecaster's own backtest (`bench/forecasts.py`).")
+         "trace 2023, CC BY 4.0). The tide (batch beside a service on one on-prem tier) is "
+         "`docs/benchmarks/tide.md` (`bench/tide.py`); the forecaster's backtest on these series is "
+         "`docs/benchmarks/forecasting-rates.md`.")
 
 
 if __name__ == "__main__":

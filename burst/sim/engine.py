@@ -240,6 +240,7 @@ class StrategyResult:
     checkpoint_acks: int = 0
     checkpoint_timeouts: int = 0
     evictions: int = 0
+    immovable_stopped: int = 0  # jobs that cannot move (not fault-tolerant) evicted or requeued
     spot_gpu_hours: float = 0.0
     goodput: float = 0.0
     delay_mean_s: float = 0.0
@@ -621,6 +622,7 @@ def _result(
         checkpoint_violations=meter.checkpoint_violations,
         spot_gpu_hours=spot_paid_gpu_s / 3600.0,
         evictions=meter.evictions,
+        immovable_stopped=meter.immovable_stopped,
         goodput=(meter.spot_used_gpu_s - meter.spot_lost_gpu_s) / spot_paid_gpu_s if spot_paid_gpu_s else 0.0,
         warm_nodes_avg=meter.warm_node_s / max(1.0, (end - start).total_seconds()),
         forecast_models=dict(forecaster.service.models_fitted) if forecaster else {},

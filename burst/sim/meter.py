@@ -60,6 +60,7 @@ class Meter:
         self.interruptions = 0
         self.lost_gpu_s = 0.0
         self.evictions = 0
+        self.immovable_stopped = 0  # jobs that cannot move (not fault-tolerant) sent back to the queue
         self.used_gpu_s = 0.0
         self.steady_used_gpu_s = 0.0
         self.seen_unplaced: set[str] = set()
@@ -131,6 +132,7 @@ class Meter:
                 self.completed_at[done.id] = done.started_at + timedelta(seconds=max(0.0, rest))
         for job, lost in events.requeued:
             self.interruptions += 1
+            self.immovable_stopped += not job.fault_tolerant
             self._lose(job, lost, now)
             if job.id in self._on_spot:
                 self.spot_lost_gpu_s += lost * job.gpu_demand
@@ -138,6 +140,7 @@ class Meter:
                 self.checkpoint_violations += 1
         for job, lost in events.evicted:
             self.evictions += 1
+            self.immovable_stopped += not job.fault_tolerant
             self._lose(job, lost, now)
 
     def _scan_nodes(self, snap: Snapshot) -> tuple[dict[str, GroupId], dict[GroupId, int], int, dict[str, GroupId]]:

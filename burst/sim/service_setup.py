@@ -126,15 +126,17 @@ def peak_rate_rps(series: RateSeries) -> float:
     return float(fine.sum(axis=1).max()) / TICK_S if fine.size else 0.0
 
 
-def default_service(series: RateSeries, catalog: Catalog | None = None) -> ServiceSetup:
-    """Decide the default mapping of `series` (the module docstring's rules)."""
+def default_service(series: RateSeries, catalog: Catalog | None = None, *,
+                    p50_replicas: int = P50_REPLICAS) -> ServiceSetup:
+    """Decide the default mapping of `series` (the module docstring's rules), its history's median rate needing
+    `p50_replicas` replicas at the target (the tide runs a service scaled to a given size)."""
     on_demand, spot, disk = prices(catalog)
     token_cost = AZURE_TOKEN_COST if series.format == "azure" else None
     if token_cost is not None:
         probe = Service(TENANT, series.name, "A100", 1, READY_WITHIN_S, 0.0, token_cost=token_cost)
         capacity = replica_capacity_rps(probe, series.mean_context_tokens, series.mean_generated_tokens)
     else:
-        capacity = max(history_p50_rps(series), 1e-6) / (P50_REPLICAS * TARGET)
+        capacity = max(history_p50_rps(series), 1e-6) / (p50_replicas * TARGET)
     peak = replicas_for_rate(peak_rate_rps(series), capacity, TARGET)
     unserved_cost = UNSERVED_HOUR_FACTOR * on_demand / (capacity * TARGET * 3600.0)
     service = Service(TENANT, series.name, "A100", max(1, math.ceil(PEAK_HEADROOM * peak)), READY_WITHIN_S,

@@ -197,7 +197,7 @@ class Trace:
         durations = np.fromiter((j.duration_s or 0.0 for j in self.jobs), float, n)
         demand = np.fromiter((j.gpu_demand for j in self.jobs), float, n)
         ends = starts + durations
-        peak, p50 = _concurrency(starts, ends, demand)
+        peak, p50 = concurrency(starts, ends, demand)
         return TraceStats(
             jobs=n,
             gpu_hours=float(np.dot(durations, demand)) / 3600.0,
@@ -216,7 +216,7 @@ def _tenants_of(jobs: Sequence[Job]) -> tuple[str, ...]:
     return tuple(sorted({j.tenant for j in jobs}))
 
 
-def _concurrency(starts: np.ndarray, ends: np.ndarray, demand: np.ndarray) -> tuple[float, float]:
+def concurrency(starts: np.ndarray, ends: np.ndarray, demand: np.ndarray) -> tuple[float, float]:
     """Peak and time-weighted median of the summed demand of intervals [start, end)."""
     times = np.concatenate([starts, ends])
     deltas = np.concatenate([demand, -demand])
