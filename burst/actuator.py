@@ -295,7 +295,7 @@ class Actuator:
         if provider is None:
             raise NotFound(f"no provider manages group {action.target}")
         if action.kind is ActionKind.SCALE_UP:
-            return provider.target(action.target) == action.size
+            return provider.group_state(action.target).target == action.size
         if action.kind in (ActionKind.SCALE_DOWN, ActionKind.TERMINATE_NODES):
             listed = provider.nodes()
             gone = {NodeState.TERMINATING, NodeState.TERMINATED}

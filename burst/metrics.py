@@ -68,7 +68,7 @@ from burst.model import (
     month_start,
 )
 from burst.reconcile import TickReport
-from providers.base import Provider
+from providers.base import GroupState, Provider
 
 T = TypeVar("T")
 
@@ -283,17 +283,14 @@ class MeteredProvider:
     def nodes(self) -> Mapping[NodeId, Node]:
         return self._call("nodes", self.inner.nodes)
 
-    def target(self, group_id: str) -> int:
-        return self._call("target", lambda: self.inner.target(group_id))
+    def group_state(self, group_id: str) -> GroupState:
+        return self._call("group_state", lambda: self.inner.group_state(group_id))
 
     def set_target(self, group_id: str, size: int, *, key: str) -> None:
         self._call("set_target", lambda: self.inner.set_target(group_id, size, key=key))
 
     def set_warm_pool(self, group_id: str, size: int, state: WarmState, *, key: str) -> None:
         self._call("set_warm_pool", lambda: self.inner.set_warm_pool(group_id, size, state, key=key))
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        return self._call("warm_pool", lambda: self.inner.warm_pool(group_id))
 
     def terminate(self, node_ids: Sequence[NodeId], *, key: str) -> None:
         self._call("terminate", lambda: self.inner.terminate(node_ids, key=key))

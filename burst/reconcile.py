@@ -346,10 +346,8 @@ class Controller:
         )
 
     def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:
-        down = self._down_groups()
-        pools = {gid: self.group_provider[gid].warm_pool(gid) for gid in self.groups if gid not in down}
+        """Each group's warm pool as its provider last reported it (this tick's, unless the provider is down)."""
         last = self.memory.pools
-        last.update(pools)
         return {gid: last[gid] for gid in self.groups if gid in last}
 
     def _cool_down_on_failures(self, outcomes: Sequence[Outcome], now: datetime) -> None:
@@ -445,7 +443,7 @@ class Controller:
                 provider.refresh()
                 found = self.memory.keep_events(self.store, name, provider.poll_events()) if drain_events else []
                 nodes = provider.nodes()
-                targets = {gid: provider.target(gid) for gid, p in self.group_provider.items() if p is provider}
+                states = {gid: provider.group_state(gid) for gid, p in self.group_provider.items() if p is provider}
             except Exception as exc:  # an outage of one backend must not stop the others
                 self.down[name] = f"{type(exc).__name__}: {exc}"
                 log.warning("provider down for this tick", extra={"provider": name, "detail": self.down[name]})
@@ -454,7 +452,8 @@ class Controller:
                 self.memory.applied(name)
             events.extend(found)
             observed.update(nodes)
-            self.memory.targets.update(targets)
+            self.memory.targets.update({gid: s.target for gid, s in states.items()})
+            self.memory.pools.update({gid: s.warm_pool for gid, s in states.items()})
         return observed, events
 
     def _down_groups(self) -> dict[GroupId, str]:

@@ -17,9 +17,9 @@ Contract shared by every method (each docstring adds its own):
   the same request again on purpose (e.g. retrying terminate until NotFound),
   use a new key.
 * **Eventually consistent listings.** `nodes()` may lag the provider's own
-  view: a node just launched can be missing for a while. Sizes (`target()`) are
-  the provider's record of what was asked and are what burst counts, together
-  with booting capacity, so a stale listing never causes a second launch.
+  view: a node just launched can be missing for a while. Sizes (`group_state()`)
+  are the provider's record of what was asked and are what burst counts,
+  together with booting capacity, so a stale listing never causes a second launch.
 * **Typed errors.** SDK exceptions never leave the provider module; they are
   mapped onto `ProviderError` subclasses below, each saying what the caller does.
 """
@@ -235,6 +235,20 @@ class Caller:
         return result
 
 
+@dataclass(frozen=True)
+class GroupState:
+    """One group's sizes as its provider records them: the desired serving size and the warm pool beyond it."""
+
+    target: int  # serving nodes asked for (ASG DesiredCapacity, MIG targetSize); warm nodes not included
+    warm_size: int  # warm-pool nodes last asked for (0 if never)
+    warm_state: WarmState  # the state they are kept in (the group's configured one if never asked)
+
+    @property
+    def warm_pool(self) -> tuple[int, WarmState]:
+        """The warm pool as (size, state)."""
+        return self.warm_size, self.warm_state
+
+
 @runtime_checkable
 class Provider(Protocol):
     """One backend's node groups behind one interface (see the module docstring for the shared contract)."""
@@ -262,15 +276,15 @@ class Provider(Protocol):
 
         Eventually consistent: a newly launched node may be missing for a
         provider-documented delay, and states may lag. Count capacity from
-        `target()`, not from this listing. Raises CredentialsError.
+        `group_state()`, not from this listing. Raises CredentialsError.
         """
         ...
 
-    def target(self, group_id: str) -> int:
-        """The desired size of `group_id` as the provider records it (ASG DesiredCapacity, MIG targetSize).
+    def group_state(self, group_id: str) -> GroupState:
+        """The target and warm pool of `group_id` as the provider records them.
 
-        Immediately consistent with the last applied `set_target`/`terminate`.
-        Warm-pool nodes are not included. Raises NotFound, CredentialsError.
+        Immediately consistent with the last applied `set_target`,
+        `set_warm_pool` and `terminate`. Raises NotFound, CredentialsError.
         """
         ...
 
@@ -298,10 +312,6 @@ class Provider(Protocol):
         pools for this group, or not in that state); InsufficientCapacity;
         CredentialsError.
         """
-        ...
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The warm-pool size and state last asked of `group_id` (0 and its configured state if never). Raises NotFound."""
         ...
 
     def terminate(self, node_ids: Sequence[NodeId], *, key: str) -> None:

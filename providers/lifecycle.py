@@ -4,8 +4,8 @@ A backend reports raw states (an ASG lifecycle state, a MIG action, a libcloud
 node state) mapped onto `NodeState`; `GroupedProvider.observe` moves the node it
 had along the table (`Node.walk_to`) and keeps its tags current, so no provider
 walks the table itself. The reads every group-keeping provider answers the same
-way (`node_groups`, `nodes`, `target`, `warm_pool`) live here too; a provider
-module keeps only its API calls.
+way (`node_groups`, `nodes`, `group_state`) live here too; a provider module
+keeps only its API calls.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from burst.model import Node, NodeGroup, NodeId, NodeState, WarmState
-from providers.base import Clock, InvalidTarget, NotFound
+from providers.base import Clock, GroupState, InvalidTarget, NotFound
 
 T = TypeVar("T")
 
@@ -74,13 +74,11 @@ class GroupedProvider(Generic[G]):
         """Every non-terminated node as of the last refresh (see the provider's module docstring)."""
         return dict(self._nodes)
 
-    def target(self, group_id: str) -> int:
-        """The group's desired size as of the last refresh, updated by this provider's own calls. Raises NotFound."""
-        return self._group(group_id).desired
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The warm pool's size and state as last read or asked. Raises NotFound."""
-        return self._group(group_id).warm
+    def group_state(self, group_id: str) -> GroupState:
+        """The group's desired size and warm pool as of the last refresh, updated by this provider's own calls.
+        Raises NotFound."""
+        g = self._group(group_id)
+        return GroupState(g.desired, *g.warm)
 
     def _group(self, group_id: str) -> G:
         return find_group(self._groups, group_id)

@@ -4,7 +4,7 @@
 injected clock and a seed, so every run is reproducible:
 
 * **Targets.** `set_target` records the desired size at once (like ASG
-  DesiredCapacity, `target()` is immediately consistent); the group then
+  DesiredCapacity, `group_state()` is immediately consistent); the group then
   converges: growing takes warm nodes first (WARM -> WAKING -> READY after the
   group's wake latency), then launches new nodes (REQUESTED -> BOOTING at once,
   READY after `boot_latency_s`). Shrinking removes the newest nodes first, not
@@ -67,6 +67,7 @@ from burst.model import (
 )
 from providers.base import (
     Clock,
+    GroupState,
     InsufficientCapacity,
     InvalidTarget,
     NotFound,
@@ -88,7 +89,7 @@ PROTOCOL_METHODS = frozenset(
         "node_groups",
         "offerings",
         "nodes",
-        "target",
+        "group_state",
         "set_target",
         "set_warm_pool",
         "terminate",
@@ -288,12 +289,13 @@ class SimProvider:
         now = self._now
         return {nid: r.node for nid, r in self._active.items() if r.visible_at <= now}
 
-    def target(self, group_id: str) -> int:
-        """The group's desired size; immediately consistent, like ASG DesiredCapacity. Raises NotFound."""
-        self._check_injected("target", (group_id,))
+    def group_state(self, group_id: str) -> GroupState:
+        """The group's desired size (immediately consistent, like ASG DesiredCapacity) and its warm pool's
+        requested size and state. Raises NotFound."""
+        self._check_injected("group_state", (group_id,))
         self._sync()
         self._group(group_id)
-        return self._targets[group_id]
+        return GroupState(self._targets[group_id], self._warm_size[group_id], self._warm_state[group_id])
 
     def set_target(self, group_id: str, size: int, *, key: str) -> None:
         """Set the desired size; the group converges on it over later refreshes (warm nodes first).
@@ -360,11 +362,6 @@ class SimProvider:
         """Every node ever created (optionally of one group), terminated included, oldest first."""
         self._sync()
         return [r.node for r in self._records.values() if group_id is None or r.group_id == group_id]
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The warm pool's requested size and state for a group. Raises NotFound."""
-        self._group(group_id)
-        return self._warm_size[group_id], self._warm_state[group_id]
 
     def next_event_at(self) -> datetime | None:
         """When the sim next changes by itself (a boot or wake completes, a terminate finishes,

@@ -254,7 +254,7 @@ def test_metrics_scrape_parses_and_counts_the_ticks(daemon) -> None:
     ready = {s.labels["group"]: s.value for s in families["burst_capacity_gpus"].samples if s.labels["state"] == "ready"}
     assert ready["onprem-a100"] == 32
     calls = [s for s in families["burst_provider_call_seconds"].samples if s.name.endswith("_count")]
-    assert {s.labels["method"] for s in calls} >= {"refresh", "nodes", "target"}
+    assert {s.labels["method"] for s in calls} >= {"refresh", "nodes", "group_state"}
     for name in ("burst_demand_gpus", "burst_pending_jobs", "burst_tick_seconds", "burst_spend_usd", "burst_leader",
                  "burst_build_info", "burst_lost_gpu_seconds", "burst_month_to_date_spend_usd"):
         assert name in families

@@ -92,7 +92,7 @@ def run_script(tmp: Path, crash_at: int | None) -> tuple[SimProvider, Store, Cra
             ctl = controller(store, sim, clock, crasher)
             ctl.start()
             ctl.tick()
-        asked.append(sim.target("cloud"))
+        asked.append(sim.group_state("cloud").target)
         check_invariants(sim, store)
         clock.advance(STEP_S)
     return sim, store, crasher, asked
@@ -100,7 +100,7 @@ def run_script(tmp: Path, crash_at: int | None) -> tuple[SimProvider, Store, Cra
 
 def check_invariants(sim: SimProvider, store: Store) -> None:
     serving = [n for n in sim.all_nodes("cloud") if n.state in SERVING]
-    assert len(serving) <= sim.target("cloud"), "more capacity than planned"
+    assert len(serving) <= sim.group_state("cloud").target, "more capacity than planned"
     counts = store.job_counts()
     assert sum(counts.values()) == len(JOBS), "a job was lost or duplicated"
     holders: dict[str, int] = {}

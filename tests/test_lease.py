@@ -67,12 +67,12 @@ def test_only_the_leader_acts_and_the_standby_says_who_leads(cluster) -> None:
     assert not first.standby and first.plan.of_kind(ActionKind.SCALE_UP)
     assert second.standby and second.plan.actions == ()
     assert "standby: daemon-a (epoch 1" in second.plan.holds[0].reason
-    assert sim.target("cloud") == 2  # one scale-up, by the leader only
+    assert sim.group_state("cloud").target == 2  # one scale-up, by the leader only
     for _ in range(5):
         clock.advance(10)
         assert not a.tick().standby
         assert b.tick().standby
-    assert sim.target("cloud") == 2
+    assert sim.group_state("cloud").target == 2
 
 
 def test_standby_takes_over_within_the_lease_after_the_leader_stops(cluster) -> None:
@@ -105,13 +105,13 @@ def test_a_deposed_leaders_late_writes_are_rejected(cluster) -> None:
     assert a.actuator.fence is not None
     with pytest.raises(Deposed):
         a.actuator.fence()
-    before = sim.target("cloud")
+    before = sim.group_state("cloud").target
     late = Plan(id="late", at=clock.now, actions=(
         Action(kind=ActionKind.SCALE_UP, target="cloud", count=3, size=before + 3, reason="late", step="test"),
     ))
     with pytest.raises(Deposed):
         a.actuator.execute(late)
-    assert sim.target("cloud") == before and len(store.unconfirmed_intents()) == intents_before
+    assert sim.group_state("cloud").target == before and len(store.unconfirmed_intents()) == intents_before
     assert all(i.plan_id != "late" for i in store.unconfirmed_intents())
     # and on its next tick it finds it is the standby now.
     assert a.tick().standby

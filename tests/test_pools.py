@@ -176,7 +176,7 @@ def test_a_node_scaled_in_goes_back_to_a_pool_below_its_size() -> None:
     assert len(ready) == 2 and not of(sim, NodeState.WARM)
     sim.terminate([ready[0].id], key="down")  # the pool is below its size 1: the node is parked, not terminated
     assert [n.id for n in of(sim, NodeState.WARM)] == [ready[0].id]
-    assert sim.target("od-a") == 1
+    assert sim.group_state("od-a").target == 1
     sim.terminate([ready[1].id], key="down-2")  # the pool is full again: this one terminates
     assert [n.id for n in of(sim, NodeState.WARM)] == [ready[0].id]
     assert sim.nodes()[ready[1].id].state is NodeState.TERMINATING

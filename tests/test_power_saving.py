@@ -63,7 +63,7 @@ def test_idle_nodes_power_off_at_the_suspend_rate_down_to_the_always_on_minimum(
     assert offs[0][0] >= 10  # not before the suspend time
     assert states(sim, "rack") == {NodeState.READY: 1, NodeState.WARM: 3}
     assert all(n.warm_state is WarmState.POWERED_OFF for n in sim.nodes().values() if n.state is NodeState.WARM)
-    assert sim.target("rack") == 1 and states(sim, "cloud") == {}
+    assert sim.group_state("rack").target == 1 and states(sim, "cloud") == {}
 
 
 def test_pending_work_wakes_powered_off_nodes_before_any_cloud_launch() -> None:

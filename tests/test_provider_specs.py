@@ -82,7 +82,7 @@ def test_a_toy_provider_is_its_class_and_a_spec(toy: ProviderSpec, tmp_path: Pat
         runtime.store.add_job(job("j", gpus=8, duration_s=600.0, submitted=runtime.now()), at=runtime.now())
         report = runtime.controller.tick()
         assert [(a.kind, a.target) for a in report.plan.actions] == [(ActionKind.SCALE_UP, "toys")]
-        assert all(o.ok for o in report.outcomes) and runtime.providers["toy"].target("toys") == 1
+        assert all(o.ok for o in report.outcomes) and runtime.providers["toy"].group_state("toys").target == 1
     finally:
         runtime.close()
 

@@ -90,7 +90,7 @@ def test_burst_scales_cloud_up_then_back_down_after_the_cooldown() -> None:
     assert (ActionKind.PLACE_JOB, "j0") in kinds  # on-prem first
     ups = [a for a in first.plan.actions if a.kind is ActionKind.SCALE_UP]
     assert [(a.target, a.size) for a in ups] == [("cloud", 2)]
-    assert sim.target("cloud") == 2
+    assert sim.group_state("cloud").target == 2
     clock.advance(60)
     assert not [a for a in ctl.tick().plan.actions if a.kind is ActionKind.SCALE_UP]  # booting counts
     clock.advance(BOOT_S)

@@ -131,8 +131,8 @@ def test_initial_nodes_exist_ready_and_min_size_is_launched() -> None:
         list_delay_s=30.0,
     )
     assert len(of(sim, ONPREM, NodeState.READY)) == 3  # pre-existing: listed at once
-    assert sim.target(ONPREM) == 3
-    assert sim.target(OD) == 1
+    assert sim.group_state(ONPREM).target == 3
+    assert sim.group_state(OD).target == 1
     assert [n.state for n in sim.all_nodes(OD)] == [NodeState.BOOTING]
 
 
@@ -151,7 +151,7 @@ def test_constructor_rejects_unknown_groups_and_bad_initial() -> None:
 def test_list_delay_hides_new_nodes_but_not_the_target() -> None:
     sim, clock = make_sim(list_delay_s=45.0)
     sim.set_target(OD, 1, key="k")
-    assert sim.target(OD) == 1
+    assert sim.group_state(OD).target == 1
     assert of(sim, OD) == []
     (node,) = sim.all_nodes(OD)
     assert sim.node(node.id) is not None  # the sim itself knows
@@ -203,7 +203,7 @@ def test_warm_pool_is_prepared_then_woken_first() -> None:
     clock.advance(60)
     warm = of(sim, OD, NodeState.WARM)
     assert [n.warm_state for n in warm] == [WarmState.STOPPED] * 2
-    assert sim.target(OD) == 0
+    assert sim.group_state(OD).target == 0
     sim.set_target(OD, 1, key="t")
     (waking,) = of(sim, OD, NodeState.WAKING)
     assert waking.id == "od-00001"  # the oldest warm node
@@ -263,7 +263,7 @@ def test_warm_pool_not_supported_on_spot_or_hibernating_gpus() -> None:
         sim.set_warm_pool(OD, 1, WarmState.HIBERNATED, key="b")
     sim.set_warm_pool(OD, 1, WarmState.STOPPED, key="c")
     sim.set_warm_pool("cpu", 1, WarmState.HIBERNATED, key="d")
-    assert sim.warm_pool("cpu") == (1, WarmState.HIBERNATED)
+    assert sim.group_state("cpu").warm_pool == (1, WarmState.HIBERNATED)
 
 
 def test_reuse_on_scale_in_returns_nodes_to_the_pool() -> None:
@@ -303,7 +303,7 @@ def test_shrinking_the_warm_pool_and_terminating_a_warm_node() -> None:
     sim.set_warm_pool(OD, 1, WarmState.STOPPED, key="w1")
     assert [n.id for n in of(sim, OD, NodeState.WARM)] == ["od-00001"]
     sim.terminate(["od-00001"], key="rotate")  # rotation: WARM -> TERMINATING, the pool refills
-    assert sim.target(OD) == 0
+    assert sim.group_state(OD).target == 0
     clock.advance(60)
     assert [n.id for n in of(sim, OD, NodeState.WARM)] == ["od-00004"]
 
@@ -316,9 +316,9 @@ def test_one_shot_error_raises_once_before_doing_anything() -> None:
     sim.inject_error("set_target", InsufficientCapacity("no p4d in r1a"))
     with pytest.raises(InsufficientCapacity, match="p4d"):
         sim.set_target(OD, 2, key="k")
-    assert sim.target(OD) == 0 and sim.all_nodes() == []
+    assert sim.group_state(OD).target == 0 and sim.all_nodes() == []
     sim.set_target(OD, 2, key="k")  # the failed call did not consume the key
-    assert sim.target(OD) == 2
+    assert sim.group_state(OD).target == 2
     assert [(c.method, c.args, c.key, c.duplicate, type(c.error)) for c in sim.calls] == [
         ("set_target", (OD, 2), "k", False, InsufficientCapacity),
         ("set_target", (OD, 2), "k", False, type(None)),
@@ -333,7 +333,7 @@ def test_counted_and_group_scoped_errors() -> None:
         with pytest.raises(QuotaExceeded):
             sim.set_target(SPOT, 1, key=f"s{i}")
     sim.set_target(SPOT, 1, key="s2")
-    assert sim.target(SPOT) == 1
+    assert sim.group_state(SPOT).target == 1
 
 
 def test_persistent_error_until_cleared() -> None:
@@ -369,7 +369,7 @@ def test_terminate_error_scoped_by_the_nodes_group() -> None:
     sim.terminate(["od-00001"], key="t1")
     with pytest.raises(CredentialsError):
         sim.terminate(["spot-00001"], key="t2")
-    assert sim.target(SPOT) == 1
+    assert sim.group_state(SPOT).target == 1
 
 
 def test_failing_offering_persists_until_cleared() -> None:
@@ -382,11 +382,11 @@ def test_failing_offering_persists_until_cleared() -> None:
         with pytest.raises(InsufficientCapacity):
             sim.set_target(OD, 3, key=f"grow-{i}")
     sim.set_target(OD, 1, key="shrink")  # shrinking needs no launch
-    assert sim.target(OD) == 1
+    assert sim.group_state(OD).target == 1
     sim.clear_offering(OD)
     assert [o.available for o in sim.offerings(OD)] == [True]
     sim.set_target(OD, 3, key="grow")
-    assert sim.target(OD) == 3
+    assert sim.group_state(OD).target == 3
 
 
 def test_replacement_blocked_by_a_failing_offering_is_reported_then_retried() -> None:
@@ -399,7 +399,7 @@ def test_replacement_blocked_by_a_failing_offering_is_reported_then_retried() ->
     events = sim.poll_events()
     assert [e.kind for e in events] == [EventKind.INTERRUPTION, EventKind.LAUNCH_FAILED]
     assert "no spot capacity" in events[1].detail
-    assert sim.target(SPOT) == 1
+    assert sim.group_state(SPOT).target == 1
     assert [n.state for n in of(sim, SPOT)] == [NodeState.TERMINATING]
     sim.clear_errors()
     assert [n.id for n in of(sim, SPOT, NodeState.BOOTING)] == ["spot-00002"]
@@ -409,7 +409,7 @@ def test_insufficient_capacity_beyond_the_groups_capacity_applies_nothing() -> N
     sim, _ = make_sim(capacity={OD: 2})
     with pytest.raises(InsufficientCapacity):
         sim.set_target(OD, 3, key="k")
-    assert sim.target(OD) == 0 and sim.all_nodes() == []
+    assert sim.group_state(OD).target == 0 and sim.all_nodes() == []
 
 
 def test_capacity_drop_reports_one_launch_failure_and_retries_when_it_returns() -> None:
@@ -458,7 +458,7 @@ def test_duplicate_keys_are_recorded_without_effect() -> None:
     sim.terminate(["od-00001"], key="t")
     sim.set_target(OD, 2, key="back-to-2")
     sim.terminate(["od-00001"], key="t")  # replayed: no NotFound, no second decrement
-    assert sim.target(OD) == 2
+    assert sim.group_state(OD).target == 2
     assert sim.calls[-1] == Call("terminate", (("od-00001",),), "t", clock(), duplicate=True)
 
 
@@ -511,7 +511,7 @@ def test_interruption_notice_deadline_and_replacement() -> None:
     gone = sim.node("spot-00001")
     assert gone is not None
     assert states(gone)[-3:] == [NodeState.READY, NodeState.INTERRUPTED, NodeState.TERMINATING]
-    assert sim.target(SPOT) == 1  # desired capacity kept: a replacement launches
+    assert sim.group_state(SPOT).target == 1  # desired capacity kept: a replacement launches
     assert [n.id for n in of(sim, SPOT, NodeState.BOOTING)] == ["spot-00002"]
     clock.advance(60)
     assert [n.id for n in of(sim, SPOT, NodeState.READY)] == ["spot-00002"]
@@ -579,12 +579,12 @@ def test_untracked_nodes_cost_and_do_not_count_toward_the_target() -> None:
     nid = sim.launch_untracked(OD)
     node = sim.nodes()[nid]
     assert node.state is NodeState.READY and node.tags["burst:cluster"] == "burst"
-    assert sim.target(OD) == 0
+    assert sim.group_state(OD).target == 0
     clock.advance(1800)
     assert sim.cost_usd() == {OD: 1.0}
     sim.set_target(OD, 1, key="k")
     sim.terminate([nid], key="gc")
-    assert sim.target(OD) == 1
+    assert sim.group_state(OD).target == 1
 
 
 # ---------------------------------------------------------------- next_event_at
@@ -662,8 +662,7 @@ def test_any_sequence_walks_the_table_and_converges(ops: list[tuple[str, str, in
     for node in sim.all_nodes():
         for a, b in zip(node.history, node.history[1:], strict=False):
             assert b.state in NODE_TRANSITIONS[a.state] and b.at >= a.at
-    target = sim.target(OD)
-    warm_size, _ = sim.warm_pool(OD)
+    target, warm_size = sim.group_state(OD).target, sim.group_state(OD).warm_size
     ready = of(sim, OD, NodeState.READY)
     warm = of(sim, OD, NodeState.WARM)
     assert len(ready) == target

@@ -8,7 +8,7 @@ How each protocol method maps onto AWS (every call goes through
 * `refresh` — one `describe_auto_scaling_groups` for every managed group, one
   `describe_warm_pool` per group (unless warm pools are off), one
   `describe_instances` of every instance tagged with the cluster. `nodes()`
-  and `target()` answer from this view, updated by this provider's own
+  and `group_state()` answer from this view, updated by this provider's own
   mutating calls; a listing is therefore as of the last refresh (one tick).
 * `nodes` — ASG instances and warm-pool instances (ASG lifecycle states mapped
   onto `NodeState`, `LIFECYCLE_STATES`), plus instances tagged `burst:cluster`

@@ -14,8 +14,8 @@ each protocol method maps onto the Compute API (every call goes through
 * `refresh` — per group `instanceGroupManagers.get` (targetSize,
   targetStoppedSize) and `listManagedInstances`; per zone `instances.list` of
   the VMs labelled with the cluster (creation times, labels, and VMs no group
-  owns, for garbage collection). `nodes()` and `target()` answer from this
-  view, updated by this provider's own mutating calls.
+  owns, for garbage collection). `nodes()` and `group_state()` answer from
+  this view, updated by this provider's own mutating calls.
 * `set_target` — `instanceGroupManagers.resize` (absolute).
 * `terminate` — `instanceGroupManagers.deleteInstances` of exactly these VMs
   (the MIG lowers its target size with them); a labelled VM no managed group

@@ -45,7 +45,7 @@ from burst.model import (
     WarmState,
 )
 from burst.model import Node as BurstNode
-from providers.base import Provider
+from providers.base import GroupState, Provider
 from providers.kubernetes import names
 from providers.kubernetes.cluster import ApiException, KubeCluster, Obj
 from providers.kubernetes.drain import Drainer
@@ -231,17 +231,14 @@ class KubernetesNodes:
     def offerings(self, group_id: str) -> Sequence[Offering]:
         return self.inner.offerings(group_id)
 
-    def target(self, group_id: str) -> int:
-        return self.inner.target(group_id)
+    def group_state(self, group_id: str) -> GroupState:
+        return self.inner.group_state(group_id)
 
     def set_target(self, group_id: str, size: int, *, key: str) -> None:
         self.inner.set_target(group_id, size, key=key)
 
     def set_warm_pool(self, group_id: str, size: int, state: WarmState, *, key: str) -> None:
         self.inner.set_warm_pool(group_id, size, state, key=key)
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        return self.inner.warm_pool(group_id)
 
 
 def _booting(node: BurstNode) -> BurstNode:

@@ -12,7 +12,7 @@ How each protocol method maps onto the driver (every call goes through
   libcloud), each with a `GroupSpec` naming the driver size, image, location
   and extra `create_node` arguments.
 * `refresh` — one `list_nodes()`; members are recognised by metadata, else by
-  name. `nodes()` and `target()` answer from this view, updated by this
+  name. `nodes()` and `group_state()` answer from this view, updated by this
   provider's own calls (a listing is as of the last refresh: one tick). A
   pool node being prepared that is running is stopped here (`stop_node`).
 * `set_target` — absolute: wakes stopped warm-pool nodes first

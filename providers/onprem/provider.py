@@ -5,14 +5,15 @@ group's hosts (`load_inventory`), so a group's `max_size` is its host count and
 can never be exceeded. burst switches hosts on and off; it never buys or gives
 back hardware.
 
-* **Target.** `target()` is the number of hosts burst holds powered on and in
-  service (BOOTING, WAKING, READY, DRAINING). `set_target` powers hosts on
-  (powered-off ones of a power-saving group first, then in inventory order) or
-  off (not yet ready ones first, newest first) to reach the size, running the
-  configured `power_on` / `power_off` command once per host. A host that failed
-  or was lost is not powered on again until its agent heartbeats or burst
-  powers it off (terminate); hosts that failed fewer times are powered on
-  first. Asking for more hosts than can be powered on raises QuotaExceeded.
+* **Target.** A group's target (`group_state()`) is the number of hosts burst
+  holds powered on and in service (BOOTING, WAKING, READY, DRAINING).
+  `set_target` powers hosts on (powered-off ones of a power-saving group first,
+  then in inventory order) or off (not yet ready ones first, newest first) to
+  reach the size, running the configured `power_on` / `power_off` command
+  once per host. A host that failed or was lost is not powered on again until
+  its agent heartbeats or burst powers it off (terminate); hosts that failed
+  fewer times are powered on first. Asking for more hosts than can be powered
+  on raises QuotaExceeded.
 * **Power commands.** argv lists, never a shell, with `{host}` (the host's
   address, else its name), `{node}` (its name) and `{group}` substituted,
   e.g. `["ipmitool", "-H", "{host}", "chassis", "power", "on"]` or
@@ -72,6 +73,7 @@ from burst.model import (
 )
 from providers.base import (
     Clock,
+    GroupState,
     InsufficientCapacity,
     InvalidTarget,
     NotFound,
@@ -284,21 +286,17 @@ class OnPremProvider:
         g = self._group(group_id)
         room = any(r.status == _OFF for r in self._of(group_id))
         return (Offering(g.instance_type, g.zone, CapacityType.ONPREM, self._prices.get(group_id, 0.0),
-                         available=room or self.target(group_id) > 0),)
+                         available=room or self._powered_on(group_id) > 0),)
 
     def nodes(self) -> Mapping[NodeId, Node]:
         """Every listed host: serving, failed, and (power-saving groups) powered-off warm ones."""
         return {nid: r.node for nid, r in self._recs.items() if r.node is not None}
 
-    def target(self, group_id: str) -> int:
-        """Hosts of the group powered on and in service. Raises NotFound."""
+    def group_state(self, group_id: str) -> GroupState:
+        """The group's hosts powered on and in service, and the warm-pool size last asked (0 if never),
+        `powered_off`. Raises NotFound."""
         self._group(group_id)
-        return sum(1 for r in self._of(group_id) if r.status == _ON)
-
-    def warm_pool(self, group_id: str) -> tuple[int, WarmState]:
-        """The warm-pool size last asked (0 if never) and `powered_off`. Raises NotFound."""
-        self._group(group_id)
-        return self._warm_size[group_id], WarmState.POWERED_OFF
+        return GroupState(self._powered_on(group_id), self._warm_size[group_id], WarmState.POWERED_OFF)
 
     def poll_events(self) -> Sequence[ProviderEvent]:
         """LAUNCH_FAILED (no heartbeat within the resume timeout) and NODE_LOST (heartbeats stopped), drained."""
@@ -499,6 +497,9 @@ class OnPremProvider:
 
     def _of(self, group_id: str) -> Iterable[_Rec]:
         return [r for r in self._recs.values() if r.group.id == group_id]
+
+    def _powered_on(self, group_id: str) -> int:
+        return sum(1 for r in self._of(group_id) if r.status == _ON)
 
 
 def _racked(g: NodeGroup, hosts: int) -> NodeGroup:

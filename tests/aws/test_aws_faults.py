@@ -57,7 +57,7 @@ def test_ice_on_one_instance_type_sends_the_planner_to_another_offering(aws: Aws
     second = ctl.tick()
     ups = second.plan.of_kind(ActionKind.SCALE_UP)
     assert [(a.target, a.size) for a in ups] == [("od-p4de", 1)], second.plan.to_json()
-    assert provider.target("od-p4de") == 1 and provider.target("od-a100") == 0
+    assert provider.group_state("od-p4de").target == 1 and provider.group_state("od-a100").target == 0
     store.close()
 
 
@@ -83,7 +83,7 @@ def test_the_circuit_breaker_opens_on_500s_and_closes_after_its_cool_off(aws: Aw
     p.refresh()  # the trial call succeeds
     assert p.breaker.state == "closed" and p.breaker.trips == 1
     p.set_target("od-a100", 1, key="while-open")  # the key was not consumed by the refused call
-    assert p.target("od-a100") == 1
+    assert p.group_state("od-a100").target == 1
     proxy.faults.server_errors = {"*": -1}
     for _ in range(2):
         with pytest.raises(BackendUnavailable):

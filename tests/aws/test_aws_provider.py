@@ -15,7 +15,14 @@ from botocore.stub import Stubber
 from burst.model import CapacityType, EventKind, NodeState, Tier, WarmState
 from providers.aws import AWS_API_ACTIONS, AwsProvider, client_token
 from providers.aws.prices import latest_spot_prices
-from providers.base import CredentialsError, InsufficientCapacity, InvalidTarget, NotFound, NotSupported
+from providers.base import (
+    CredentialsError,
+    GroupState,
+    InsufficientCapacity,
+    InvalidTarget,
+    NotFound,
+    NotSupported,
+)
 
 from .conftest import CLUSTER, Aws
 
@@ -57,7 +64,7 @@ def test_discovers_groups_from_terraform_outputs(aws: Aws, tmp_path: Path) -> No
 def test_scale_up_and_down(aws: Aws) -> None:
     p = aws.provider()
     p.set_target("od-a100", 3, key="up")
-    assert p.target("od-a100") == 3 and asg_of(aws, "od-a100")["DesiredCapacity"] == 3
+    assert p.group_state("od-a100").target == 3 and asg_of(aws, "od-a100")["DesiredCapacity"] == 3
     p.refresh()
     nodes = [n for n in p.nodes().values() if n.group_id == "od-a100"]
     assert len(nodes) == 3 and all(n.state is NodeState.READY for n in nodes)  # moto: InService at once
@@ -75,16 +82,15 @@ def test_warm_pool_put_and_describe(aws: Aws) -> None:
     """moto keeps the warm pool's settings but never creates warm instances, and does not reject a warm pool
     on a Spot group: burst rejects it itself."""
     p = aws.provider()
-    assert p.warm_pool("od-a100") == (0, WarmState.STOPPED)
+    assert p.group_state("od-a100").warm_pool == (0, WarmState.STOPPED)
     p.set_warm_pool("od-a100", 2, WarmState.RUNNING, key="warm-2")
     conf = client("autoscaling", aws.url).describe_warm_pool(AutoScalingGroupName="od-a100")["WarmPoolConfiguration"]
     assert conf["MinSize"] == 2 and conf["PoolState"] == "Running" and conf["InstanceReusePolicy"]["ReuseOnScaleIn"]
     p.refresh()
-    assert p.warm_pool("od-a100") == (2, WarmState.RUNNING)
-    assert p.target("od-a100") == 0
+    assert p.group_state("od-a100") == GroupState(0, 2, WarmState.RUNNING)
     again = aws.provider()  # a restarted controller reads the pool back
     again.refresh()
-    assert again.warm_pool("od-a100") == (2, WarmState.RUNNING)
+    assert again.group_state("od-a100").warm_pool == (2, WarmState.RUNNING)
     with pytest.raises(NotSupported):
         p.set_warm_pool("spot-a100", 1, WarmState.STOPPED, key="warm-spot")
     with pytest.raises(NotSupported):
@@ -113,7 +119,7 @@ def test_warm_pool_instances_are_warm_nodes(aws: Aws) -> None:
         p.refresh()
     warm = p.nodes()["i-0aaaaaaaaaaaaaaa1"]
     assert (warm.state, warm.warm_state, warm.group_id) == (NodeState.WARM, WarmState.STOPPED, "od-a100")
-    assert p.target("od-a100") == 1  # warm nodes are beyond the target
+    assert p.group_state("od-a100").target == 1  # warm nodes are beyond the target
     pool["Instances"][0]["LifecycleState"] = "Warmed:Pending"
     asgs["AutoScalingGroups"][0]["Instances"].append(
         {**pool["Instances"][0], "LifecycleState": "Pending", "ProtectedFromScaleIn": False})
@@ -131,7 +137,7 @@ def test_targeted_termination(aws: Aws) -> None:
     p.refresh()
     victim = sorted(n for n in p.nodes() if p.nodes()[n].group_id == "od-a100")[1]
     p.terminate([victim], key="kill")
-    assert p.target("od-a100") == 2 and asg_of(aws, "od-a100")["DesiredCapacity"] == 2
+    assert p.group_state("od-a100").target == 2 and asg_of(aws, "od-a100")["DesiredCapacity"] == 2
     p.refresh()
     assert victim not in p.nodes() and len(p.nodes()) == 2
     with pytest.raises(NotFound):
@@ -166,7 +172,7 @@ def test_offerings_per_type_and_zone_with_prices_and_ice(aws: Aws) -> None:
     aws.clock.advance(601)
     assert [o.available for o in behind.offerings("od-a100")] == [True]
     behind.set_target("od-a100", 1, key="ice-3")
-    assert behind.target("od-a100") == 1
+    assert behind.group_state("od-a100").target == 1
 
 
 def test_spot_price_is_the_newest_per_type_and_zone() -> None:

@@ -71,11 +71,11 @@ def test_offerings_describe_the_group(harness: Harness) -> None:
 def test_set_target_launches_nodes_that_become_ready(harness: Harness) -> None:
     p = harness.provider
     p.set_target(harness.group_id, 2, key="scale-1")
-    assert p.target(harness.group_id) == 2  # recorded at once; the nodes come later
+    assert p.group_state(harness.group_id).target == 2  # recorded at once; the nodes come later
     assert ready_count(harness, harness.group_id) == 0  # asynchronous: nothing is ready yet
     harness.eventually(lambda: ready_count(harness, harness.group_id) == 2, within_s=settle_s(harness))
     harness.advance(harness.boot_latency_s)
-    assert len(group_nodes(harness, harness.group_id)) == p.target(harness.group_id) == 2
+    assert len(group_nodes(harness, harness.group_id)) == p.group_state(harness.group_id).target == 2
 
 
 def test_repeated_key_is_applied_once(harness: Harness) -> None:
@@ -89,7 +89,7 @@ def test_repeated_key_is_applied_once(harness: Harness) -> None:
     # A stale retry of an old key must not undo a later decision.
     p.set_target(harness.group_id, 1, key="k-1")
     p.set_target(harness.group_id, 2, key="k-2")
-    assert p.target(harness.group_id) == 1
+    assert p.group_state(harness.group_id).target == 1
     harness.advance(settle_s(harness))
     assert len(group_nodes(harness, harness.group_id)) == 1
 
@@ -99,14 +99,14 @@ def test_target_outside_bounds_is_invalid(harness: Harness, size: int) -> None:
     with pytest.raises(InvalidTarget) as err:
         harness.provider.set_target(harness.group_id, size, key=f"bad-{size}")
     assert isinstance(err.value, ValueError)
-    assert harness.provider.target(harness.group_id) == 0
+    assert harness.provider.group_state(harness.group_id).target == 0
 
 
 def test_a_call_that_raised_does_not_consume_its_key(harness: Harness) -> None:
     with pytest.raises(InvalidTarget):
         harness.provider.set_target(harness.group_id, 5, key="reused")
     harness.provider.set_target(harness.group_id, 1, key="reused")
-    assert harness.provider.target(harness.group_id) == 1
+    assert harness.provider.group_state(harness.group_id).target == 1
 
 
 def test_unknown_group_is_not_found(harness: Harness) -> None:
@@ -114,20 +114,18 @@ def test_unknown_group_is_not_found(harness: Harness) -> None:
     with pytest.raises(NotFound):
         p.set_target("no-such-group", 1, key="x")
     with pytest.raises(NotFound):
-        p.target("no-such-group")
+        p.group_state("no-such-group")
     with pytest.raises(NotFound):
         p.offerings("no-such-group")
     with pytest.raises(NotFound):
         p.set_warm_pool("no-such-group", 1, WarmState.STOPPED, key="y")
-    with pytest.raises(NotFound):
-        p.warm_pool("no-such-group")
 
 
 def test_terminate_decrements_target_and_the_node_goes(harness: Harness) -> None:
     p = harness.provider
     victim, survivor = scale_and_wait(harness, harness.group_id, 2, "up-2")
     p.terminate([victim.id], key="kill-1")
-    assert p.target(harness.group_id) == 1
+    assert p.group_state(harness.group_id).target == 1
     harness.eventually(lambda: victim.id not in p.nodes(), within_s=600.0)
     harness.advance(settle_s(harness))  # no replacement: the desired size went down with it
     assert [n.id for n in group_nodes(harness, harness.group_id)] == [survivor.id]
@@ -138,7 +136,7 @@ def test_terminate_unknown_is_not_found_after_terminating_the_rest(harness: Harn
     (node,) = scale_and_wait(harness, harness.group_id, 1, "up-1")
     with pytest.raises(NotFound):
         p.terminate([node.id, "i-does-not-exist"], key="kill-mixed")
-    assert p.target(harness.group_id) == 0
+    assert p.group_state(harness.group_id).target == 0
     harness.eventually(lambda: node.id not in p.nodes(), within_s=600.0)
     with pytest.raises(NotFound):  # retried until NotFound: a terminated node is NotFound
         p.terminate([node.id], key="kill-retry")
@@ -174,21 +172,21 @@ def test_warm_pool_prepares_warm_nodes(harness: Harness) -> None:
         with pytest.raises(NotSupported):
             harness.provider.set_warm_pool(harness.group_id, 1, WarmState.STOPPED, key="warm-1")
         return
-    assert harness.provider.warm_pool(harness.group_id)[0] == 0
+    assert harness.provider.group_state(harness.group_id).warm_size == 0
     harness.provider.set_warm_pool(harness.group_id, 1, WarmState.STOPPED, key="warm-1")
-    assert harness.provider.warm_pool(harness.group_id) == (1, WarmState.STOPPED)
+    assert harness.provider.group_state(harness.group_id).warm_pool == (1, WarmState.STOPPED)
     harness.eventually(
         lambda: len(group_nodes(harness, harness.group_id, NodeState.WARM)) == 1, within_s=settle_s(harness)
     )
     (warm,) = group_nodes(harness, harness.group_id, NodeState.WARM)
     assert warm.warm_state is WarmState.STOPPED
-    assert harness.provider.target(harness.group_id) == 0  # warm nodes are beyond the target
+    assert harness.provider.group_state(harness.group_id).target == 0  # warm nodes are beyond the target
 
 
 def test_listing_lags_at_most_the_documented_delay(harness: Harness) -> None:
     p = harness.provider
     p.set_target(harness.group_id, 1, key="lag-1")
-    assert p.target(harness.group_id) == 1  # the size is consistent at once
+    assert p.group_state(harness.group_id).target == 1  # the size is consistent at once
     waited = harness.eventually(
         lambda: len(group_nodes(harness, harness.group_id)) == 1,
         within_s=harness.max_list_delay_s + 60.0,

@@ -120,7 +120,7 @@ def test_a_zone_stockout_sends_the_planner_to_another_zone(gcp: Gcp, tmp_path: P
     second = ctl.tick()
     ups = second.plan.of_kind(ActionKind.SCALE_UP)
     assert [(a.target, a.size) for a in ups] == [("od-a100-b", 1)], second.plan.to_json()
-    assert provider.target("od-a100-b") == 1 and provider.target("od-a100") == 0
+    assert provider.group_state("od-a100-b").target == 1 and provider.group_state("od-a100").target == 0
     assert s.migs[(ZONES[0], "od-a100")]["targetSize"] == 0
     store.close()
 

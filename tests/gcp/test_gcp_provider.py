@@ -88,7 +88,7 @@ def test_listed_groups_are_read_by_name(gcp: Gcp) -> None:
 def test_scale_up_and_down_carries_uuid5_request_ids_and_awaits_operations(gcp: Gcp) -> None:
     p = gcp.provider()
     p.set_target("od-a100", 3, key="plan-1/scale od-a100")
-    assert p.target("od-a100") == 3 and gcp.server.migs[(ZONES[0], "od-a100")]["targetSize"] == 3
+    assert p.group_state("od-a100").target == 3 and gcp.server.migs[(ZONES[0], "od-a100")]["targetSize"] == 3
     (query, _, status), = gcp.server.calls(RESIZE)
     assert status == 200 and query == {"size": "3", "requestId": request_id("plan-1/scale od-a100")}
     op = next(o for o in gcp.server.operations.values() if o["operationType"] == RESIZE)
@@ -138,7 +138,7 @@ def test_the_same_request_id_is_resent_after_a_503_and_only_one_vm_is_created(gc
     assert len([o for o in s.operations.values() if o["operationType"] == RESIZE]) == 1
     gcp.clock.advance(120)
     restarted.refresh()
-    assert restarted.target("od-a100") == 0 and members(gcp, "od-a100") == []
+    assert restarted.group_state("od-a100").target == 0 and members(gcp, "od-a100") == []
     assert s.created == [vm]
 
 
@@ -194,7 +194,7 @@ def test_terminate_deletes_exactly_those_vms_and_unknown_ids_are_not_found(gcp: 
     (query, body, _), = gcp.server.calls("compute.instanceGroupManagers.deleteInstances")
     assert query == {"requestId": request_id("kill/od-a100")}
     assert [u.rsplit("/", 1)[-1] for u in body["instances"]] == [victim] and body["skipInstancesOnValidationError"]
-    assert p.target("od-a100") == 1 and p.nodes()[victim].state is NodeState.TERMINATING
+    assert p.group_state("od-a100").target == 1 and p.nodes()[victim].state is NodeState.TERMINATING
     p.terminate([victim], key="kill-again")  # still deleting: a no-op, not a second request
     assert len(gcp.server.calls("compute.instanceGroupManagers.deleteInstances")) == 1
     gcp.clock.advance(60)
@@ -243,7 +243,7 @@ def test_rejected_credentials_and_missing_permissions_are_credentials_errors(gcp
     with pytest.raises(CredentialsError, match="GCP_API_METHODS"):
         p.set_target("od-a100", 1, key="up")
     p.set_target("od-a100", 1, key="up")  # the failed call did not consume its key
-    assert p.target("od-a100") == 1
+    assert p.group_state("od-a100").target == 1
 
 
 def test_the_methods_called_are_exactly_gcp_api_methods(gcp: Gcp) -> None:

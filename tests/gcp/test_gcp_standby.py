@@ -8,7 +8,7 @@ import pytest
 from gcp_env import ZONES
 
 from burst.model import NodeState, WarmState
-from providers.base import InvalidTarget, NotSupported
+from providers.base import GroupState, InvalidTarget, NotSupported
 from providers.gcp import STANDBY_RECREATE_S, request_id
 
 from .conftest import Gcp
@@ -22,19 +22,19 @@ def in_state(p: object, group: str, state: NodeState) -> list[str]:
 
 def test_the_standby_pool_is_sized_by_patch_and_held_beyond_the_target(gcp: Gcp) -> None:
     p = gcp.provider()
-    assert p.warm_pool("od-a100") == (0, WarmState.STOPPED)
+    assert p.group_state("od-a100").warm_pool == (0, WarmState.STOPPED)
     p.set_warm_pool("od-a100", 2, WarmState.STOPPED, key="warm-2")
     (query, body, status), = gcp.server.calls(PATCH)
     assert status == 200 and query == {"requestId": request_id("warm-2")}
     assert body == {"standbyPolicy": {"mode": "SCALE_OUT_POOL"}, "targetStoppedSize": 2, "targetSuspendedSize": 0}
-    assert p.warm_pool("od-a100") == (2, WarmState.STOPPED) and p.target("od-a100") == 0
+    assert p.group_state("od-a100") == GroupState(0, 2, WarmState.STOPPED)
     p.refresh()
     assert len(in_state(p, "od-a100", NodeState.BOOTING)) == 2  # being prepared
     gcp.clock.advance(60)
     p.refresh()
     warm = in_state(p, "od-a100", NodeState.WARM)
     assert len(warm) == 2 and all(p.nodes()[w].warm_state is WarmState.STOPPED for w in warm)
-    assert p.warm_pool("od-a100") == (2, WarmState.STOPPED) and p.target("od-a100") == 0
+    assert p.group_state("od-a100") == GroupState(0, 2, WarmState.STOPPED)
     p.set_warm_pool("od-a100", 1, WarmState.STOPPED, key="warm-1")
     gcp.clock.advance(10)
     p.refresh()
@@ -70,7 +70,7 @@ def test_states_gcp_cannot_keep_are_not_supported(gcp: Gcp) -> None:
         p.set_warm_pool("spot-a100", 1, WarmState.STOPPED, key="spot")
     with pytest.raises(InvalidTarget):
         p.set_warm_pool("od-a100", -1, WarmState.STOPPED, key="negative")
-    assert gcp.server.calls(PATCH) == [] and p.warm_pool("od-a100") == (0, WarmState.STOPPED)
+    assert gcp.server.calls(PATCH) == [] and p.group_state("od-a100").warm_pool == (0, WarmState.STOPPED)
 
 
 def test_standby_age_is_the_vms_age_and_rotation_comes_before_60_days(gcp: Gcp) -> None:
@@ -89,5 +89,5 @@ def test_standby_age_is_the_vms_age_and_rotation_comes_before_60_days(gcp: Gcp) 
     age = (gcp.clock() - node.created_at).total_seconds()  # what the hot-pool step compares with max_age
     assert age >= group.warm_pool.max_age_s and group.warm_pool.max_age_s < STANDBY_RECREATE_S
     p.terminate([standby], key="rotate")  # a warm VM leaves the pool, not the target
-    assert p.warm_pool("od-a100") == (0, WarmState.STOPPED) and p.target("od-a100") == 0
+    assert p.group_state("od-a100") == GroupState(0, 0, WarmState.STOPPED)
     assert gcp.server.migs[(ZONES[0], "od-a100")]["targetStoppedSize"] == 0

@@ -68,7 +68,7 @@ def test_only_the_leader_acts(pair, server: ApiServer) -> None:
     for _ in range(5):
         clock.advance(10)
         assert not a.tick().standby and b.tick().standby
-    assert sim.target("cloud") == 2
+    assert sim.group_state("cloud").target == 2
     assert server.get("leases", "burst-controller", "burst-system")["spec"]["renewTime"] == "2026-03-02T12:00:50.000000Z"
 
 
@@ -87,12 +87,12 @@ def test_failover_within_the_lease_and_the_deposed_leaders_writes_are_fenced(pai
     with pytest.raises(Deposed, match="held by replica-b"):
         lease_of(a).check(0, clock())
     assert a.actuator.fence is not None
-    before = sim.target("cloud")
+    before = sim.group_state("cloud").target
     late = Plan(id="late", at=clock(), actions=(
         Action(kind=ActionKind.SCALE_UP, target="cloud", count=3, size=before + 3, reason="late", step="test"),))
     with pytest.raises(Deposed):
         a.actuator.execute(late)  # replica-a wakes mid-tick with its old fence: no provider call
-    assert sim.target("cloud") == before
+    assert sim.group_state("cloud").target == before
     assert a.tick().standby
 
 

@@ -56,7 +56,7 @@ def test_pending_pods_scale_up_once_while_the_node_comes_up(server: ApiServer, c
     (job,) = report.snapshot.jobs
     assert (job.id, job.state, job.node_ids) == ("ml/train-0", JobState.RUNNING, (node_id,))
     assert [(a.target, a.size) for a in scale_ups] == [("gpu", 1)]
-    assert r.sim.target("gpu") == 1
+    assert r.sim.group_state("gpu").target == 1
 
 
 def test_a_node_reporting_zero_gpus_is_not_ready_capacity(server: ApiServer, cluster: KubeCluster, tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_a_node_reporting_zero_gpus_is_not_ready_capacity(server: ApiServer, clu
         report = r.tick(30)
         assert report.plan.of_kind(ActionKind.SCALE_UP) == []
         assert {n.state for n in report.snapshot.nodes} == {NodeState.BOOTING}
-    assert r.sim.target("gpu") == 2
+    assert r.sim.group_state("gpu").target == 2
 
 
 def test_spot_nodes_are_tainted_and_hot_pool_nodes_stay_cordoned_until_drawn(

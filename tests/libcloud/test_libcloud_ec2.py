@@ -53,7 +53,7 @@ def test_scale_up_and_down_by_run_and_terminate_instances(ec2: Ec2Setup) -> None
     p.refresh()
     assert sorted(n.state for n in p.nodes().values()) == [NodeState.READY] * 3
     p.set_target(GID, 1, key="down")
-    assert ec2.proxy.calls("TerminateInstances") == 2 and p.target(GID) == 1
+    assert ec2.proxy.calls("TerminateInstances") == 2 and p.group_state(GID).target == 1
     p.refresh()
     assert list(p.nodes()) == list(instances(ec2))
 
@@ -63,14 +63,14 @@ def test_a_lost_run_instances_reply_makes_no_duplicate(ec2: Ec2Setup) -> None:
     ec2.provider.set_target(GID, 1, key="up")
     assert ec2.proxy.calls("RunInstances", "lost") == 1 and ec2.proxy.calls("RunInstances") == 0
     assert len(instances(ec2)) == 1  # moto ignores ClientToken: the name found on the re-list is what saved it
-    assert ec2.provider.target(GID) == 1
+    assert ec2.provider.group_state(GID).target == 1
 
 
 def test_the_same_key_after_a_restart_creates_nothing(ec2: Ec2Setup, clock: ManualClock) -> None:
     ec2.provider.set_target(GID, 2, key="up")
     restarted = LibcloudProvider(ec2_driver(ec2.proxy.port), ec2_groups(), ec2_specs(), cluster="contract",
                                  clock=clock)
-    assert restarted.target(GID) == 2  # found by its tags
+    assert restarted.group_state(GID).target == 2  # found by its tags
     restarted.set_target(GID, 2, key="up")
     assert ec2.proxy.calls("RunInstances") == 2 and len(instances(ec2)) == 2
 
@@ -86,7 +86,7 @@ def test_warm_pool_by_stop_and_start_instances(ec2: Ec2Setup) -> None:
     p.set_target(GID, 1, key="up")
     assert ec2.proxy.calls("StartInstances") == 1 and ec2.proxy.calls("RunInstances") == 1
     p.refresh()
-    assert p.nodes()[warm.id].state is NodeState.READY and p.target(GID) == 1
+    assert p.nodes()[warm.id].state is NodeState.READY and p.group_state(GID).target == 1
 
 
 def test_transient_failures_are_retried(ec2: Ec2Setup) -> None:
@@ -113,4 +113,4 @@ def test_capacity_quota_and_credentials_errors(ec2: Ec2Setup) -> None:
         "AuthFailure", "AWS was not able to validate the provided access credentials"))
     with pytest.raises(CredentialsError, match="AuthFailure"):
         p.refresh()
-    assert instances(ec2) == {} and p.target(GID) == 0
+    assert instances(ec2) == {} and p.group_state(GID).target == 0

@@ -12,7 +12,14 @@ from libcloud.compute.types import NodeState as LcState
 from libcloud_env import dummy_provider
 
 from burst.model import EventKind, NodeState, WarmState
-from providers.base import CredentialsError, InsufficientCapacity, NotFound, NotSupported, QuotaExceeded
+from providers.base import (
+    CredentialsError,
+    GroupState,
+    InsufficientCapacity,
+    NotFound,
+    NotSupported,
+    QuotaExceeded,
+)
 from providers.libcloud import (
     CLUSTER_KEY,
     GROUP_KEY,
@@ -44,7 +51,7 @@ def test_scale_up_creates_named_tagged_nodes_that_boot() -> None:
     for n in drv.list_nodes():
         if str(n.name).startswith("contract-"):
             assert n.extra["metadata"] == {CLUSTER_KEY: "contract", GROUP_KEY: GID}
-    assert p.target(GID) == 2
+    assert p.group_state(GID).target == 2
     assert states(p) == [NodeState.REQUESTED] * 2  # asynchronous: listed as asked for
     p.refresh()
     assert states(p) == [NodeState.BOOTING] * 2
@@ -64,7 +71,7 @@ def test_scale_down_destroys_booting_nodes_first_then_the_newest() -> None:
     p.refresh()
     booting = [n.id for n in p.nodes().values() if n.state is NodeState.BOOTING]
     p.set_target(GID, 2, key="down-2")
-    assert p.target(GID) == 2
+    assert p.group_state(GID).target == 2
     assert booting[0] not in {str(n.id) for n in drv.list_nodes()}
     assert drv.calls["destroy_node"] == 1
     p.refresh()
@@ -81,7 +88,7 @@ def test_a_create_whose_reply_was_lost_is_not_repeated() -> None:
     p.set_target(GID, 2, key="up")
     assert drv.calls["create_node"] == 2  # the retry re-listed and found the first node by its name
     assert ours(drv) == [node_name("contract", GID, "set_target", "up", i) for i in range(2)]
-    assert p.target(GID) == 2
+    assert p.group_state(GID).target == 2
 
 
 def test_a_create_stopped_by_quota_keeps_what_it_made_and_the_same_key_finishes_it_after_a_restart() -> None:
@@ -101,17 +108,17 @@ def test_a_create_stopped_by_quota_keeps_what_it_made_and_the_same_key_finishes_
     drv.create_node = create_then_quota  # type: ignore[method-assign]
     with pytest.raises(QuotaExceeded, match="Quota exceeded for instances"):
         p.set_target(GID, 3, key="up-3")
-    assert p.target(GID) == 1  # the node made counts; the key was not consumed
+    assert p.group_state(GID).target == 1  # the node made counts; the key was not consumed
     drv.create_node = real_create  # type: ignore[method-assign]
 
     restarted, _ = dummy_provider(clock, driver=drv)  # a new controller process over the same cloud
-    assert restarted.target(GID) == 1
+    assert restarted.group_state(GID).target == 1
     restarted.set_target(GID, 3, key="up-3")
     assert ours(drv) == [node_name("contract", GID, "set_target", "up-3", i) for i in range(3)]
     creates = drv.calls["create_node"]
     again, _ = dummy_provider(clock, driver=drv)
     again.set_target(GID, 3, key="up-3")  # fulfilled already: nothing more
-    assert drv.calls["create_node"] == creates and again.target(GID) == 3
+    assert drv.calls["create_node"] == creates and again.group_state(GID).target == 3
 
 
 def test_terminate_destroys_exactly_those_and_unknown_ids_are_not_found() -> None:
@@ -123,7 +130,7 @@ def test_terminate_destroys_exactly_those_and_unknown_ids_are_not_found() -> Non
     victim, *rest = sorted(p.nodes())
     with pytest.raises(NotFound, match="i-nope"):
         p.terminate([victim, "i-nope"], key="kill")
-    assert p.target(GID) == 2
+    assert p.group_state(GID).target == 2
     assert p.nodes()[victim].state is NodeState.TERMINATING
     p.refresh()
     assert sorted(p.nodes()) == rest
@@ -135,9 +142,9 @@ def test_terminate_destroys_exactly_those_and_unknown_ids_are_not_found() -> Non
 def test_warm_pool_nodes_are_created_then_stopped_and_woken_before_any_create() -> None:
     clock = ManualClock()
     p, drv = dummy_provider(clock, stop_start=True)
-    assert p.warm_pool(GID) == (0, WarmState.STOPPED)
+    assert p.group_state(GID).warm_pool == (0, WarmState.STOPPED)
     p.set_warm_pool(GID, 2, WarmState.STOPPED, key="warm-2")
-    assert p.target(GID) == 0 and p.warm_pool(GID) == (2, WarmState.STOPPED)
+    assert p.group_state(GID) == GroupState(0, 2, WarmState.STOPPED)
     p.refresh()
     assert states(p) == [NodeState.BOOTING] * 2
     clock.advance(60)
@@ -150,13 +157,13 @@ def test_warm_pool_nodes_are_created_then_stopped_and_woken_before_any_create() 
     creates = drv.calls["create_node"]
     p.set_target(GID, 1, key="up-1")
     assert drv.calls["start_node"] == 1 and drv.calls["create_node"] == creates  # a warm node, not a new one
-    assert states(p).count(NodeState.WAKING) == 1 and p.target(GID) == 1
+    assert states(p).count(NodeState.WAKING) == 1 and p.group_state(GID).target == 1
     clock.advance(30)
     p.refresh()
     assert states(p) == sorted([NodeState.READY, NodeState.WARM], key=lambda s: s.value)
     p.set_warm_pool(GID, 0, WarmState.STOPPED, key="warm-0")
     p.refresh()
-    assert states(p) == [NodeState.READY] and p.target(GID) == 1
+    assert states(p) == [NodeState.READY] and p.group_state(GID).target == 1
 
 
 def test_a_stopped_node_found_at_start_is_a_warm_node() -> None:
@@ -167,7 +174,7 @@ def test_a_stopped_node_found_at_start_is_a_warm_node() -> None:
     p.refresh()
     p.refresh()
     restarted, _ = dummy_provider(clock, driver=drv)
-    assert restarted.warm_pool(GID) == (1, WarmState.STOPPED) and restarted.target(GID) == 0
+    assert restarted.group_state(GID) == GroupState(0, 1, WarmState.STOPPED)
     assert [n.state for n in restarted.nodes().values()] == [NodeState.WARM]
 
 
@@ -201,7 +208,7 @@ def test_a_node_that_vanishes_is_reported_lost_and_leaves_the_target() -> None:
     gone = sorted(p.nodes())[0]
     drv.vanish(gone)
     p.refresh()
-    assert p.target(GID) == 1 and gone not in p.nodes()
+    assert p.group_state(GID).target == 1 and gone not in p.nodes()
     events = p.poll_events()
     assert [(e.kind, e.node_id) for e in events] == [(EventKind.NODE_LOST, gone)]
     assert p.poll_events() == []
@@ -233,9 +240,9 @@ def test_errors_past_the_retries_are_backend_unavailable_and_keep_the_key() -> N
     drv.fail("create_node", *[BaseHTTPError(500, "Internal Server Error")] * 4)
     with pytest.raises(BackendUnavailable, match="HTTP 500"):
         p.set_target(GID, 1, key="up")
-    assert p.target(GID) == 0
+    assert p.group_state(GID).target == 0
     p.set_target(GID, 1, key="up")  # the same key, sent again on the next tick
-    assert p.target(GID) == 1
+    assert p.group_state(GID).target == 1
 
 
 def test_credentials_are_mapped_and_not_retried() -> None:
@@ -260,7 +267,7 @@ def test_no_capacity_marks_the_offering_unavailable_for_a_cooldown() -> None:
     clock.advance(301)
     assert [o.available for o in p.offerings(GID)] == [True]
     p.set_target(GID, 1, key="up")
-    assert p.target(GID) == 1
+    assert p.group_state(GID).target == 1
 
 
 def test_offerings_price_from_spec_then_lookup_then_driver() -> None:
@@ -297,4 +304,4 @@ def test_another_clusters_nodes_are_left_alone() -> None:
     other, drv = dummy_provider(clock, cluster="other")
     other.set_target(GID, 1, key="up")
     mine, _ = dummy_provider(clock, driver=drv)
-    assert mine.target(GID) == 0 and mine.nodes() == {}
+    assert mine.group_state(GID).target == 0 and mine.nodes() == {}

@@ -108,13 +108,13 @@ def test_power_on_and_off_run_the_configured_commands_once_per_key(tmp_path: Pat
     p.set_target("rack-a", 2, key="up-2")
     p.set_target("rack-a", 2, key="up-2")  # a retry of the same key runs nothing
     assert log_lines(log) == ["chassis power on -H gpu-01 gpu-01 rack-a", "chassis power on -H 10.0.0.12 gpu-02 rack-a"]
-    assert p.target("rack-a") == 2
+    assert p.group_state("rack-a").target == 2
     p.set_target("rack-a", 1, key="down-1")
     assert log_lines(log)[2:] == ["chassis power off -H 10.0.0.12"]  # the newest goes first
-    assert p.target("rack-a") == 1
+    assert p.group_state("rack-a").target == 1
     p.terminate(["gpu-01"], key="kill-1")
     assert log_lines(log)[3:] == ["chassis power off -H gpu-01"]
-    assert p.target("rack-a") == 0
+    assert p.group_state("rack-a").target == 0
     # Listed from their first power-on, and never dropped after: powered off they are warm powered_off.
     assert states(p) == {"gpu-01": (NodeState.WARM, WarmState.POWERED_OFF),
                          "gpu-02": (NodeState.WARM, WarmState.POWERED_OFF)}
@@ -139,7 +139,7 @@ def test_a_failing_power_command_raises_with_its_stderr_and_keeps_the_key(tmp_pa
     with pytest.raises(InsufficientCapacity) as err:
         p.set_target("rack-a", 1, key="up-1")
     assert str(err.value) == f"gpu-01: power on command {str(script)!r} exited 3: BMC 10.0.0.12 unreachable"
-    assert p.target("rack-a") == 0 and p.nodes() == {}
+    assert p.group_state("rack-a").target == 0 and p.nodes() == {}
     missing = PowerCommands(power_on=(str(tmp_path / "no-such-tool"), "{host}"), power_off=("true",))
     p = provider(tmp_path, clock, cmds=missing)
     with pytest.raises(InsufficientCapacity, match="power on command .*no-such-tool' not found"):
@@ -147,7 +147,7 @@ def test_a_failing_power_command_raises_with_its_stderr_and_keeps_the_key(tmp_pa
     p = provider(tmp_path, clock, cmds=PowerCommands(power_on=("true",), power_off=(str(script), "{host}")), initial=1)
     with pytest.raises(PowerCommandFailed, match="gpu-01: power off command .* exited 3: BMC"):
         p.set_target("rack-a", 0, key="down-0")
-    assert p.target("rack-a") == 1  # still on
+    assert p.group_state("rack-a").target == 1  # still on
 
 
 def test_heartbeats_make_powered_on_hosts_ready(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_missed_heartbeats_make_a_ready_host_lost_with_one_event(tmp_path: Path)
     for nid in ("gpu-01", "gpu-02", "gpu-03"):
         beats.last[nid] = clock.now
     p.refresh()
-    assert p.target("rack-a") == 3
+    assert p.group_state("rack-a").target == 3
     last = clock.now
     for _ in range(13):  # gpu-02 stops heartbeating; the others go on every 5 s
         clock.advance(5)
@@ -184,7 +184,7 @@ def test_missed_heartbeats_make_a_ready_host_lost_with_one_event(tmp_path: Path)
         p.refresh()
     assert states(p) == {"gpu-01": (NodeState.READY, None), "gpu-02": (NodeState.INTERRUPTED, None),
                          "gpu-03": (NodeState.READY, None)}
-    assert p.target("rack-a") == 2
+    assert p.group_state("rack-a").target == 2
     (event,) = p.poll_events()
     assert (event.kind, event.node_id, event.at) == (EventKind.NODE_LOST, "gpu-02", last + timedelta(seconds=65))
     assert event.detail == f"gpu-02: no agent heartbeat for 60 s (last {last.isoformat()})"
@@ -196,7 +196,7 @@ def test_missed_heartbeats_make_a_ready_host_lost_with_one_event(tmp_path: Path)
         p.set_target("rack-a", 3, key="up-3-again")
     beats.last["gpu-02"] = clock.now  # its agent is back
     p.refresh()
-    assert p.nodes()["gpu-02"].state is NodeState.READY and p.target("rack-a") == 3
+    assert p.nodes()["gpu-02"].state is NodeState.READY and p.group_state("rack-a").target == 3
 
 
 def test_a_resume_timeout_fails_the_wake(tmp_path: Path, power: tuple[Path, Path]) -> None:
@@ -214,7 +214,7 @@ def test_a_resume_timeout_fails_the_wake(tmp_path: Path, power: tuple[Path, Path
     assert states(p)["gpu-01"] == (NodeState.WAKING, None)  # at the timeout, not past it
     clock.advance(1)
     p.refresh()
-    assert states(p)["gpu-01"] == (NodeState.FAILED, None) and p.target("rack-a") == 0
+    assert states(p)["gpu-01"] == (NodeState.FAILED, None) and p.group_state("rack-a").target == 0
     (event,) = p.poll_events()
     assert (event.kind, event.group_id, event.node_id, event.at) == (
         EventKind.LAUNCH_FAILED, "rack-a", "gpu-01", start + timedelta(seconds=301))
@@ -240,19 +240,19 @@ def test_power_saving_powers_idle_hosts_off_into_warm_powered_off(tmp_path: Path
     clock.advance(10)
     p.terminate(["gpu-02"], key="suspend-1")  # the planner's power-off of an idle node
     assert log_lines(log) == ["chassis power off -H 10.0.0.12"]
-    assert states(p)["gpu-02"] == (NodeState.WARM, WarmState.POWERED_OFF) and p.target("rack-a") == 1
+    assert states(p)["gpu-02"] == (NodeState.WARM, WarmState.POWERED_OFF) and p.group_state("rack-a").target == 1
     assert [t.state for t in p.nodes()["gpu-02"].history][-3:] == [NodeState.READY, NodeState.DRAINING, NodeState.WARM]
     p.refresh()  # its last heartbeat is from before the power off: it stays off
     assert states(p)["gpu-02"] == (NodeState.WARM, WarmState.POWERED_OFF)
     p.terminate(["gpu-02"], key="rotate")  # already off: nothing to run
     assert len(log_lines(log)) == 1
     p.set_warm_pool("rack-a", 0, WarmState.POWERED_OFF, key="pool")
-    assert p.warm_pool("rack-a") == (0, WarmState.POWERED_OFF)
+    assert p.group_state("rack-a").warm_pool == (0, WarmState.POWERED_OFF)
     with pytest.raises(NotSupported, match="powered_off only, not stopped"):
         p.set_warm_pool("rack-a", 1, WarmState.STOPPED, key="pool-stopped")
     p.set_target("rack-a", 3, key="wake-2")
     assert states(p)["gpu-02"] == (NodeState.WAKING, None) and states(p)["gpu-03"] == (NodeState.WAKING, None)
-    assert p.target("rack-a") == 3
+    assert p.group_state("rack-a").target == 3
 
 
 def test_without_a_heartbeat_source_hosts_are_ready_as_declared(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_with_the_agent_link_hosts_are_ready_on_their_agents_heartbeats(tmp_path
         runtime.controller.tick()
         assert {n: s.state for n, s in provider.nodes().items()} == {"gpu-01": NodeState.READY,
                                                                     "gpu-02": NodeState.INTERRUPTED}
-        assert provider.target("rack-a") == 1
+        assert provider.group_state("rack-a").target == 1
         clock.advance(5)
         runtime.hub.record(Report(node_id="gpu-02", at=clock.now))  # back
         clock.advance(5)
