@@ -627,14 +627,18 @@ def _series_advice(result: Forecast, steady_gpus: int | None) -> SteadyAdvice:
 
 
 def print_steady_advice(advice: Sequence[SteadyAdvice]) -> None:
-    """Print the steady-tier advice, one line per GPU model."""
+    """Print the steady-tier advice, one line per GPU model: GPUs to own over the forecast horizon (naming the
+    window, as `burst cost` names its own), today's utilisation and the GPUs to add (`steady.gpus_to_add`)."""
+    from burst.planner.steady import gpus_to_add
+
     for a in advice:
         click.echo(
-            f"steady tier ({a.gpu_model}): own {a.recommended_gpus} GPU(s) (P50 of forecast P50 demand, "
-            f"{a.window_start:%Y-%m-%d %H:%M} to {a.window_end:%Y-%m-%d %H:%M} UTC; "
+            f"steady tier ({a.gpu_model}): own {a.recommended_gpus} GPU(s) (P50 of forecast P50 demand over the "
+            f"forecast horizon, {a.window_start:%Y-%m-%d %H:%M} to {a.window_end:%Y-%m-%d %H:%M} UTC; "
             f"{a.utilisation_at_recommended:.0%} utilised at that size)"
             + ("" if a.utilisation is None else
-               f"; today's {a.steady_gpus} GPU(s) would be {a.utilisation:.0%} utilised: {a.status}")
+               f"; today's {a.steady_gpus} GPU(s) would be {a.utilisation:.0%} utilised: {a.status}; "
+               f"add {gpus_to_add(a)}")
         )
         if a.cost_optimal_gpus is not None and a.cost_optimal_quantile is not None:
             click.echo(

@@ -15,11 +15,16 @@ from burst.model import (
     Forecast,
     GpuShape,
     Job,
+    Node,
     NodeGroup,
+    NodeState,
     Policy,
+    Snapshot,
     SpotPolicy,
     Tier,
+    Transition,
 )
+from burst.planner import PlanIds, plan
 from burst.projection.arrivals import JobTemplate, synthetic_jobs
 from burst.projection.budget import breach_at
 from burst.projection.capacity import HOURS_PER_MONTH, break_even, capacity_advice
@@ -123,15 +128,56 @@ def test_break_even_of_owned_gpus_from_the_on_prem_cost_model() -> None:
     assert OnPremCost().usd_per_gpu_hour == pytest.approx(25000 / 35040 + 0.7 * 1.4 * 0.12 + 0.25)
 
 
-def test_capacity_advice_needs_sustained_p50_above_the_steady_tier() -> None:
+def test_capacity_advice_adds_the_median_p50_above_the_steady_tier_in_whole_nodes() -> None:
     onprem = OnPremCost()
-    # Above 32 GPUs 3 steps of 4, by 4, 10, 20: the median excess (of 0, 4, 10, 20) is 4 -> one 8-GPU node.
-    advice = capacity_advice([30.0, 36.0, 42.0, 52.0], 3600.0, 32, onprem, 3.0)
-    assert advice.above_share == 0.75 and advice.add_gpus == 8
+    owned = {"A100": 32}
+    # P50 of 30, 36, 42, 52 GPUs (above 32 GPUs 3 steps of 4): own their median, 39, so add 7 -> one 8-GPU node.
+    advice = capacity_advice(constant_path([30.0, 36.0, 42.0, 52.0]), owned, onprem, 3.0, start=T0,
+                             end=T0 + timedelta(hours=3), step_s=3600.0)
+    assert advice is not None and advice.steady_tier is not None
+    assert advice.steady_tier.recommended_gpus == 39 and advice.above_share == 0.75 and advice.add_gpus == 8
+    assert (advice.steady_tier.window_start, advice.steady_tier.window_end) == (T0, T0 + timedelta(hours=3))
     absorbed_h = 0 + 4 + 8 + 8  # min(8, excess) per 1 h step
     assert advice.cloud_avoided_usd_month == pytest.approx(absorbed_h * HOURS_PER_MONTH / 4 * 3.0)
-    # Above the steady tier for one step in four: not sustained, nothing to buy.
-    assert capacity_advice([30.0, 30.0, 30.0, 52.0], 3600.0, 32, onprem, 3.0).add_gpus == 0
+    # Above the steady tier for one step in four: the median, 30, is below it; nothing to buy.
+    quiet = capacity_advice(constant_path([30.0, 30.0, 30.0, 52.0]), owned, onprem, 3.0, start=T0,
+                            end=T0 + timedelta(hours=3), step_s=3600.0)
+    assert quiet is not None and quiet.add_gpus == 0 and quiet.steady_tier is not None
+    assert quiet.steady_tier.recommended_gpus == 30
+    # Only the window's steps count: the last two alone have a median of 41 -> add 9 -> two nodes.
+    late = capacity_advice(constant_path([30.0, 36.0, 30.0, 52.0]), owned, onprem, 3.0,
+                           start=T0 + timedelta(hours=2), end=T0 + timedelta(hours=3), step_s=3600.0)
+    assert late is not None and late.add_gpus == 16 and late.above_share == 0.5
+
+
+def constant_path(p50: list[float], start: datetime = T0) -> Forecast:
+    """A scripted hourly forecast whose every quantile is `p50`, on any GPU model."""
+    stamps = tuple(start + timedelta(hours=k) for k in range(len(p50)))
+    return Forecast(tenant="all", gpu_model="any", timestamps=stamps, model="scripted",
+                    quantiles={q: tuple(p50) for q in (0.1, 0.5, 0.9, 0.99)})
+
+
+def test_plan_and_cost_advise_the_same_steady_tier_on_the_same_forecast_and_owned_gpus() -> None:
+    # 4 on-prem nodes of 8 A100s; P50 demand of 30, 31, 40 and 41 GPUs over the 4 h both windows cover. Its median is
+    # 35.5: both own 36 GPUs, and cost adds 4 of them as one 8-GPU node. (The lower median of the demand above the
+    # steady tier, 0, added nothing.)
+    onprem = NodeGroup(id="onprem", provider="sim", region="dc1", tier=Tier.STEADY, capacity_type=CapacityType.ONPREM,
+                       shape=GpuShape("A100", 8, 40.0), instance_type="dgx-a100", min_size=4, max_size=4)
+    groups = (onprem, _cloud("od", CapacityType.ON_DEMAND), _cloud("spot", CapacityType.SPOT))
+    forecast = constant_path([30.0, 31.0, 40.0, 41.0])
+    nodes = tuple(Node(id=f"onprem-{i}", group_id="onprem", state=NodeState.READY, gpus=8, created_at=T0,
+                       history=(Transition(NodeState.READY, T0),)) for i in range(4))
+    snapshot = Snapshot(groups=groups, nodes=nodes, jobs=(), targets={"onprem": 4, "od": 0, "spot": 0})
+    (planned,) = plan(snapshot, [forecast], {}, CATALOG, now=T0, ids=PlanIds("p")).advice
+    setup = SimSetup(cluster="t", groups=groups, initial={"onprem": 4, "od": 0, "spot": 0},
+                     spot_hazard_per_hour={"spot": 0.0}, policies={}, catalog=CATALOG,
+                     default_policy=Policy(tenant="_default"))
+    projected = project(setup, NO_STATS, forecast, [JobTemplate("prod", 8, 3600.0)], start=T0, horizon_s=4 * 3600.0,
+                        strategy="burst-no-forecast", paths=2)
+    capacity = projected.to_json()["capacity"]
+    assert planned.recommended_gpus == 36 and planned.steady_gpus == 32
+    assert capacity["steady_tier"] == planned.to_json(), "the same figures over the same window"
+    assert capacity["add_gpus"] == 8 and capacity["steady_gpus"] == 32
 
 
 # ------------------------------------------------------------------ budgets
@@ -174,7 +220,9 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     body = result.to_json()
     assert body["by_tenant"]["prod"]["budget_usd_month"] == 500.0
     assert body["by_tenant"]["prod"]["exceeds_budget_at"] == breach.isoformat()
-    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history"}
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history",
+                         "capacity"}
+    assert body["capacity"] is None, "no steady tier, no capacity advice"
 
 
 # ------------------------------------------------------------------ what-ifs

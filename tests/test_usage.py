@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from burst.cli import main
+from burst.model import SteadyAdvice
 from burst.projection.usage import USAGE_JSON_SCHEMA
 from burst.state import CostEntry, JobLoss, Store
 
@@ -151,8 +152,15 @@ def test_cost_json_has_the_documented_schema_and_the_report_embeds_its_plots(con
                                     "--spot-history", str(spot), "--json", "--report", str(report)])
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
-    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history"}
+    assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history",
+                         "capacity"}
     assert body["horizon_h"] == 12.0
+    assert set(body["capacity"]) == {"steady_gpus", "above_share", "add_gpus", "cloud_usd_per_gpu_hour",
+                                     "cloud_avoided_usd_month", "onprem_running_usd_month", "capex_usd",
+                                     "payback_months", "steady_tier"}
+    advice = body["capacity"]["steady_tier"]  # burst plan's steady-tier keys, over the projection's 12 hourly steps
+    assert set(advice) == set(SteadyAdvice("any", 0, 0, None, 0.0, None, T0, T0).to_json())
+    assert (advice["window_start"], advice["window_end"]) == ("2026-03-04T00:00:00+00:00", "2026-03-04T11:00:00+00:00")
     assert body["paths"]["count"] == 50 and set(body["paths"]) == {"count", "level", "phi", "source", "horizon_folds"}
     # From Mar 4 00:00 (the hour after the trace) back to Feb 2: 10 for 18 days, then 8 for 12: the median is 10.
     assert body["spot_from_history"] == {"aws/p5.48xlarge/us-east-1": 10.0}

@@ -5,7 +5,12 @@ adds one `SteadyAdvice` per GPU model to the plan, which `burst plan` and
 `burst forecast` show. GPUs to own = the P50, over the planning window (the
 forecasts' horizon), of the forecast P50 demand summed over tenants; the
 utilisation today's steady tier would see under that demand gives the
-green / yellow / red status (< 60% / 60-80% / > 80%).
+green / yellow / red status (< 60% / 60-80% / > 80%). GPUs to buy
+(`gpus_to_add`) = that size above the GPUs owned today, in whole nodes.
+`burst plan` and `burst cost` both decide by these two functions; they
+differ only in the window (`burst plan`: the daemon's forecast horizon;
+`burst cost`: the projection's horizon) and in the forecast they read, and
+each states its window beside the figures.
 
 Given the owned and on-demand USD per GPU-hour, it also gives the
 cost-optimal owned size: the (1 - owned / on-demand) quantile of the same
@@ -26,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from burst.model import ANY_MODEL, CapacityType, Forecast, SteadyAdvice, Tier, utilisation_status
+from burst.model import ANY_MODEL, CapacityType, Forecast, NodeGroup, SteadyAdvice, Tier, utilisation_status
 from burst.planner.context import PlanContext
 from burst.planner.contract import declare
 
@@ -88,6 +93,15 @@ def steady_advice(
     return out
 
 
+def gpus_to_add(advice: SteadyAdvice, gpus_per_node: int = 1) -> int:
+    """Decide how many on-prem GPUs to buy on `advice`: its recommended size above the GPUs owned today,
+    rounded up to whole nodes of `gpus_per_node`; 0 when they already hold it or are not known."""
+    if advice.steady_gpus is None or advice.recommended_gpus <= advice.steady_gpus:
+        return 0
+    nodes = -(-(advice.recommended_gpus - advice.steady_gpus) // max(1, gpus_per_node))
+    return nodes * max(1, gpus_per_node)
+
+
 HOURS_PER_YEAR = 8760.0
 
 
@@ -114,11 +128,21 @@ def advise_steady_tier(ctx: PlanContext) -> None:
     for cap in ctx.groups.values():
         if cap.group.tier is Tier.STEADY:
             owned[cap.group.shape.gpu_model] += cap.ready_nodes * cap.gpn
-    steady = [c.gpu_price for c in ctx.groups.values() if c.group.tier is Tier.STEADY]
-    on_demand = [c.gpu_price for c in ctx.groups.values()
-                 if c.group.tier is Tier.ELASTIC and c.group.capacity_type is CapacityType.ON_DEMAND]
-    prices = (min(steady), min(on_demand)) if steady and on_demand else None
+    prices = advice_prices((c.group, c.gpu_price) for c in ctx.groups.values())
     ctx.add_advice(_LAST_ADVICE.advice(ctx.forecasts, owned, ctx.now, prices))
+
+
+def advice_prices(priced: Iterable[tuple[NodeGroup, float]]) -> tuple[float, float] | None:
+    """The (owned, on-demand) USD per GPU-hour the cost-optimal size weighs, from (group, USD per GPU-hour)
+    pairs: the cheapest steady group's and the cheapest on-demand elastic group's; None without both."""
+    steady: list[float] = []
+    on_demand: list[float] = []
+    for group, usd in priced:
+        if group.tier is Tier.STEADY:
+            steady.append(usd)
+        elif group.capacity_type is CapacityType.ON_DEMAND:
+            on_demand.append(usd)
+    return (min(steady), min(on_demand)) if steady and on_demand else None
 
 
 class _LastAdvice:

@@ -1,13 +1,18 @@
 """Capacity planning: on-prem GPUs worth buying when forecast P50 demand sits above the steady tier.
 
-Sustained: the forecast P50 is above the steady tier's GPUs for at least
-`SUSTAINED_SHARE` of the horizon's steps. The recommendation is the median,
-over the horizon, of the P50 demand above the steady tier (rounded up to
-whole nodes): GPUs that would be busy at least half of the time.
+The rule is the steady-tier advice `burst plan` shows (`burst.planner.steady`):
+GPUs to own = the median, over the window, of the forecast P50 demand
+(`steady_advice`); GPUs to add = that size above the steady tier's GPUs,
+rounded up to whole nodes (`gpus_to_add`). A size above the steady tier
+means P50 demand above it for at least half of the window's steps
+(`above_share` reports the share). The window is the projection's horizon;
+`burst plan`'s is the daemon's forecast horizon, so the two show different
+figures when their windows (or the forecasts over them) differ, never by rule,
+and both print their window.
 
 Break-even for `n` added GPUs, per month of `HOURS_PER_MONTH` hours:
 
-- cloud avoided = Σ over the forecast steps of min(n, max(0, P50 - steady))
+- cloud avoided = Σ over the window's steps of min(n, max(0, P50 - steady))
   × step hours, scaled to a month, × the cloud USD per GPU-hour (what the
   projection's elastic tier paid per GPU-hour; the cheapest on-demand price
   when it burst nothing);
@@ -19,20 +24,26 @@ Break-even for `n` added GPUs, per month of `HOURS_PER_MONTH` hours:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from burst.catalog import OnPremCost
+from burst.model import Forecast, SteadyAdvice
+from burst.planner.steady import gpus_to_add, steady_advice
 
 HOURS_PER_MONTH = 730.0
-SUSTAINED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
 class CapacityAdvice:
-    """What the capacity plan recommends (module doc); add_gpus 0 means buy nothing."""
+    """What the capacity plan recommends (module doc); add_gpus 0 means buy nothing.
+
+    `steady_tier` is the steady-tier advice it was decided from (`burst plan`'s figures: GPUs to own,
+    utilisation, window); None only for a bare `break_even`.
+    """
 
     steady_gpus: int
     above_share: float
@@ -42,29 +53,42 @@ class CapacityAdvice:
     onprem_running_usd_month: float
     capex_usd: float
     payback_months: float | None
+    steady_tier: SteadyAdvice | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        """The `capacity` object of `burst cost --json`; `steady_tier` has the keys of `burst plan --json`'s."""
+        out: dict[str, Any] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+                               if k != "steady_tier"}
+        out["steady_tier"] = None if self.steady_tier is None else self.steady_tier.to_json()
+        return out
 
 
 def capacity_advice(
-    p50_gpus: Sequence[float],
-    step_s: float,
-    steady_gpus: int,
+    forecast: Forecast,
+    steady_gpus: Mapping[str, int],
     onprem: OnPremCost,
     cloud_usd_per_gpu_hour: float,
     *,
+    start: datetime,
+    end: datetime,
+    step_s: float,
     gpus_per_node: int = 8,
-    sustained_share: float = SUSTAINED_SHARE,
-) -> CapacityAdvice:
-    """The advice for a forecast P50 path against `steady_gpus` (module doc for every figure)."""
-    over = [max(0.0, v - steady_gpus) for v in p50_gpus]
-    share = sum(1 for v in over if v > 0) / len(over) if over else 0.0
-    add = 0
-    if over and share >= sustained_share:
-        median = sorted(over)[(len(over) - 1) // 2]
-        add = math.ceil(median / gpus_per_node - 1e-9) * gpus_per_node if median > 0 else 0
-    return break_even(over, step_s, steady_gpus, add, onprem, cloud_usd_per_gpu_hour, share)
+    prices: tuple[float, float] | None = None,
+) -> CapacityAdvice | None:
+    """The advice for `forecast`'s P50 over [start, end] against the steady GPUs owned per GPU model (module doc
+    for every figure); None when no forecast step falls in the window. `prices` (owned, on-demand USD per
+    GPU-hour) add the cost-optimal size to `steady_tier`, as in `burst plan`."""
+    found = steady_advice([forecast], steady_gpus, start, end, prices=prices)
+    if not found:
+        return None
+    (advice,) = found
+    owned = advice.steady_gpus or 0
+    first, last = forecast.steps_within(start, end)
+    over = [max(0.0, v - owned) for v in forecast.quantiles[0.5][first:last]]
+    share = sum(1 for v in over if v > 0) / len(over)
+    add = gpus_to_add(advice, gpus_per_node)
+    return dataclasses.replace(break_even(over, step_s, owned, add, onprem, cloud_usd_per_gpu_hour, share),
+                               steady_tier=advice)
 
 
 def break_even(

@@ -21,6 +21,7 @@ from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 
 if TYPE_CHECKING:
     from burst.model import Job
+    from burst.projection.capacity import CapacityAdvice
     from burst.sim.setup import SimSetup
     from forecasting.models import DemandSeries
 
@@ -92,7 +93,7 @@ def _config(config_path: Path | None) -> Any:
                                  "spot is priced at its last 30 days' median.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier (each p10/p50/p90), paths, what_if, "
-                   "spot_from_history.")
+                   "spot_from_history, capacity.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
 def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | str | None,
@@ -284,17 +285,27 @@ def _print_projection(projection: Any) -> None:
     click.echo(f"P10/P50/P90: quantiles of the costs of {len(projection.paths)} sampled demand paths' runs, each line and "
                f"tenant on its own (they need not add up); steps correlated as the forecast's errors were "
                f"({projection.dependence.source})")
-    cap = projection.capacity
-    if cap is not None:
-        if cap.add_gpus:
-            payback = "never" if cap.payback_months is None else f"{cap.payback_months:,.1f} months"
-            click.echo(f"capacity: forecast P50 above the steady tier ({cap.steady_gpus} GPUs) {cap.above_share:.0%} of the "
-                       f"horizon: add {cap.add_gpus} on-prem GPU(s); saves ${cap.cloud_avoided_usd_month:,.0f}/month of "
-                       f"cloud for ${cap.onprem_running_usd_month:,.0f}/month to run and ${cap.capex_usd:,.0f} capex: "
-                       f"pays back in {payback}")
-        else:
-            click.echo(f"capacity: forecast P50 above the steady tier ({cap.steady_gpus} GPUs) {cap.above_share:.0%} of the "
-                       "horizon: no on-prem GPUs to add")
+    _print_capacity(projection.capacity)
+
+
+def _print_capacity(cap: CapacityAdvice | None) -> None:
+    """Print the capacity advice: GPUs to own over the projection's horizon (naming the window, as `burst plan`
+    names its own), and GPUs to add with their payback."""
+    if cap is None:
+        return
+    a = cap.steady_tier
+    own = "" if a is None else (
+        f"own {a.recommended_gpus} GPU(s) (P50 of forecast P50 demand over the projection's horizon, "
+        f"{a.window_start:%Y-%m-%d %H:%M} to {a.window_end:%Y-%m-%d %H:%M} UTC); ")
+    head = f"capacity: {own}forecast P50 above the steady tier ({cap.steady_gpus} GPUs) {cap.above_share:.0%} of the horizon"
+    if not cap.add_gpus:
+        click.echo(f"{head}: no on-prem GPUs to add")
+        return
+    short = "" if a is None else f" ({a.recommended_gpus - cap.steady_gpus} short of it, rounded up to whole nodes)"
+    payback = "never" if cap.payback_months is None else f"{cap.payback_months:,.1f} months"
+    click.echo(f"{head}: add {cap.add_gpus} on-prem GPU(s){short}; saves ${cap.cloud_avoided_usd_month:,.0f}/month of "
+               f"cloud for ${cap.onprem_running_usd_month:,.0f}/month to run and ${cap.capex_usd:,.0f} capex: "
+               f"pays back in {payback}")
 
 
 @click.command("usage")

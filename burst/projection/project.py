@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from typing import Any
 
 from burst.catalog import COST_LINES, SPOT_MEDIAN_WINDOW_S
 from burst.model import CapacityType, Forecast, Job, Tier
+from burst.planner.steady import advice_prices
 from burst.projection.arrivals import JobTemplate, synthetic_jobs
 from burst.projection.budget import breach_at, spend_points
 from burst.projection.capacity import CapacityAdvice, capacity_advice
@@ -129,17 +131,20 @@ class Projection:
     dependence: Dependence = COMONOTONE
 
     def to_json(self) -> dict[str, Any]:
-        """The `burst cost --json` object: the baseline's keys, `paths`, `what_if`, and `spot_from_history`.
+        """The `burst cost --json` object: the baseline's keys, `paths`, `what_if`, `spot_from_history` and
+        `capacity`.
 
         `paths` is how many demand paths were sampled and how their steps were
         correlated; `spot_from_history` maps "provider/instance_type/region" to
         the spot USD/hour the projection used from the history
         (`spot_from_history`'s rule); offerings not in it were priced at the
-        catalog's flat spot price.
+        catalog's flat spot price. `capacity` is the capacity advice (`CapacityAdvice.to_json`: its
+        `steady_tier` has the keys of `burst plan --json`'s, window included), None without a steady tier.
         """
         return {**self.baseline.to_json(), "paths": {"count": len(self.paths), **self.dependence.to_json()},
                 "what_if": {n: s.to_json() for n, s in self.what_if.items()},
-                "spot_from_history": {"/".join(k): round(v, 6) for k, v in sorted(self.spot_from_history.items())}}
+                "spot_from_history": {"/".join(k): round(v, 6) for k, v in sorted(self.spot_from_history.items())},
+                "capacity": None if self.capacity is None else self.capacity.to_json()}
 
     def scenarios(self) -> list[Scenario]:
         return [self.baseline, *self.what_if.values()]
@@ -287,12 +292,16 @@ def project(
 
 
 def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: StrategyResult) -> CapacityAdvice | None:
-    """The capacity advice from the forecast's P50 and the cloud rate `p50` (the median run) paid."""
+    """The capacity advice (`burst.projection.capacity`: `burst plan`'s steady-tier rule) from the forecast's P50
+    over the projection's horizon (its first steps), and the cloud rate `p50` (the median run) paid."""
     steady = [g for g in setup.groups if g.tier is Tier.STEADY]
-    if not steady:
+    if not steady or not forecast.timestamps:
         return None
     step_s = _step_s(forecast)
-    steps = _steps(forecast, horizon_s)
+    window = forecast.timestamps[:_steps(forecast, horizon_s)]
+    owned: dict[str, int] = defaultdict(int)
+    for g in steady:
+        owned[g.shape.gpu_model] += setup.initial.get(g.id, 0) * g.gpus_per_node
     steady_gpus = setup.steady_gpus()
     elastic_usd = p50.cost_by_tier.get("elastic_on_demand", 0.0) + p50.cost_by_tier.get("elastic_spot", 0.0)
     elastic_gh = p50.gpu_hours_paid - steady_gpus * horizon_s / 3600.0
@@ -302,8 +311,9 @@ def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: Strate
         od = [setup.catalog.gpu_hour_price(g) for g in setup.groups
               if g.tier is Tier.ELASTIC and g.capacity_type is CapacityType.ON_DEMAND]
         rate = min(od) if od else 0.0
-    return capacity_advice(forecast.quantiles[0.5][:steps], step_s, steady_gpus, setup.catalog.onprem, rate,
-                           gpus_per_node=steady[0].gpus_per_node)
+    prices = advice_prices((g, setup.catalog.gpu_hour_price(g)) for g in setup.groups)
+    return capacity_advice(forecast, owned, setup.catalog.onprem, rate, start=window[0], end=window[-1], step_s=step_s,
+                           gpus_per_node=steady[0].gpus_per_node, prices=prices)
 
 
 __all__ = ["BASELINE", "QUANTILES", "Projection", "Scenario", "demand_jobs", "path_jobs", "project", "spot_from_history",

@@ -139,8 +139,13 @@ def _advice(projection: Projection) -> str:
     cap = projection.capacity
     if cap is None:
         return "<p>No steady tier: no capacity advice.</p>"
-    text = (f"Forecast P50 demand is above the steady tier ({cap.steady_gpus:,} GPUs) for {cap.above_share:.0%} of the "
-            f"horizon; recommend adding {cap.add_gpus:,} on-prem GPU(s)")
+    a = cap.steady_tier
+    own = "" if a is None else (
+        f"The median forecast P50 demand over the projection's horizon ({_utc(a.window_start)} to "
+        f"{_utc(a.window_end)}), rounded up, is {a.recommended_gpus:,} GPUs: the on-prem GPUs to own, as burst plan "
+        "reckons them over its own forecast horizon. ")
+    text = (f"{own}Forecast P50 demand is above the steady tier ({cap.steady_gpus:,} GPUs) for {cap.above_share:.0%} of "
+            f"the horizon; recommend adding {cap.add_gpus:,} on-prem GPU(s)")
     if cap.add_gpus:
         payback = "never" if cap.payback_months is None else f"{cap.payback_months:,.1f} months"
         text += (f": cloud avoided {plots.usd(cap.cloud_avoided_usd_month)}/month against "
