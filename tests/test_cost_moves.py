@@ -9,6 +9,7 @@ from builders import T0, TablePrices, group, job, ready_node
 
 from burst.model import (
     ActionKind,
+    Budget,
     CapacityType,
     DisruptionPolicy,
     Job,
@@ -134,6 +135,28 @@ def test_the_disruption_budget_caps_moves() -> None:
     generous = {**policies, "b": Policy(tenant="b", spot=SPOT_OK, disruption=DisruptionPolicy(max_share=1.0))}
     q = plan_of(snapshot([*small, immovable()]), policies=generous)
     assert sorted(a.target for a in q.actions if a.kind is ActionKind.REQUEST_CHECKPOINT) == [f"b{i}" for i in range(8)]
+
+
+def test_no_room_is_made_for_a_job_its_budget_or_quota_keeps_off_on_prem() -> None:
+    """Tenant b's 8-GPU job cannot move and on-prem is full of a's fault-tolerant job; moving ft would save
+    $260.67 as in the first test. But b's budget of $5/h pays for neither 8 on-prem GPUs ($8/h) nor an on-demand
+    node ($32/h): b would not be placed in the room made, so nothing moves and the hold names the budget. With
+    quota.steady_gpus 0 instead, b may not take on-prem GPUs: it launches on demand at once, and ft stays."""
+    b_job = job("imm", tenant="b", gpus=8, submitted=T0, declared_duration_s=10 * 3600.0)
+    broke = {**POLICIES, "b": Policy(tenant="b", budget=Budget(usd_per_hour=5.0))}
+    p = plan_of(snapshot([ft_job(), b_job]), policies=broke)
+    assert p.actions == ()
+    (hold,) = [h for h in p.holds if h.subject == "tenant:b"]
+    assert hold.reason == (
+        "1 pending job(s) (8 GPUs) not planned: placing on onprem refused: tenant b would spend $8.00/h > "
+        "budget.usd_per_hour $5.00; launch of 1 x od-type in od ($32.00/h) refused: tenant b would spend $32.00/h > "
+        "budget.usd_per_hour $5.00")
+    no_quota = {**POLICIES, "b": Policy(tenant="b", steady_quota_gpus=0)}
+    q = plan_of(snapshot([ft_job(), b_job]), policies=no_quota)
+    assert [(a.kind, a.target, a.count) for a in q.actions] == [(ActionKind.SCALE_UP, "od", 1)]
+    # with neither limit, the room is made (the first test's move)
+    free = {**POLICIES, "b": Policy(tenant="b")}
+    assert kinds(plan_of(snapshot([ft_job(), b_job]), policies=free), "ft") == [ActionKind.REQUEST_CHECKPOINT]
 
 
 def test_a_job_resumed_from_a_move_is_not_moved_again_within_the_minimum_interval() -> None:

@@ -15,6 +15,11 @@ that cannot move (not allowed on spot), twice:
   making comes first. Only a job that fits on one node, and only jobs with a
   cheaper group to go to (spot), are moved.
 
+Room is made only in groups where the job's own quota and hard budget let it
+be placed (the caller's `admits`, what placing it there checks): the job is
+charged for the room it waits for, and moving others for a job its tenant's
+limits would then refuse disrupts them for nothing.
+
 For each such node, the cheapest set of fault-tolerant jobs there whose
 GPUs, with the node's free ones, would hold the job is priced:
 
@@ -39,7 +44,7 @@ no move pays, a hold on the job says why.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -169,12 +174,15 @@ class RoomMaker:
         self._clearable.difference_update(node_ids)
         self._pinned_now = None
 
-    def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity], *, tier: Tier = Tier.STEADY) -> bool:
+    def make_room(self, job: Job, policy: Policy, candidates: list[GroupCapacity], *, tier: Tier = Tier.STEADY,
+                  admits: Callable[[GroupCapacity], bool] = lambda cap: True) -> bool:
         """Move jobs off on-prem nodes (`tier` steady) or running on-demand nodes (`tier` elastic) for `job` when
-        that pays; True when the job now waits for those nodes.
+        that pays; True when the job now waits for those nodes (charged to its tenant).
 
         A job wider than a node needs that many nodes cleared whole, in one steady group; on on-demand nodes
-        room is made only for a job that fits on one.
+        room is made only for a job that fits on one. Room is made only in groups `admits` lets the job take
+        (its tenant's quota and hard budget): a move for a job that could not then be placed would disrupt
+        others for nothing.
         """
         ctx = self.ctx
         hosts = [c for c in candidates if c.group.tier is tier and hosts_room(c)]
@@ -190,6 +198,9 @@ class RoomMaker:
                 self._said_none_movable = True
                 there = {j.id for c in hosts for n in c.free_of for j in on_node.get(n, ())}
                 self._hold_refused({j: why for j, why in self._refused.items() if j in there}, where)
+            return False
+        hosts = [c for c in hosts if admits(c)]
+        if not hosts:
             return False
         alternative = elastic[0]
         expected_s, source = self.guard.remaining_s(job)

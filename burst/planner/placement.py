@@ -198,10 +198,14 @@ class _CostRules:
         if _try_ready(ctx, job, policy, steady, refusals, prefer=pinned):
             self.room.pin(ctx.placements[job.id])
             return True
+
+        def admits(cap: GroupCapacity) -> bool:
+            return _admits(ctx, job, policy, cap, refusals)
+
         return (_try_ready(ctx, job, policy, candidates, refusals, spare_only=True)
-                or self.room.make_room(job, policy, candidates)
+                or self.room.make_room(job, policy, candidates, admits=admits)
                 or _try_ready(ctx, job, policy, candidates, refusals)
-                or self.room.make_room(job, policy, candidates, tier=Tier.ELASTIC)
+                or self.room.make_room(job, policy, candidates, tier=Tier.ELASTIC, admits=admits)
                 or _try_inflight(ctx, job, policy, candidates, refusals, waiting)
                 or _try_launch(ctx, job, policy, candidates, refusals, launches))
 
@@ -341,6 +345,15 @@ def _budget_ok(ctx: PlanContext, job: Job, policy: Policy, extra_usd_per_hour: f
         refusals.add(Refusal.BUDGET, reason)
         return False
     return True
+
+
+def _admits(ctx: PlanContext, job: Job, policy: Policy, cap: GroupCapacity, refusals: _Refusals) -> bool:
+    """Whether `job` may take GPUs of `cap` within its tenant's quota and hard budget (`refusals` learn why not):
+    what a placement there checks, for room made there."""
+    if not _quota_ok(ctx, job, policy, cap, refusals):
+        return False
+    return not _has_budget(policy) or _budget_ok(ctx, job, policy, gpu_demand_of(job) * cap.gpu_price,
+                                                 f"placing on {cap.group.id}", refusals)
 
 
 def _try_ready(ctx: PlanContext, job: Job, policy: Policy, candidates: list[GroupCapacity], refusals: _Refusals,
