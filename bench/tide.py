@@ -17,9 +17,10 @@ The split reference replays the batch alone on its share of those GPUs, in
 proportion to the two P50s (rounded up to whole nodes, in the batch's favour).
 
 Batch cost in the tide: the run's cost less the service's, where the service
-pays the elastic capacity its replicas held and its share of the on-prem tier
-(in proportion to the P50s, as in the split); idle elastic capacity and hot
-pools are all charged to the batch. Batch cost in the split: the batch run's
+pays the elastic capacity its replicas held, all its own elastic group was
+billed, and its share of the on-prem tier (in proportion to the P50s, as in
+the split); the batch groups' idle capacity and hot pools are all charged to
+the batch. Batch cost in the split: the batch run's
 elastic and hot-pool cost plus the same on-prem share.
 """
 
@@ -67,7 +68,7 @@ SERVICE_EARLIEST = datetime(2014, 10, 20, tzinfo=UTC)
 """The nyc-taxi window starts here (earlier data is history for the forecasts)."""
 SERVICE_LATEST_END = datetime(2015, 1, 5, tzinfo=UTC)
 UTILISATION_TARGET = 0.70
-SERVICE_REGION, SERVICE_INSTANCE_TYPE = "us-central1", "a2-highgpu-1g"
+SERVICE_REGION, SERVICE_INSTANCE_TYPE, SERVICE_GROUP = "us-central1", "a2-highgpu-1g", "cloud-service"
 BATCH_REGION = "us-east-1"
 BATCH_LOOP = timedelta(minutes=1)
 """The batch replay's loop interval: replicas serving at the service window's start are submitted this much
@@ -141,9 +142,9 @@ def with_onprem(setup: SimSetup, nodes: int, service_nodes: int = 0) -> SimSetup
     if service_nodes:
         od = next(g for g in setup.groups if g.id == "cloud-od")
         shape = dataclasses.replace(od.shape, gpus_per_node=1)
-        groups.append(dataclasses.replace(od, id="cloud-service", region=SERVICE_REGION, shape=shape,
+        groups.append(dataclasses.replace(od, id=SERVICE_GROUP, region=SERVICE_REGION, shape=shape,
                                           instance_type=SERVICE_INSTANCE_TYPE, max_size=service_nodes))
-    initial = {**setup.initial, "onprem": nodes, **({"cloud-service": 0} if service_nodes else {})}
+    initial = {**setup.initial, "onprem": nodes, **({SERVICE_GROUP: 0} if service_nodes else {})}
     batch_policy = dataclasses.replace(setup.policy("_default"), allowed_regions=(BATCH_REGION,))
     service_policy = Policy(tenant=SERVICE_TENANT, priority=1, queue_wait_slo_s=60.0, spot=SpotPolicy(allowed=False),
                             allowed_regions=(SERVICE_REGION,))
@@ -218,8 +219,7 @@ def measure(days: float) -> Tide:
     batch_split = replay_burst(trace, with_onprem(base, batch_nodes), batch, start, end)
     service_split = replay_burst(trace, with_onprem(base, service_nodes, extra), service.jobs, start, end)
     steady = tide.cost_by_tier["steady"]
-    service_elastic = sum(e.usd for e in tide.ledger if e.tenant == SERVICE_TENANT and e.line != "steady")
-    service_cost = service_elastic + steady * (1 - share)
+    service_cost = service_elastic(tide) + steady * (1 - share)
     split_cost = service_split.cost_usd - service_split.cost_by_tier["steady"] + steady * (1 - share)
     return Tide(nodes, batch_nodes, service_nodes, batch_p50, p50, tide.onprem_utilization,
                 batch_split.onprem_utilization,
@@ -230,6 +230,13 @@ def measure(days: float) -> Tide:
                 tide.cost_usd - service_cost,
                 batch_split.cost_usd - batch_split.cost_by_tier["steady"] + steady * share,
                 service_cost, split_cost, service, tide.immovable_stopped, _onprem_share(tide), tide.evictions)
+
+
+def service_elastic(result: StrategyResult) -> float:
+    """What the service's replicas cost off the steady tier: the elastic capacity they held, and everything its own
+    elastic group was billed (booting and idle nodes included)."""
+    return sum(e.usd for e in result.ledger
+               if e.line != "steady" and (e.tenant == SERVICE_TENANT or e.group_id == SERVICE_GROUP))
 
 
 def _peak(jobs: list[Job]) -> int:
