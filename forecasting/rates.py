@@ -26,12 +26,8 @@ error at lead j on the log ratio over the anchor hour, leads pooled within
 `POOL_S`, clipped to [0, 1]): how long a surge or a lull has lasted on this
 series' own past, rather than a fixed decay. So an intraday surge is followed
 without a refit, and a 24-hour forecast leans on the template beyond the
-leads where the ratio kept its value. Beside it, the last step's departure
-from the hour's ratio gets its own weight v[j], fitted jointly on the same
-folds: a series whose level moves in steps (a GPU demand) follows its last
-value at short leads, where the hour's mean lags it, while on a noisy series
-the fit leaves v near 0. Both ratios are clipped to 1/20 .. 20 when fitting
-and when serving.
+leads where the ratio kept its value. The ratio is clipped to 1/20 .. 20 when
+serving as when fitting.
 
 Quantiles are calibrated the same way (split conformal, per lead): on the
 folds, each anchor point (hourly) gives the re-anchored P50 and the log error
@@ -136,17 +132,11 @@ def event_factors(stamps: Sequence[datetime], events: Sequence[RateEvent]) -> li
 
 @dataclass(frozen=True)
 class Calibration:
-    """Per lead (steps after the anchor point): the weight of the anchor's log ratio, the weight of the last step's
-    departure from it (`last_weights`; none given: 0), and each quantile's log offset from the template scaled
-    by them."""
+    """Per lead (steps after the anchor point): the weight of the anchor's log ratio, and each quantile's log offset
+    from the template scaled by it."""
 
     weights: tuple[float, ...]
     log_offsets: dict[float, tuple[float, ...]]
-    last_weights: tuple[float, ...] = ()
-
-    def last_weight(self, lead: int) -> float:
-        """The weight of the last step's departure at `lead` (0.0 where none was fitted)."""
-        return self.last_weights[lead] if lead < len(self.last_weights) else 0.0
 
 
 @dataclass(frozen=True)
@@ -321,7 +311,6 @@ def calibrate(history: DemandSeries, selection: Selection, cache: OriginCache, a
     each fold's template re-anchored at every hour after its first `anchor` steps, scored on what followed."""
     hour = max(1, int(round(3600.0 / history.step_s)))
     rows_x: list[float] = []
-    rows_z: list[float] = []
     rows_y: list[np.ndarray] = []
     for fold in calibration_folds(selection, history.step_s):
         train = truncated(history, fold.train_start, fold.origin)
@@ -332,15 +321,13 @@ def calibrate(history: DemandSeries, selection: Selection, cache: OriginCache, a
         actual = np.asarray(history.values[fold.origin:fold.scored_until]) + eps
         errors = np.concatenate([np.log(actual / tpl), np.full(leads, np.nan)])  # NaN: not observed
         for a in range(anchor, span, hour):
-            level = math.log(float(actual[a - anchor:a].sum() / tpl[a - anchor:a].sum()))
-            rows_x.append(level)
-            rows_z.append(math.log(float(actual[a - 1] / tpl[a - 1])) - level)
+            rows_x.append(math.log(float(actual[a - anchor:a].sum() / tpl[a - anchor:a].sum())))
             rows_y.append(errors[a:a + leads])
-    x, z = np.asarray(rows_x), np.asarray(rows_z)
+    x = np.asarray(rows_x)
     y = np.vstack(rows_y) if rows_y else np.zeros((0, leads))
     seen = ~np.isnan(y)
     return calibration_of([x[seen[:, j]] for j in range(leads)], [y[seen[:, j], j] for j in range(leads)],
-                          max(0, int(round(POOL_S / history.step_s))), [z[seen[:, j]] for j in range(leads)])
+                          max(0, int(round(POOL_S / history.step_s))))
 
 
 def calibration_folds(selection: Selection, step_s: float) -> list[Fold]:
@@ -352,66 +339,32 @@ def calibration_folds(selection: Selection, step_s: float) -> list[Fold]:
     return [f for f in selection.folds if span[f] >= need] or list(selection.folds)
 
 
-def _flat(values: Sequence[Sequence[float] | np.ndarray], total: int) -> np.ndarray:
-    """The per-lead samples in one array, clipped to +-`MAX_LOG_RATIO`."""
-    if not total:
-        return np.zeros(0)
-    flat: np.ndarray = np.clip(np.concatenate([np.asarray(v, dtype=float) for v in values]), -MAX_LOG_RATIO,
-                               MAX_LOG_RATIO)
-    return flat
-
-
-def _weights(px: np.ndarray, pz: np.ndarray, py: np.ndarray) -> tuple[float, float]:
-    """Least squares through the origin of y on x (the anchor hour's log ratio) and z (the last step's departure
-    from it), each weight clipped to [0, 1]; z's weight is 0 when it adds nothing (or z is not given)."""
-    sxx = float((px * px).sum())  # sums, not np.dot: BLAS threads spin on a loaded machine
-    sxy = float((px * py).sum())
-    only_x = min(1.0, max(0.0, sxy / sxx)) if sxx > 0 else 0.0
-    if not len(pz):
-        return only_x, 0.0
-    szz, sxz, szy = float((pz * pz).sum()), float((px * pz).sum()), float((pz * py).sum())
-    det = sxx * szz - sxz * sxz
-    if det <= 1e-12 * max(sxx * szz, 1e-300):
-        return only_x, 0.0
-    w = min(1.0, max(0.0, (sxy * szz - szy * sxz) / det))
-    v = min(1.0, max(0.0, (szy - w * sxz) / szz))
-    return (w, v) if v > 0 else (only_x, 0.0)
-
-
 def calibration_of(xs: Sequence[Sequence[float] | np.ndarray], ys: Sequence[Sequence[float] | np.ndarray],
-                   half: int, zs: Sequence[Sequence[float] | np.ndarray] | None = None) -> Calibration:
-    """Per lead j: the weights w[j] of x (the anchor hour's log ratio) and v[j] of z (the last step's departure
-    from it, when `zs` is given) fitted on the pooled samples within `half` leads (`_weights`: through the
-    origin, x and z clipped to +-`MAX_LOG_RATIO`, each weight to [0, 1]); each quantile's offset the conformal
-    quantile of y - w[j] x - v[j] z there. Computed at every `half / 6`-th lead and interpolated between
-    (neighbouring pools share most samples). No sample at all: no anchoring and no spread.
-
-    The last step's weight lets a series whose level moves in steps (a GPU demand) follow its last value at
-    short leads, where the hour's mean lags it, while a noisy series, whose last step says little beyond the
-    hour, keeps it near 0."""
+                   half: int) -> Calibration:
+    """Per lead j: w[j] fitted on the pooled (x, y) within `half` leads (through the origin, x clipped to
+    +-`MAX_LOG_RATIO`, w clipped to [0, 1]); each quantile's offset the conformal quantile of y - w[j] x there.
+    Computed at every `half / 6`-th lead and interpolated between (neighbouring pools share most samples). No
+    sample at all: no anchoring and no spread."""
     leads = len(xs)
     counts = np.cumsum([0, *(len(v) for v in xs)])
-    x = _flat(xs, int(counts[-1]))
-    z = _flat(zs, int(counts[-1])) if zs is not None else np.zeros(0)
+    x = np.clip(np.concatenate([np.asarray(v, dtype=float) for v in xs]) if counts[-1] else np.zeros(0),
+                -MAX_LOG_RATIO, MAX_LOG_RATIO)
     y = np.concatenate([np.asarray(v, dtype=float) for v in ys]) if counts[-1] else np.zeros(0)
     grid = sorted({*range(0, leads, max(1, half // 6)), leads - 1})
     at_w: list[float] = []
-    at_v: list[float] = []
     at_q: dict[float, list[float]] = {q: [] for q in QUANTILES}
     for j in grid:
         lo, hi = counts[max(0, j - half)], counts[min(leads, j + half + 1)]
         px, py = x[lo:hi], y[lo:hi]
-        pz = z[lo:hi] if len(z) else z
-        w, v = _weights(px, pz, py)
-        residuals = py - w * px - (v * pz if v else 0.0)
+        sxx = float((px * px).sum())  # not np.dot: BLAS threads spin on a loaded machine
+        w = min(1.0, max(0.0, float((px * py).sum()) / sxx)) if sxx > 0 else 0.0
+        residuals = py - w * px
         at_w.append(w)
-        at_v.append(v)
-        for q, value in zip(QUANTILES, conformal_quantiles(residuals, QUANTILES), strict=True):
-            at_q[q].append(value)
+        for q, v in zip(QUANTILES, conformal_quantiles(residuals, QUANTILES), strict=True):
+            at_q[q].append(v)
     every = np.arange(leads)
     return Calibration(tuple(float(v) for v in np.interp(every, grid, at_w)),
-                       {q: tuple(float(v) for v in np.interp(every, grid, at_q[q])) for q in QUANTILES},
-                       tuple(float(v) for v in np.interp(every, grid, at_v)) if zs is not None else ())
+                       {q: tuple(float(v) for v in np.interp(every, grid, at_q[q])) for q in QUANTILES})
 
 
 def conformal_quantiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
@@ -433,14 +386,10 @@ def anchored(tpl: Template, recent: Sequence[float], at: int, steps: int) -> dic
     observed = sum(recent) + tpl.eps * n
     expected = sum(tpl.p50[i] * tpl.factor(i) for i in range(at - n, at)) + tpl.eps * n if n else 0.0
     log_ratio = _clipped(math.log(observed / expected)) if n and expected > 0 and observed > 0 else 0.0
-    departure = 0.0
-    if n and tpl.calibration.last_weights:
-        last = math.log((recent[-1] + tpl.eps) / (tpl.p50[at - 1] * tpl.factor(at - 1) + tpl.eps))
-        departure = _clipped(last - log_ratio)
     cal = tpl.calibration
     out: dict[float, list[float]] = {q: [] for q in QUANTILES}
     for j in range(steps):
-        base = math.log(tpl.p50[at + j] + tpl.eps) + cal.weights[j] * log_ratio + cal.last_weight(j) * departure
+        base = math.log(tpl.p50[at + j] + tpl.eps) + cal.weights[j] * log_ratio
         floor = 0.0
         for q in QUANTILES:  # ascending: each quantile at least the one below
             v = max(floor, math.exp(base + cal.log_offsets[q][j]) - tpl.eps)

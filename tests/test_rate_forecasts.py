@@ -101,26 +101,8 @@ def test_calibration_fits_the_lead_weight_and_centres_the_offsets() -> None:
     assert calibration_of([[2.0]], [[5.0]], 0).weights == (1.0,), "a weight is at most 1"
 
 
-def test_calibration_weighs_the_last_step_where_it_says_more_than_the_hour() -> None:
-    # lead 0 follows the last step's departure from the hour (y = 0.2 x + 1.0 z), lead 1 only the hour (y = 0.5 x)
-    xs = [[-1.0, 1.0, 2.0, 0.5], [-1.0, 1.0, 2.0, 0.5]]
-    zs = [[0.5, -1.0, 0.0, 1.0], [0.5, -1.0, 0.0, 1.0]]
-    ys = [[0.2 * x + z for x, z in zip(xs[0], zs[0], strict=True)], [0.5 * x for x in xs[1]]]
-    cal = calibration_of(xs, ys, 0, zs)
-    assert cal.weights == pytest.approx((0.2, 0.5)) and cal.last_weights == pytest.approx((1.0, 0.0))
-    assert all(cal.log_offsets[q] == pytest.approx((0.0, 0.0), abs=1e-9) for q in QUANTILES)
-    # without the last step's samples nothing is weighted on it
-    assert calibration_of(xs, ys, 0).last_weights == ()
-
-
-def test_anchored_follows_the_last_step_by_its_weight() -> None:
-    # the hour ran at the template (10, 10); its last step jumped to 20: at lead 0 (last weight 1) the forecast
-    # is 20, at lead 1 (last weight 0) the template's 10
-    cal = Calibration((1.0, 1.0), {q: (0.0, 0.0) for q in QUANTILES}, (1.0, 0.0))
-    tpl = Template(T0, T0, (10.0,) * 5, cal, 0.0, "x")
-    out = anchored(tpl, [0.0, 20.0], 2, 2)  # the hour's mean is the template's: ratio 1
-    assert out[0.5] == pytest.approx([20.0, 10.0])
-    # a ratio past the clip the weights were fitted on is clipped the same way when serving
+def test_a_serving_ratio_is_clipped_as_the_weights_were_fitted() -> None:
+    # the anchor hour ran at 1000x the template: the weights were fitted on ratios clipped to 20x, so is this one
     wild = anchored(Template(T0, T0, (1.0,) * 3, Calibration((1.0,), {q: (0.0,) for q in QUANTILES}), 0.0, "x"),
                     [1000.0], 1, 1)
     assert wild[0.5] == pytest.approx([20.0])
