@@ -23,7 +23,8 @@ from policies import validate_policy_dir
 from policies.config import BurstConfig
 
 KUBE = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
-OVERLAYS = ("sqlite-pvc", "postgres-2-replica")
+OVERLAYS = tuple(sorted(p.parent.name for p in (KUBE / "overlays").glob("*/kustomization.yaml")))
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 VALIDATE_VERSIONS = ("1.25.0", "1.32.0")  # the oldest schemas kubernetes-validate bundles, and a recent release
 V2_0_3_KEYS = {"namespace", "namePrefix", "nameSuffix", "commonLabels", "commonAnnotations", "resources", "bases",
                "patchesStrategicMerge", "patchesJson6902", "configMapGenerator", "secretGenerator",
@@ -54,7 +55,7 @@ def test_each_overlay_renders_and_its_core_kinds_validate(overlay: str, tmp_path
         for version in VALIDATE_VERSIONS:
             kubernetes_validate.validate(doc, version, strict=True)  # raises on any error, unknown fields too
     objects = by_kind(docs)
-    assert all(d["metadata"].get("namespace") == "burst-system" for d in docs if d["kind"] != "Namespace")
+    assert all(d["metadata"].get("namespace") == "burst-system" for d in docs if d["kind"] not in CLUSTER_SCOPED)
     deployment = objects[("Deployment", "burst-controller")]
     pod = deployment["spec"]["template"]["spec"]
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
@@ -72,13 +73,36 @@ def test_each_overlay_renders_and_its_core_kinds_validate(overlay: str, tmp_path
         assert volumes["state"] == {"name": "state", "persistentVolumeClaim": {"claimName": "burst-state"}}
         assert config.state_path.startswith(mounts["state"]["mountPath"] + "/")
         assert ("PersistentVolumeClaim", "burst-state") in objects
-    else:
+    elif overlay in ("postgres-2-replica", "kubernetes-jobs"):
         assert deployment["spec"]["replicas"] == 2
         assert config.state_path.startswith("postgresql://") and config.leader.enabled
-        assert config.leader.kind == "store"
         env = {e["name"]: e for e in pod["containers"][0]["env"]}
         assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "burst-postgres", "key": "password"}
         assert objects[("PodDisruptionBudget", "burst-controller")]["spec"]["minAvailable"] == 1
+        assert config.leader.kind == ("kubernetes" if overlay == "kubernetes-jobs" else "store")
+        assert (config.workload.kubernetes is not None) == (overlay == "kubernetes-jobs")
+    else:
+        pytest.fail(f"overlay {overlay}: nothing here says what it must render")
+    if overlay == "kubernetes-jobs":
+        assert_pods_as_jobs_rbac_and_placement(objects, config)
+
+
+def assert_pods_as_jobs_rbac_and_placement(objects: dict[tuple[str, str], dict[str, Any]], config: BurstConfig) -> None:
+    """With workload.kubernetes the controller's own ServiceAccount holds the ClusterRole (pods, evictions, nodes)
+    and the leader-election Role on the Lease its config names, and its pods stay off the nodes burst scales."""
+    pod = objects[("Deployment", "burst-controller")]["spec"]["template"]["spec"]
+    account = [{"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "burst-system"}]
+    assert ("ServiceAccount", pod["serviceAccountName"]) in objects
+    for kind, role_kind, name in (("ClusterRoleBinding", "ClusterRole", "burst-controller"),
+                                  ("RoleBinding", "Role", "burst-leader-election")):
+        binding = objects[(kind, name)]
+        assert binding["subjects"] == account and (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == (
+            role_kind, name)
+    lease_role = objects[("Role", "burst-leader-election")]
+    assert lease_role["metadata"]["namespace"] == config.leader.namespace
+    assert {r for rule in lease_role["rules"] for r in rule["resources"]} == {"leases"}
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "burst.dev/node-group", "operator": "DoesNotExist"}]
 
 
 def test_the_servicemonitor_scrapes_with_the_admin_token_and_validates_against_its_bundled_schema() -> None:
@@ -98,7 +122,8 @@ def test_the_servicemonitor_scrapes_with_the_admin_token_and_validates_against_i
 
 def test_the_kustomizations_use_only_kustomize_v2_0_3_syntax() -> None:
     found = sorted(KUBE.rglob("kustomization.yaml"))
-    assert len(found) == 4  # base, two overlays, monitoring
+    assert len(found) == 2 + len(OVERLAYS)  # base, the overlays, monitoring
+    assert {"sqlite-pvc", "postgres-2-replica", "kubernetes-jobs"} <= set(OVERLAYS)
     for path in found:
         doc = yaml.safe_load(path.read_text())
         assert set(doc) <= V2_0_3_KEYS, f"{path}: {set(doc) - V2_0_3_KEYS} is not kustomize v2.0.3 syntax"

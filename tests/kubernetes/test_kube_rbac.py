@@ -1,6 +1,6 @@
-"""deploy/kubernetes/rbac.yaml grants exactly what the suite's API servers saw burst do: the ClusterRole the
-cluster-wide calls, the leader-election Role the Lease calls. This test runs after the others (conftest), and
-every PATCH burst sent was a strategic merge patch."""
+"""deploy/kubernetes/overlays/kubernetes-jobs/rbac.yaml grants exactly what the suite's API servers saw burst
+do: the ClusterRole the cluster-wide calls, the leader-election Role the Lease calls. This test runs after the
+others (conftest), and every PATCH burst sent was a strategic merge patch."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from apiserver import API_CALLS, SMP
 from conftest import PATCH_TYPES, SEEN
 from kubernetes.client import ApiClient
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "overlays" / "kubernetes-jobs" / "rbac.yaml"
 MODELS = {"ServiceAccount": "V1ServiceAccount", "ClusterRole": "V1ClusterRole", "ClusterRoleBinding": "V1ClusterRoleBinding",
           "Role": "V1Role", "RoleBinding": "V1RoleBinding"}
 

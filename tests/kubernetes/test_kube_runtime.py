@@ -66,16 +66,14 @@ def test_an_unreachable_kubeconfig_is_one_clear_config_error(tmp_path: Path) -> 
         build_runtime(BurstConfig.model_validate(raw).with_base_dir(tmp_path), state_path=tmp_path / "s.db")
 
 
-def test_the_controller_manifest_and_example_pod_load_and_the_config_validates(server: ApiServer) -> None:
-    models = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment",
-              "Service": "V1Service", "Pod": "V1Pod"}
+def test_the_kubernetes_jobs_overlays_config_and_the_example_pod_load_and_validate(server: ApiServer) -> None:
+    models = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Pod": "V1Pod"}
     api = ApiClient()
-    docs = [d for f in ("controller.yaml", "example-pod.yaml") for d in yaml.safe_load_all((DEPLOY / f).read_text()) if d]
+    files = ("overlays/kubernetes-jobs/config.yaml", "example-pod.yaml")
+    docs = [d for f in files for d in yaml.safe_load_all((DEPLOY / f).read_text()) if d]
     objs = {d["kind"] + "/" + d["metadata"]["name"]: api.deserialize(json.dumps(d), models[d["kind"]], "application/json")
             for d in docs}
-    deployment = objs["Deployment/burst-kubernetes"]
-    assert deployment.spec.replicas == 2 and deployment.spec.template.spec.service_account_name == "burst-controller"
-    cfg = BurstConfig.model_validate(yaml.safe_load(objs["ConfigMap/burst-kubernetes-config"].data["burst.yaml"]))
+    cfg = BurstConfig.model_validate(yaml.safe_load(objs["ConfigMap/burst-config"].data["burst.yaml"]))
     assert cfg.workload.kubernetes is not None and cfg.leader.kind == "kubernetes" and cfg.leader.enabled
     # The example pod, as burst reads it: a fault-tolerant 8-GPU job of tenant research.
     for d in docs[-2:]:
