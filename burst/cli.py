@@ -16,6 +16,7 @@ import burst
 from burst.agent_cli import agent_cmd, agents_group
 from burst.cli_common import load_config_option, parse_at, parse_duration_option
 from burst.config_cli import config_group, init_cmd, policy_group
+from burst.db_cli import db_group
 from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
 from burst.nodegroups_cli import nodegroups_group
@@ -60,7 +61,7 @@ def _open_runtime(config_path: Path | None, state: Path | str | None, *, ephemer
     from burst.catalog import UnknownInstanceType
     from burst.quickstart import state_path_for
     from burst.runtime import ConfigError, build_runtime, load_run_config
-    from burst.state import MissingStore, SchemaTooOld
+    from burst.state import MissingStore, SchemaTooNew, SchemaTooOld
     from burst.store_files import DamagedStore
     from burst.store_lock import StoreHeld
     from policies import PolicyValidationError
@@ -73,7 +74,8 @@ def _open_runtime(config_path: Path | None, state: Path | str | None, *, ephemer
                              config_file=config_path, **kw)  # type: ignore[arg-type]
     except PolicyValidationError as exc:
         raise click.ClickException("\n".join(str(e) for e in exc.errors)) from None
-    except (ConfigError, UnknownInstanceType, DamagedStore, StoreHeld, MissingStore, SchemaTooOld) as exc:
+    except (ConfigError, UnknownInstanceType, DamagedStore, StoreHeld, MissingStore, SchemaTooOld,
+            SchemaTooNew) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -699,6 +701,7 @@ main.add_command(agent_cmd)
 main.add_command(simulate_cmd)
 main.add_command(init_cmd)
 main.add_command(config_group)
+main.add_command(db_group)
 main.add_command(policy_group)
 main.add_command(gpus_cmd)
 main.add_command(agents_group)

@@ -58,12 +58,14 @@ class StoreBase:
         busy_timeout_s: float = 10.0,
         read_only: bool = False,
         fresh: bool = False,
+        older_schema: bool = False,
     ) -> None:
         self.path: str = os.fspath(path)
         if target_version is not None and not 0 <= target_version <= LATEST_VERSION:
             raise ValueError(f"target_version must be in 0..{LATEST_VERSION}, got {target_version}")
         self.postgres = store_pg.is_url(self.path)
         self.read_only = read_only
+        self._older_schema = older_schema
         self._busy_timeout_s = busy_timeout_s
         on_disk = not self._is_memory(self.path) and not self.postgres
         existed = on_disk and os.path.exists(self.path)
@@ -149,24 +151,29 @@ class StoreBase:
             store_files.check_writable(self._conn, path)
 
     def _check_version(self) -> None:
-        """A read-only store is read at this burst's schema: refuse an older or newer one (nothing is migrated)."""
+        """A read-only store is read at this burst's schema: refuse an older or newer one (nothing is migrated);
+        an `older_schema` open admits an older one, to report its version and what would migrate it."""
         current = self.schema_version
         if current > LATEST_VERSION:
             raise SchemaTooNew(f"{store_pg.shown(self.path)}: schema version {current} is newer than this burst "
                                f"supports ({LATEST_VERSION}); upgrade burst")
         if current == 0 and self.postgres:
             raise MissingStore(f"{store_pg.shown(self.path)}: no burst state in this database (`burst run` creates it)")
-        if current < LATEST_VERSION:
+        if current < LATEST_VERSION and not self._older_schema:
             raise SchemaTooOld(f"{store_pg.shown(self.path)}: schema version {current} predates this burst's "
-                               f"({LATEST_VERSION}); `burst run` upgrades it (read-only commands never write)")
+                               f"({LATEST_VERSION}); `burst run` or `burst db upgrade` upgrades it (read-only commands "
+                               "never write)")
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, target_version: int | None = None, read_only: bool = False,
-             fresh: bool = False) -> Self:
+             fresh: bool = False, older_schema: bool = False) -> Self:
         """Open `path`, creating it and applying any missing migrations (up to `target_version`); `read_only`
         opens an existing store for reading and writes nothing; `fresh` lets a new file start beside an old
-        one's backups (`burst run --fresh`)."""
-        return cls(path, target_version=target_version, read_only=read_only, fresh=fresh)
+        one's backups (`burst run --fresh`). `older_schema` (read-only) admits a schema older than this burst's
+        instead of refusing it: only its `schema_version` is to be read then (`burst db status`)."""
+        if older_schema and not read_only:
+            raise ValueError("older_schema applies to a read-only open (a writer migrates)")
+        return cls(path, target_version=target_version, read_only=read_only, fresh=fresh, older_schema=older_schema)
 
     def backup(self, now: datetime, *, keep: int = store_files.DEFAULT_BACKUP_KEEP) -> Path:
         """Copy this store online (SQLite's backup API) to `<state>.backups/`, keeping the newest `keep` copies;
@@ -290,8 +297,8 @@ class StoreBase:
         current = self.schema_version
         if current > LATEST_VERSION:
             raise SchemaTooNew(
-                f"{self.path}: schema version {current} is newer than this burst supports ({LATEST_VERSION}); "
-                "upgrade burst"
+                f"{store_pg.shown(self.path)}: schema version {current} is newer than this burst supports "
+                f"({LATEST_VERSION}); upgrade burst"
             )
         for migration in MIGRATIONS:
             if migration.version <= current or migration.version > target:
