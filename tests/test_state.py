@@ -771,10 +771,12 @@ def test_concurrent_writer_and_reader_threads_on_one_file(state_location: str | 
     batches, size = 40, 5
     errors: list[BaseException] = []
     done = threading.Event()
+    ready = threading.Barrier(3, timeout=60)  # every store open before the first write: the reads race the writes
 
     def write() -> None:
         try:
             with Store.open(db_path) as w:
+                ready.wait()
                 for b in range(batches):
                     w.put_jobs(job(f"j{b:03d}-{i}", submitted=T0 + timedelta(seconds=b)) for i in range(size))
                     w.record_costs(CostEntry(T0, "steady", 1.0, 1.0, "a") for _ in range(size))
@@ -788,12 +790,16 @@ def test_concurrent_writer_and_reader_threads_on_one_file(state_location: str | 
     def read(counts: list[int]) -> None:
         try:
             with Store.open(db_path) as r:
-                while not done.is_set():
+                ready.wait()
+                while True:  # at least one read, however the threads are scheduled
+                    finished = done.is_set()
                     n = len(r.jobs([JobState.PENDING]))
                     assert n % size == 0, n  # whole batches only
                     counts.append(n)
                     spend = r.spend_by_tenant(T0).get("a", 0.0)
                     assert spend % size == 0
+                    if finished:
+                        break
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
