@@ -13,7 +13,8 @@ from burst.model import Forecast, Job, Policy, SpotPolicy
 from burst.projection.arrivals import JobTemplate
 from burst.projection.demand import series_of_jobs
 from burst.projection.project import path_jobs, project
-from burst.projection.report import daily_band, per_bin, render
+from burst.projection.report import daily_band, render
+from burst.projection.runs import per_bin
 from burst.projection.whatif import run_for
 from burst.sim.engine import simulate
 from burst.state import CostEntry
@@ -140,8 +141,8 @@ def test_the_p90_of_cost_is_not_the_cost_of_the_p90_path() -> None:
     assert body["total_usd"] == {k: round(base.cost(q), 4) for k, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))}
     assert body["paths"] == {"count": 20, "level": 0.0, "phi": 0.0, "source": "independent hours", "horizon_folds": 0}
     # The report's cost-per-bin band is the P10-P90 of each bin's total over the runs, not of two paths' runs.
-    band = daily_band(base, T0, horizon)
-    totals = [[sum(v) for v in zip(*per_bin(r.ledger, T0, horizon)[1].values(), strict=True)] for r in base.runs]
+    band = daily_band(base)
+    totals = [[sum(v) for v in zip(*spend.bins.values(), strict=True)] for spend in base.spend]
     for k in range(len(band[0.5])):
         day = [t[k] for t in totals]
         assert band[0.1][k] == quantile(day, 0.1) and band[0.9][k] == quantile(day, 0.9)

@@ -29,7 +29,8 @@ from burst.projection.arrivals import JobTemplate, synthetic_jobs
 from burst.projection.budget import breach_at
 from burst.projection.capacity import HOURS_PER_MONTH, break_even, capacity_advice
 from burst.projection.project import demand_jobs, path_jobs, project
-from burst.projection.whatif import WhatIf, WhatIfError, apply_what_if, load_what_if
+from burst.projection.whatif import WhatIf, WhatIfError, apply_what_if, load_what_if, run_for
+from burst.sim.engine import simulate
 from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 
@@ -208,10 +209,12 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     mix = [JobTemplate("prod", 8, 8 * 3600.0)]  # one job pays the whole path, submitted in its first hour
     result = project(setup, NO_STATS, forecast, mix, start=T0, horizon_s=8 * 3600.0, strategy="burst-no-forecast",
                      month_to_date={"prod": 400.0})
-    median = result.baseline.median_run  # its path's one job, drawn as the projection drew it
-    i = result.baseline.runs.index(median)
+    i = result.baseline.median_index  # its path's one job, drawn as the projection drew it
     (job,) = demand_jobs(result.paths[i], 3600.0, T0, mix, setup, 0, prefix=f"proj{i}")
-    started = median.ledger[0].at  # the first tick that charges it (its node has booted)
+    replay = simulate(run_for("burst-no-forecast", setup, NO_STATS), [job], start=T0, end=T0 + timedelta(hours=8),
+                      keep_ledger=True)  # the median run again, keeping its ledger rows (a projection keeps sums)
+    assert replay.cost_by_tenant == result.baseline.median_run.cost_by_tenant
+    started = replay.ledger[0].at  # the first tick that charges it (its node has booted)
     assert job.submitted_at < started <= job.submitted_at + timedelta(seconds=300 + 2 * 60)
     breach = result.baseline.exceeds_at["prod"]
     assert breach is not None

@@ -64,6 +64,14 @@ def equilibrium_delay(mix: Sequence[JobTemplate], rng: random.Random) -> float:
     return rng.random() * template.gpu_seconds
 
 
+def usable_mix(mix: Sequence[JobTemplate]) -> list[JobTemplate]:
+    """The templates of `mix` that carry work; ValueError when none does (no path can be drawn from it)."""
+    usable = [t for t in mix if t.gpu_seconds > 0]
+    if not usable:
+        raise ValueError("the job mix is empty: the history has no job with a duration")
+    return usable
+
+
 def synthetic_jobs(
     start: datetime,
     step_s: float,
@@ -74,9 +82,7 @@ def synthetic_jobs(
     prefix: str = "proj",
 ) -> list[Job]:
     """Jobs arriving over ``len(demand_gpus)`` steps from `start` that realise the demand path (module doc)."""
-    mix = [t for t in mix if t.gpu_seconds > 0]
-    if not mix:
-        raise ValueError("the job mix is empty: the history has no job with a duration")
+    mix = usable_mix(mix)
     rng = random.Random(f"{seed}:{prefix}")
     owed = -equilibrium_delay(mix, rng)
     out: list[Job] = []
@@ -95,4 +101,4 @@ def synthetic_jobs(
     return out
 
 
-__all__ = ["JobTemplate", "equilibrium_delay", "job_mix", "synthetic_jobs"]
+__all__ = ["JobTemplate", "equilibrium_delay", "job_mix", "synthetic_jobs", "usable_mix"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +25,7 @@ from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 if TYPE_CHECKING:
     from burst.model import Job
     from burst.projection.capacity import CapacityAdvice
+    from burst.projection.project import Progress
     from burst.sim.setup import SimSetup
     from forecasting.models import DemandSeries
 
@@ -115,7 +119,7 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     """
     from burst.projection.arrivals import job_mix
     from burst.projection.demand import HISTORY_S, fit_forecast
-    from burst.projection.project import project
+    from burst.projection.project import BASELINE, project
     from burst.projection.whatif import WhatIfError, load_what_if
     from burst.quickstart import state_path_for
     from burst.sim.traces import Trace
@@ -146,16 +150,17 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     say(f"fitting the demand forecast on {series.history_s / 86400:.1f} days of history ...")
     forecast, dependence = fit_forecast(series, horizon_s)
     runs = paths * (1 + len(what_ifs))
+    workers = workers or max(1, min(runs, os.cpu_count() or 1))
     say(f"forecast by {forecast.model}; simulating {paths} demand path(s) x {1 + len(what_ifs)} option(s) of "
-        f"{horizon_s / 3600:g} h ...")
+        f"{horizon_s / 3600:g} h in {workers} process(es) ...")
     stats = Trace(path=history_path or Path(shown(store_path)), format="history", jobs=tuple(history)).stats()
     try:
-        projection = project(
-            setup, stats, forecast, mix, start=start, horizon_s=horizon_s, strategy=strategy, what_ifs=what_ifs,
-            seed=seed, month_to_date=month_to_date, prior=history,
-            workers=workers or max(1, min(runs, os.cpu_count() or 1)),
-            on_progress=lambda what, i, n: say(f"  [{i}/{n}] {what} done"), paths=paths, dependence=dependence,
-        )
+        with _progress([BASELINE, *(w.name for w in what_ifs)], paths, quiet=as_json) as advance:
+            projection = project(
+                setup, stats, forecast, mix, start=start, horizon_s=horizon_s, strategy=strategy, what_ifs=what_ifs,
+                seed=seed, month_to_date=month_to_date, prior=history, workers=workers, on_progress=advance,
+                paths=paths, dependence=dependence,
+            )
     except (WhatIfError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     if report_dir is not None:
@@ -167,6 +172,26 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
         click.echo(json.dumps(projection.to_json(), indent=2))
         return
     _print_projection(projection)
+
+
+@contextmanager
+def _progress(options: list[str], paths: int, *, quiet: bool) -> Iterator[Progress]:
+    """A progress bar per option on stderr, advanced by one path per finished run (as `burst simulate` shows its
+    strategies); hidden under --json when stderr is not a terminal."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import Progress as Bars
+
+    with Bars(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TextColumn("paths"),
+              TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+              disable=quiet and not sys.stderr.isatty()) as bars:
+        tasks = {name: bars.add_task(name, total=paths) for name in options}
+        yield lambda name, _index: bars.advance(tasks[name])
 
 
 def _setup(config: Any, spot_history_path: Path | None) -> SimSetup:

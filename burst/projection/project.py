@@ -35,28 +35,27 @@ import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from burst.catalog import COST_LINES, SPOT_MEDIAN_WINDOW_S
 from burst.model import CapacityType, Forecast, Job, Tier
 from burst.planner.steady import advice_prices
-from burst.projection.arrivals import JobTemplate, synthetic_jobs
-from burst.projection.budget import breach_at, spend_points
+from burst.projection.arrivals import JobTemplate, usable_mix
 from burst.projection.capacity import CapacityAdvice, capacity_advice
+from burst.projection.runs import Batch, RunSpend, demand_jobs, run_all
 from burst.projection.whatif import WhatIf, run_for
-from burst.sim.engine import StrategyResult, simulate
-from burst.sim.setup import SimSetup, with_fault_tolerance
+from burst.sim.engine import StrategyResult
+from burst.sim.setup import SimSetup
 from burst.sim.traces import TraceStats
 from forecasting.paths import COMONOTONE, DEFAULT_PATHS, Dependence, quantile, sample_paths
 
 BASELINE = "baseline"
 QUANTILES = (0.1, 0.5, 0.9)
 
-Progress = Callable[[str, int, int], None]
-"""Called with (what finished, runs done, runs in all)."""
+Progress = Callable[[str, int], None]
+"""Called with (option, index of the demand path whose run just finished), once per run."""
 
 
 def _q(q: float) -> str:
@@ -68,16 +67,23 @@ class Scenario:
     """The baseline or one what-if: its run of every sampled demand path and each tenant's budget status."""
 
     name: str
-    runs: tuple[StrategyResult, ...]  # one per sampled path, in path order
+    runs: tuple[StrategyResult, ...]  # one per sampled path, in path order, without their ledger rows (`spend`)
     horizon_h: float
     budgets: dict[str, float | None]
     exceeds_at: dict[str, datetime | None]
+    spend: tuple[RunSpend, ...] = ()  # per run, in path order: what is kept of its cost ledger
+
+    @property
+    def median_index(self) -> int:
+        """The index of the run whose total cost is the P50 of the runs' totals (the lower of the two middle ones;
+        of two runs with the same total, the earlier path's)."""
+        ordered = sorted(range(len(self.runs)), key=lambda i: self.runs[i].cost_usd)
+        return ordered[(len(ordered) - 1) // 2]
 
     @property
     def median_run(self) -> StrategyResult:
-        """The run whose total cost is the P50 of the runs' totals (the lower of the two middle ones)."""
-        ordered = sorted(self.runs, key=lambda r: r.cost_usd)
-        return ordered[(len(ordered) - 1) // 2]
+        """The run at `median_index`."""
+        return self.runs[self.median_index]
 
     def cost(self, q: float) -> float:
         """The `q` quantile of the runs' total cost."""
@@ -180,21 +186,6 @@ def path_jobs(forecast: Forecast, q: float, start: datetime, horizon_s: float, m
     return demand_jobs(forecast.quantiles[q][:_steps(forecast, horizon_s)], _step_s(forecast), start, mix, setup, seed)
 
 
-def demand_jobs(path: Sequence[float], step_s: float, start: datetime, mix: Sequence[JobTemplate], setup: SimSetup,
-                seed: int, *, prefix: str = "proj") -> list[Job]:
-    """The synthetic jobs of one demand path from `start`, fault tolerance marked by `setup`.
-
-    The draw is seeded by (`seed`, `prefix`) and job ids carry `prefix`:
-    paths drawn under one prefix share one stream, so the n-th job of a
-    higher path is the n-th of a lower one (same tenant, size, duration and
-    fault tolerance) and a path above another at every step owes at least its
-    jobs, tenant by tenant; under different prefixes they are independent
-    draws of which jobs realise the demand and which of them may move.
-    """
-    jobs = synthetic_jobs(start, step_s, list(path), mix, seed=seed, prefix=prefix)
-    return with_fault_tolerance(jobs, setup, seed)
-
-
 def _steps(forecast: Forecast, horizon_s: float) -> int:
     return max(1, math.ceil(horizon_s / _step_s(forecast) - 1e-9))
 
@@ -203,12 +194,6 @@ def _step_s(forecast: Forecast) -> float:
     if len(forecast.timestamps) < 2:
         return 3600.0
     return (forecast.timestamps[1] - forecast.timestamps[0]).total_seconds()
-
-
-def _one_run(strategy: str, setup: SimSetup, stats: TraceStats, what_if: WhatIf | None, jobs: Sequence[Job],
-             start: datetime, end: datetime, seed: int, prior: Sequence[Job]) -> StrategyResult:
-    run = run_for(strategy, setup, stats, what_if)
-    return simulate(run, jobs, start=start, end=end, seed=seed, prior=prior, keep_ledger=True)
 
 
 def project(
@@ -230,44 +215,28 @@ def project(
     dependence: Dependence = COMONOTONE,
 ) -> Projection:
     """Project the cost of `forecast` over [start, start + horizon_s) from `paths` sampled demand paths (module
-    doc); deterministic for a seed."""
-    end = start + timedelta(seconds=horizon_s)
+    doc); deterministic for a seed, whatever `workers` is (how the runs run: `burst.projection.runs`)."""
     setup, spot_used = spot_from_history(setup, start)
     demand = [tuple(p) for p in sample_paths(forecast, dependence, paths, seed=seed, steps=_steps(forecast, horizon_s))]
-    jobs = [demand_jobs(p, _step_s(forecast), start, mix, setup, seed, prefix=f"proj{i}") for i, p in enumerate(demand)]
-    for each in what_ifs:  # fail on a what-if the set-up cannot take before any simulation starts
+    usable_mix(mix)  # fail on a mix no path can draw jobs from, and on a what-if the set-up cannot take, before any run
+    for each in what_ifs:
         run_for(strategy, setup, stats, each)
     names = [BASELINE, *(w.name for w in what_ifs)]
     if len(set(names)) != len(names):
         raise ValueError(f"what-if names must differ from each other and from {BASELINE!r}: {', '.join(names[1:])}")
-    cases = [(name, w, i) for name, w in zip(names, [None, *what_ifs], strict=True) for i in range(len(demand))]
-    results: dict[tuple[str, int], StrategyResult] = {}
-
-    def done(key: tuple[str, int], count: int) -> None:
-        if on_progress:
-            on_progress(f"{key[0]} path {key[1] + 1} of {len(demand)}", count, len(cases))
-
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {(n, i): pool.submit(_one_run, strategy, setup, stats, w, jobs[i], start, end, seed, prior) for n, w, i in cases}
-            for count, (key, future) in enumerate(futures.items(), start=1):
-                results[key] = future.result()
-                done(key, count)
-    else:
-        for count, (n, w, i) in enumerate(cases, start=1):
-            results[(n, i)] = _one_run(strategy, setup, stats, w, jobs[i], start, end, seed, prior)
-            done((n, i), count)
-    mtd = dict(month_to_date or {})
-    horizon_h = horizon_s / 3600.0
+    batch = Batch(strategy=strategy, setup=setup, stats=stats, options=dict(zip(names, [None, *what_ifs], strict=True)),
+                  demand=tuple(demand), step_s=_step_s(forecast), start=start, horizon_s=horizon_s, mix=tuple(mix),
+                  seed=seed, prior=tuple(prior), month_to_date=dict(month_to_date or {}))
+    results = run_all(batch, workers=workers, done=on_progress)
+    budgets = batch.budgets()
     scenarios: list[Scenario] = []
     for name in names:
-        runs = tuple(results[(name, i)] for i in range(len(demand)))
+        runs = tuple(results[(name, i)][0] for i in range(len(demand)))
+        spend = tuple(results[(name, i)][1] for i in range(len(demand)))
         tenants = sorted({t for r in runs for t in r.cost_by_tenant} | set(setup.policies))
-        budgets = {t: setup.policy(t).budget.usd_per_month for t in tenants}
-        scenario = Scenario(name, runs, horizon_h, budgets, {})
-        median = scenario.median_run
-        scenario.exceeds_at = {t: breach_at(spend_points(median.ledger, t), budgets[t], start=start,
-                                            month_to_date_usd=mtd.get(t, 0.0)) for t in tenants}
+        scenario = Scenario(name, runs, horizon_s / 3600.0, {t: budgets.get(t) for t in tenants}, {}, spend)
+        breaches = spend[scenario.median_index].exceeds_at
+        scenario.exceeds_at = {t: breaches.get(t) for t in tenants}
         scenarios.append(scenario)
     baseline = scenarios[0]
     return Projection(
@@ -316,5 +285,5 @@ def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: Strate
                            gpus_per_node=steady[0].gpus_per_node, prices=prices)
 
 
-__all__ = ["BASELINE", "QUANTILES", "Projection", "Scenario", "demand_jobs", "path_jobs", "project", "spot_from_history",
-           "spot_rule"]
+__all__ = ["BASELINE", "QUANTILES", "Progress", "Projection", "Scenario", "demand_jobs", "path_jobs", "project",
+           "spot_from_history", "spot_rule"]

@@ -11,7 +11,6 @@ the assumptions.
 from __future__ import annotations
 
 import html
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,7 +20,7 @@ from burst import plots
 from burst.catalog import COST_LINES
 from burst.plots import Theme
 from burst.projection.project import QUANTILES, Projection, Scenario
-from burst.state import CostEntry
+from burst.projection.runs import bin_s, bin_starts
 from forecasting.models import DemandSeries
 from forecasting.paths import quantile
 
@@ -48,10 +47,10 @@ def write_report(projection: Projection, directory: Path, *, history: DemandSeri
     return out
 
 
-def daily_band(scenario: Scenario, start: datetime, horizon_s: float) -> dict[float, list[float]]:
-    """Per day of the horizon (per hour, under 2 days), the P10, P50 and P90 over the scenario's runs of that day's
-    total cost (each day on its own)."""
-    totals = [[sum(v) for v in zip(*per_bin(r.ledger, start, horizon_s)[1].values(), strict=True)] for r in scenario.runs]
+def daily_band(scenario: Scenario) -> dict[float, list[float]]:
+    """Per day of the horizon (per hour, under 2 days: `per_bin`'s bins), the P10, P50 and P90 over the scenario's
+    runs of that day's total cost (each day on its own)."""
+    totals = [[sum(v) for v in zip(*spend.bins.values(), strict=True)] for spend in scenario.spend]
     return {q: [quantile(list(day), q) for day in zip(*totals, strict=True)] for q in QUANTILES}
 
 
@@ -194,42 +193,15 @@ def _demand(theme: Theme, projection: Projection, history: DemandSeries | None) 
 
 
 def _bin_name(horizon_s: float) -> str:
-    return "day" if horizon_s >= 2 * 86400 else "hour"
-
-
-def per_bin(ledger: Sequence[CostEntry], start: datetime, horizon_s: float) -> tuple[list[datetime], dict[str, list[float]]]:
-    """The ledger's USD per cost line in each day (each hour, under 2 days) of the horizon from `start`.
-
-    A ledger row is written at a tick and bills the time since the tick before
-    it (the previous distinct `at`, or `start` for the first). The simulator
-    skips quiet ticks, so one row can span days: its USD is spread over the
-    bins that span covers, in proportion to the time in each, rather than
-    landing whole in the bin of the tick that wrote it.
-    """
-    step = 86400.0 if _bin_name(horizon_s) == "day" else 3600.0
-    n = max(1, int(-(-horizon_s // step)))
-    out: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
-    ticks = sorted({row.at for row in ledger})
-    since = dict(zip(ticks, [start, *ticks[:-1]], strict=True))
-    for row in ledger:
-        hi = (row.at - start).total_seconds()
-        lo = min(hi, max(0.0, (since[row.at] - start).total_seconds()))
-        bins = out[row.line]
-        if hi <= lo:
-            bins[min(n - 1, max(0, int(hi // step)))] += row.usd
-            continue
-        for k in range(max(0, int(lo // step)), min(n - 1, int(hi // step)) + 1):
-            left, right = max(lo, k * step), hi if k == n - 1 else min(hi, (k + 1) * step)
-            if right > left:
-                bins[k] += row.usd * (right - left) / (hi - lo)
-    return [start + timedelta(seconds=step * k) for k in range(n)], {line: out[line] for line in COST_LINES}
+    return "day" if bin_s(horizon_s) == 86400.0 else "hour"
 
 
 def _cost_per_bin(theme: Theme, projection: Projection) -> Figure:
     import numpy as np
 
     fig, (ax,) = plots.figure(theme, height_in=3.5)
-    starts, lines = per_bin(projection.baseline.median_run.ledger, projection.start, projection.horizon_s)
+    base = projection.baseline
+    starts, lines = bin_starts(projection.start, projection.horizon_s), base.spend[base.median_index].bins
     x = np.arange(len(starts))
     bottom = np.zeros(len(starts))
     for line in COST_LINES:
@@ -237,7 +209,7 @@ def _cost_per_bin(theme: Theme, projection: Projection) -> Figure:
         if values.any():
             ax.bar(x, values, bottom=bottom, color=plots.TIER_COLOURS[line], label=plots.TIER_LABELS[line], width=0.7)
         bottom += values
-    band = daily_band(projection.baseline, projection.start, projection.horizon_s)
+    band = daily_band(projection.baseline)
     lo, hi = band[QUANTILES[0]], band[QUANTILES[-1]]
     ax.errorbar(x, bottom, yerr=[np.maximum(0, bottom - np.asarray(lo)), np.maximum(0, np.asarray(hi) - bottom)],
                 fmt="none", ecolor=theme.text, capsize=4, linewidth=1.0,
@@ -293,4 +265,4 @@ def _per_line(theme: Theme, scenarios: Sequence[Scenario]) -> Figure:
     return fig
 
 
-__all__ = ["candidates_table", "daily_band", "per_bin", "render", "write_report"]
+__all__ = ["candidates_table", "daily_band", "render", "write_report"]
