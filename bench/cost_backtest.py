@@ -53,6 +53,8 @@ FULL = ("itp-cluster02.csv", "itp-cluster04.csv")
 SMALL = ("itp-cluster02.csv",)
 WEEK = timedelta(days=7)
 TIERS = ("steady", "elastic_on_demand", "elastic_spot")
+KEPT = "## How long burst cost takes"
+"""The doc's hand-written section (bench/cost_speed.py's figures): from this heading on, a regeneration keeps it."""
 
 
 def one_week(name: str, week: int, paths: int = MIN_PATHS) -> dict[str, Any]:
@@ -83,6 +85,13 @@ def one_week(name: str, week: int, paths: int = MIN_PATHS) -> dict[str, Any]:
             "actual_demand": 24.0 * sum(real_demand) / max(1, len(real_demand)),
             "tiers": [proj.baseline.median_run.cost_by_tier.get(t, 0.0) for t in TIERS],
             "actual_tiers": [actual.cost_by_tier.get(t, 0.0) for t in TIERS], "onprem_gpus": setup.steady_gpus()}
+
+
+def kept_section(doc: Path) -> list[str]:
+    """The lines of `doc` from the `KEPT` heading on (none when it has no such section)."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    at = text.find(KEPT)
+    return text[at:].splitlines() if at >= 0 else []
 
 
 def weeks_of(name: str) -> list[int]:
@@ -140,7 +149,7 @@ def main() -> None:
         write_doc(DOC, "cost_backtest.py", "Cost projection backtest",
                   "Each week is projected from the history before it, then replayed as it happened (see the script's "
                   "docstring for the method).", ["", *lines, "", "What each projection started from, against what happened:", "",
-                                                 *inputs, "", summary, ""])
+                                                 *inputs, "", summary, "", *kept_section(DOC)])
     print(summary, file=sys.stderr)
 
 
