@@ -221,12 +221,10 @@ def measure(days: float) -> Tide:
     steady = tide.cost_by_tier["steady"]
     service_cost = service_elastic(tide) + steady * (1 - share)
     split_cost = service_split.cost_usd - service_split.cost_by_tier["steady"] + steady * (1 - share)
+    unserved_tide, slo_tide = service_figures(tide, both, service, start, end)
+    unserved_split, slo_split = service_figures(service_split, service.jobs, service, start, end)
     return Tide(nodes, batch_nodes, service_nodes, batch_p50, p50, tide.onprem_utilization,
-                batch_split.onprem_utilization,
-                *service_figures(tide, both, service, start, end)[:1],
-                *service_figures(service_split, service.jobs, service, start, end)[:1],
-                service_figures(tide, both, service, start, end)[1],
-                service_figures(service_split, service.jobs, service, start, end)[1],
+                batch_split.onprem_utilization, unserved_tide, unserved_split, slo_tide, slo_split,
                 tide.cost_usd - service_cost,
                 batch_split.cost_usd - batch_split.cost_by_tier["steady"] + steady * share,
                 service_cost, split_cost, service, tide.immovable_stopped, _onprem_share(tide), tide.evictions)
