@@ -54,6 +54,8 @@ MAX_GPU_S_PER_TOKEN = 60.0
 """Largest GPU-seconds per context or generated token of a service's token cost (real models: ~1e-5 .. 1e-1)."""
 MAX_EVENT_MULTIPLIER = 1000.0
 """Largest demand multiplier a service's declared event may give (multipliers are > 0)."""
+MAX_QUERY_LENGTH = 4096
+"""Longest PromQL expression of a service's rate_query (characters)."""
 MAX_LOOP_INTERVAL_S = 3600.0
 """Longest loop_interval: the daemon ticks at least hourly."""
 MIN_CLOCK_SPEED = 0.01
@@ -117,6 +119,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("target_utilisation of a service", "> 0 .. 1"),
     Limit("unserved_request_cost of a service", f"0 .. {MAX_USD:g} USD per request"),
     Limit("multiplier of a service event", f"> 0 .. {MAX_EVENT_MULTIPLIER:g}"),
+    Limit("rate_query of a service (PromQL)", f"1 .. {MAX_QUERY_LENGTH} characters"),
     Limit("loop_interval", "> 0 .. 1 hour"),
     Limit("clock_speed (sim clock)", f"{MIN_CLOCK_SPEED:g} .. {MAX_CLOCK_SPEED:g}"),
     Limit("synthetic arrival rate (base_jobs_per_hour x burst_factor)", f"0 .. {MAX_RATE_PER_HOUR:g} per hour"),

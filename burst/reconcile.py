@@ -32,6 +32,7 @@ runs; `stop` (set by SIGTERM) ends the loop after the current tick.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -40,7 +41,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from burst import progress
 from burst.actuator import EXECUTORS, Actuator, Executor, GcReport, Outcome, sort_unknown
@@ -78,6 +79,7 @@ from burst.planner import PIPELINE, PlanIds, Step, plan
 from burst.planner.notice import STEP as NOTICE_STEP
 from burst.planner.runtime_estimate import RuntimeHistory
 from burst.planner.spot_rates import InterruptionObservations
+from burst.service_loop import ServiceLoop, ServiceTick
 from burst.state import MetaKey, Store
 from burst.wakeup import WakeReason, Wakeup
 from burst.workloads.base import JobEvents, JobSource
@@ -112,6 +114,7 @@ class TickReport:
     job_events: JobEvents = field(default_factory=JobEvents)
     provider_events: list[ProviderEvent] = field(default_factory=list)
     snapshot: Snapshot | None = None
+    services: ServiceTick | None = None  # what the services did (None: the daemon runs none)
     standby: bool = False  # another daemon holds the leader lease: nothing was observed or done
     woken_by: tuple[WakeReason, ...] = ()  # the events that woke this tick before its heartbeat; () for the heartbeat
 
@@ -178,8 +181,10 @@ class Controller:
         lease: LeaderLease | None = None,
         agents: AgentLink | None = None,
         settings: LoopSettings = LoopSettings(),
+        services: ServiceLoop | None = None,
     ) -> None:
         self.lease = lease
+        self.services = services
         self.agents = agents
         self.settings = settings
         self.providers = dict(providers)
@@ -256,18 +261,23 @@ class Controller:
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         for done in job_events.completed:
             self.memory.record_runtime(done)
+        served = self._serve(jobs, now)
+        if served is not None:
+            jobs = served.jobs
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
         snapshot = self._snapshot(nodes, jobs, targets, now)
         result = self._plan(snapshot, jobs, now, self._next_plan_id())
         if job_events.failed:
             result = replace(result, holds=(*result.holds, *failed_job_holds(job_events.failed)))
+        if served is not None and served.holds:
+            result = replace(result, holds=(*result.holds, *served.holds))
         if self.actuator.fence is not None:
             self.actuator.fence()
         apply_job = self._job_applier(result, jobs, job_events, now)
         outcomes = self.actuator.execute(result, apply_job=apply_job, skip=self._down_groups())
         self._cool_down_on_failures(outcomes, now)
-        self._record(result, outcomes, snapshot, job_events, now)
+        self._record(result, outcomes, snapshot, job_events, now, served)
         return TickReport(
             at=now,
             plan=result,
@@ -276,7 +286,15 @@ class Controller:
             job_events=job_events,
             provider_events=events,
             snapshot=snapshot,
+            services=served,
         )
+
+    def _serve(self, jobs: Sequence[Job], now: datetime) -> ServiceTick | None:
+        """This tick's services (`burst.service_loop`): their replicas set before the plan, so it places them."""
+        if self.services is None:
+            return None
+        return self.services.tick(now, jobs, self.policies(), tuple(self.groups.values()), self.prices,
+                                  self._warm_pools())
 
     def _job_applier(
         self, result: Plan, jobs: Sequence[Job], job_events: JobEvents, now: datetime
@@ -508,11 +526,14 @@ class Controller:
     # ------------------------------------------------------------ record
 
     def _record(
-        self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, job_events: JobEvents, now: datetime
+        self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, job_events: JobEvents, now: datetime,
+        served: ServiceTick | None = None,
     ) -> None:
         try:
             with self.store.transaction():
-                self._record_tick(result, outcomes, snapshot, now)
+                self._record_tick(result, outcomes, snapshot, now, served.rows if served is not None else ())
+                if served is not None:
+                    self.store.set_meta(MetaKey.SERVICES, json.dumps([s.to_json() for s in served.statuses]))
                 self.store.record_losses(job_losses(job_events, result, snapshot.jobs, self._group_of, now))
                 self.memory.save(self.store)
         except BaseException:
@@ -524,9 +545,10 @@ class Controller:
         node = self.store.get_node(node_id)
         return node.group_id if node is not None else None
 
-    def _record_tick(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime) -> None:
+    def _record_tick(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime,
+                     service_rows: Iterable[tuple[str, str, str, Mapping[str, Any]]] = ()) -> None:
         failed = {o.action.id: o.detail for o in outcomes if not o.ok}
-        rows: list[tuple[str, str, str, Mapping[str, object]]] = []
+        rows: list[tuple[str, str, str, Mapping[str, object]]] = list(service_rows)
         for action in result.actions:
             data = action.to_json()
             if action.id in failed:

@@ -34,12 +34,16 @@ from burst.model import DemandPoint, NodeGroup, Policy, TenantName
 from burst.provider_specs import PROVIDERS, ConfigError, ProviderContext
 from burst.reconcile import Controller, LoopSettings, LoopStats, TickReport, run_loop
 from burst.retention import RetentionReport
+from burst.service_forecasts import ServiceForecasts
+from burst.service_loop import ServiceLoop
 from burst.state import MetaKey, Store
 from burst.store_lock import WriterLock, hold_writer
 from burst.wakeup import JobWatch, NodeWatch, NoticeWatch, Wakeup, Watch
 from burst.workloads.base import JobSource
 from burst.workloads.feed import ArrivalFeed
 from burst.workloads.queue import StoreQueue
+from burst.workloads.rates import DailyCycle, RateSource, SyntheticRates
+from burst.workloads.replicas import QueueReplicas
 from burst.workloads.synthetic import SyntheticSettings, SyntheticWorkload
 from forecasting.select import SelectingForecaster
 from forecasting.service import ForecastService
@@ -596,6 +600,7 @@ def _assemble(
     source = kube.source if kube is not None else _job_source(config, store, clock, complete_by_duration=True)
     policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
     forecasts = forecast_service(config, store, background=sim_clock is None)
+    services = service_loop(config, store, background=sim_clock is None, kubernetes=kube is not None)
     controller = Controller(
         providers={name: MeteredProvider(kube.wrap(p, clock) if kube else p, metrics) for name, p in providers.items()},
         lease=lease,
@@ -608,6 +613,7 @@ def _assemble(
         cluster=config.cluster,
         forecaster=(lambda now, jobs: forecasts.forecasts(now)) if forecasts else None,
         settings=LoopSettings(interruption_cooldown_s=config.spot.interruption_cooldown),
+        services=services,
     )
     return Runtime(
         config=config,
@@ -679,6 +685,31 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
         background=background,
         fit=SelectingForecaster(min_history_s=settings.min_history, events=tuple(e.to_event() for e in settings.events)),
     )
+
+
+def service_loop(config: BurstConfig, store: Store, *, background: bool, kubernetes: bool) -> ServiceLoop | None:
+    """The daemon's services from `rates:` in burst.yaml (None when it names no rate source): replicas as jobs of
+    the embedded queue."""
+    rates = rate_source(config)
+    if rates is None:
+        return None
+    if kubernetes:
+        raise ConfigError("rates: services run their replicas as jobs of the embedded queue; with "
+                          "workload.kubernetes, drop rates: (Kubernetes Deployments are not scaled by burst yet)")
+    return ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=background))
+
+
+def rate_source(config: BurstConfig) -> RateSource | None:
+    """Where the services' rates are read, from `rates:` (None when neither source is set)."""
+    doc = config.rates
+    if doc.synthetic is not None:
+        cycles = {name: DailyCycle(c.base_rps, c.amplitude, c.peak_hour, c.noise) for name, c in doc.synthetic.services.items()}
+        return SyntheticRates(cycles, seed=doc.synthetic.seed)
+    if doc.prometheus is not None:
+        from burst.workloads.prometheus import prometheus_rates
+
+        return prometheus_rates(doc.prometheus, config.rates_file)
+    return None
 
 
 def _record_gpu_models(store: Store, groups: tuple[NodeGroup, ...]) -> None:

@@ -61,6 +61,7 @@ from policies.fields import (
 )
 from policies.loader import LocatedValueError, read_yaml, validate_document
 from policies.provider_sections import AwsDoc, GcpDoc, LibcloudDoc, OnPremDoc
+from policies.rates import RatesDoc
 from policies.schema import ProviderName
 
 CLUSTER_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -676,6 +677,10 @@ class BurstConfig(StrictModel):
     )
     forecasting: ForecastingDoc = Field(default=ForecastingDoc(), description="Forecasting settings.")
     workload: WorkloadDoc = Field(default=WorkloadDoc(), description="Built-in job sources.")
+    rates: RatesDoc = Field(
+        default=RatesDoc(), description="Where the services' request rates are read: a Prometheus, or synthetic "
+        "cycles; none: services are not run by the daemon."
+    )
     api: ApiDoc = Field(default=ApiDoc(), description="The daemon's HTTP API.")
     leader: LeaderDoc = Field(default=LeaderDoc(), description="Leader election between daemons.")
     spot: SpotDoc = Field(default=SpotDoc(), description="Spot capacity settings.")
@@ -778,6 +783,10 @@ class BurstConfig(StrictModel):
         if self.aws is None or self.aws.terraform_outputs is None:
             return None
         return self._resolve(self.aws.terraform_outputs)
+
+    def rates_file(self, name: str | None) -> Path | None:
+        """Decide the absolute path of a file `rates.prometheus` names (token, CA), or None when not set."""
+        return self._resolve(name) if name is not None else None
 
     def kubeconfig_path(self) -> Path | None:
         """Decide the absolute kubeconfig of workload.kubernetes, or None when not set."""

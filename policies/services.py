@@ -33,6 +33,7 @@ from burst.bounds import (
     MAX_EVENT_MULTIPLIER,
     MAX_GPU_S_PER_TOKEN,
     MAX_LIST_LENGTH,
+    MAX_QUERY_LENGTH,
     MAX_REPLICA_GPUS,
     MAX_REPLICAS,
     MAX_REQUESTS_PER_S,
@@ -45,7 +46,7 @@ from policies.durations import Duration
 from policies.fields import Fraction, Name, NonEmptyStr, StrictModel, none_as_empty
 
 BOTH_FORMS = "give requests_per_s or gpu_s_per_request, not both"
-READ_BY = "read by the service sizing rules (burst.planner.service_sizing); not yet acted on by the planner"
+READ_BY = "read by the service planner (burst.planner.services) in the daemon and the simulator"
 
 ReplicaCount = Annotated[StrictInt, Field(ge=0, le=MAX_REPLICAS)]
 GpuSPerToken = Annotated[float, Strict(), Field(ge=0, le=MAX_GPU_S_PER_TOKEN)]
@@ -175,6 +176,12 @@ class ServiceDoc(StrictModel):
     events: Annotated[list[ServiceEventDoc], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list, description=f"Known windows of unusual demand (promotions, launches); {READ_BY}."
     )
+    rate_query: Annotated[str, Strict(), Field(min_length=1, max_length=MAX_QUERY_LENGTH)] | None = Field(
+        default=None,
+        description="PromQL expression of the service's offered load in requests/s (arrivals at the ingress or "
+        "gateway, rejected and queued requests included, never completions), read by the daemon from the "
+        "Prometheus that burst.yaml's rates.prometheus names; the simulator ignores it.",
+    )
 
     @field_validator("events", mode="before")
     @classmethod
@@ -221,6 +228,7 @@ class ServiceDoc(StrictModel):
             replica_start_s=self.replica_start,
             spot_share=self.spot_share,
             events=tuple(e.to_model() for e in self.events),
+            rate_query=self.rate_query,
         )
 
 

@@ -164,6 +164,15 @@ def test_steady_advice_is_the_p50_of_forecast_p50_with_its_utilisation_and_statu
     assert steady_advice([f], {"A100": 200}, T0, T0 + timedelta(minutes=25))[0].status == "green"
 
 
+def test_steady_advice_counts_one_models_demand_with_any_models_on_a_one_model_rack() -> None:
+    anything = forecast({5: 10.0, 10: 20.0, 15: 30.0, 20: 40.0, 25: 50.0})
+    a100 = forecast({5: 4.0, 10: 4.0, 15: 4.0, 20: 4.0, 25: 4.0}, tenant="b", model="A100")
+    (advice,) = steady_advice([anything, a100], {"A100": 32}, T0, T0 + timedelta(minutes=25))
+    assert (advice.gpu_model, advice.recommended_gpus) == ("any", 34)  # one path on the same 32 GPUs
+    two = steady_advice([anything, a100], {"A100": 16, "H100": 16}, T0, T0 + timedelta(minutes=25))
+    assert [(a.gpu_model, a.recommended_gpus) for a in two] == [("A100", 4), ("any", 30)]  # two models: apart
+
+
 def test_plans_carry_steady_advice_for_todays_on_prem_gpus() -> None:
     p = run(onprem_only(), [forecast({m: 4.0 for m in range(5, 65, 5)})])
     (advice,) = p.advice

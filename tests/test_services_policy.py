@@ -214,7 +214,7 @@ def test_the_json_schema_accepts_a_good_policy_and_describes_every_service_field
     assert set(service["required"]) == {"name", "gpu_model", "max_replicas", "ready_within", "unserved_request_cost"}
     for name in ("ServiceDoc", "TokenCostDoc", "ServiceEventDoc"):
         props = schema["$defs"][name]["properties"]
-        assert all("not yet acted on by the planner" in p["description"] for p in props.values()), name
+        assert all(p.get("description") for p in props.values()), name
     assert service["properties"]["max_replicas"]["maximum"] == MAX_REPLICAS
 
 

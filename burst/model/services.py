@@ -76,7 +76,8 @@ class Service:
     keeps `min_replicas` .. `max_replicas`; a replica needs `replica_start_s`
     (model load) after its node is up and must serve within `ready_within_s` of
     being needed. At most `spot_share` of the replicas may be spot; an unserved
-    request costs `unserved_request_cost_usd`. The planner's decision for one
+    request costs `unserved_request_cost_usd`. `rate_query` is the PromQL
+    expression the daemon reads its offered load with. The planner's decision for one
     service is `burst.planner.services.plan_service`, on the sizing rules of
     `burst.planner.service_sizing`.
     """
@@ -95,6 +96,7 @@ class Service:
     replica_start_s: float = 120.0
     spot_share: float = 0.0
     events: tuple[ServiceEvent, ...] = ()
+    rate_query: str | None = None  # the PromQL of its offered load (arrivals, never completions); None: none declared
 
     def __post_init__(self) -> None:
         if (self.requests_per_s is None) == (self.token_cost is None):

@@ -49,7 +49,9 @@ def steady_advice(
 
     `steady_gpus` is the on-prem GPUs owned today per GPU model (None: not
     known, so no utilisation or status); demand for `ANY_MODEL` counts against
-    all of them. `end` defaults to the forecasts'
+    all of them. Where every owned GPU is of one model, demand for that model
+    and for any model fall on the same GPUs: they are one path, advised as
+    `ANY_MODEL`. `end` defaults to the forecasts'
     last step. Models without forecast steps in the window get no advice.
     `prices` is (owned, on-demand) USD per GPU-hour for the cost-optimal size.
     """
@@ -60,6 +62,9 @@ def steady_advice(
             by_step = demand[f.gpu_model]
             for ts, v in zip(f.timestamps[first:last], f.quantiles[0.5][first:last], strict=True):
                 by_step[ts] += v
+    if steady_gpus is not None and len(steady_gpus) == 1 and ANY_MODEL in demand:
+        for ts, v in demand.pop(next(iter(steady_gpus)), {}).items():
+            demand[ANY_MODEL][ts] += v
     out = []
     for model in sorted(demand):
         path = [demand[model][ts] for ts in sorted(demand[model])]

@@ -35,6 +35,8 @@ class MetaKey(StrEnum):
     """{group id: GPU model} of every group a run on this state has had (`burst usage --state`)."""
     LEDGER_ROLLED_UP_UNTIL = "ledger.rolled_up_until"
     """The instant before which the cost ledger holds hourly rows only (`Store.roll_up_costs`)."""
+    SERVICES = "services.status"
+    """Each service's last tick as the daemon saw and decided it (`burst services`, metrics)."""
 
 
 class MetaRecords(StoreBase):

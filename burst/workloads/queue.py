@@ -188,6 +188,10 @@ class StoreQueue:
         """Whether the store has a job with this id (in any state)."""
         return self.store.get_job(job_id) is not None
 
+    def put(self, job: Job, now: datetime) -> None:
+        """Record `job` as it is now (a service replica cancelled on scale-in)."""
+        self.store.put_job(job, at=now)
+
     def observe(self, now: datetime, nodes: Mapping[NodeId, Node]) -> tuple[Sequence[Job], JobEvents]:
         unreadable: list[tuple[str, str, str]] = []
         jobs, bad = screen_jobs(self.store.jobs(states=[JobState.PENDING, *RUNNING_STATES], unreadable=unreadable))

@@ -1,0 +1,250 @@
+"""The daemon's services: each tick, each service's rate read, forecast, planned and its replicas set.
+
+`ServiceLoop.tick` runs inside `burst.reconcile.Controller.tick`, after the
+jobs are observed and before the plan, so the replicas it starts are planned
+in the same tick (placed on the steady tier first, bursting to the cloud;
+`burst.workloads.replicas`). For each service of each tenant's policy:
+
+1. the offered rate is read from the rate source (`burst.workloads.rates`);
+   a source that fails keeps the service's replicas as they are (never a
+   scale-in on a missing rate), counts the failure, and leaves a hold naming
+   the query and the error; the tick itself goes on;
+2. the rate joins the service's history, and the forecast over the next hour
+   is taken (`burst.service_forecasts`);
+3. the planner's decision (`burst.planner.services.plan_service`) is made
+   on what the loop observes: ready and starting replicas, the prices and boot
+   of the groups of the service's GPU model, the warm nodes held there;
+4. the replica backend runs `decision.running` replicas (the need, and the
+   standby ones the decision keeps as hot capacity). Spot replicas are the
+   simulator's for now: in the daemon every replica is on demand.
+
+What each service saw and decided (`ServiceStatus`) is kept for `burst
+services` and the metrics; a decision row goes to the decision log when the
+replica count changes (`burst explain TENANT/NAME`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from burst.model import (
+    CapacityType,
+    GroupId,
+    Hold,
+    Job,
+    NodeGroup,
+    Policy,
+    RateForecast,
+    Service,
+    TenantName,
+    Tier,
+    WarmState,
+)
+from burst.planner.service_sizing import forecast_level, replica_capacity_rps
+from burst.planner.services import ServiceDecision, ServiceState, plan_service
+from burst.service_forecasts import ServiceForecasts
+from burst.workloads.rates import RateSource, RateUnavailable
+from burst.workloads.replicas import ReplicaBackend, ReplicaCounts
+
+log = logging.getLogger("burst.services")
+
+STEP = "services"
+"""The decision log's step for services' decisions and holds."""
+
+
+class GroupPrices(Protocol):
+    """What the loop needs of the price catalog: a node's price per hour."""
+
+    def group_price(self, group: NodeGroup) -> float: ...
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """One service at one tick: what the loop saw (`observed_rps`, `ready`, `starting`), forecast
+    (`forecast_lead_rps`: the median's peak over the lead time; `forecast_hour_rps`: over the hour) and decided
+    (`desired`: replicas to run; `standby` of them hot capacity), and why (`reason`; `error` when the rate could
+    not be read, `forecast_error` when the forecast could not be made)."""
+
+    tenant: str
+    name: str
+    at: str
+    desired: int
+    ready: int
+    starting: int
+    standby: int
+    warm_nodes: int
+    observed_rps: float | None
+    forecast_lead_rps: float | None
+    forecast_hour_rps: float | None
+    lead_s: float
+    reason: str
+    error: str | None = None
+    forecast_error: str | None = None
+
+    @property
+    def subject(self) -> str:
+        """The decision log's subject for this service."""
+        return service_subject(self.tenant, self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as `burst services --json` prints it."""
+        return asdict(self)
+
+
+@dataclass
+class ServiceTick:
+    """What the service loop did in one tick: the jobs after its changes, its holds, decision rows, statuses and
+    how many rate queries failed."""
+
+    jobs: list[Job]
+    holds: list[Hold] = field(default_factory=list)
+    rows: list[tuple[str, str, str, Mapping[str, Any]]] = field(default_factory=list)
+    statuses: list[ServiceStatus] = field(default_factory=list)
+    rate_failures: int = 0
+
+
+def service_subject(tenant: str, name: str) -> str:
+    """The decision log's subject for a service."""
+    return f"service:{tenant}/{name}"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a service's replicas cost and how fast they come, from the groups of its GPU model."""
+
+    replica_hour_usd: float
+    boot_s: float
+    wake_s: float
+    warm_nodes: int
+
+
+def fleet_for(service: Service, groups: Sequence[NodeGroup], prices: GroupPrices,
+              warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> Fleet | None:
+    """Decide the price and lead of a replica of `service` that bursts: the cheapest on-demand elastic group of
+    its GPU model (per GPU, times `gpus_per_replica`), its boot, its warm pool's wake and size; None when no
+    group of that model exists (the service cannot run)."""
+    elastic = [g for g in groups if g.shape.gpu_model == service.gpu_model and g.tier is Tier.ELASTIC
+               and g.capacity_type is CapacityType.ON_DEMAND]
+    if not elastic:
+        elastic = [g for g in groups if g.shape.gpu_model == service.gpu_model]
+    if not elastic:
+        return None
+    group = min(elastic, key=lambda g: (prices.group_price(g) / g.gpus_per_node, g.id))
+    per_gpu = prices.group_price(group) / group.gpus_per_node
+    held = warm_pools.get(group.id)
+    wake = min(group.warm_wake_latency_s.values(), default=group.boot_latency_s)
+    return Fleet(per_gpu * service.gpus_per_replica, group.boot_latency_s, wake, held[0] if held else 0)
+
+
+def peak(forecast: RateForecast | None, now: datetime, seconds: float) -> float | None:
+    """The forecast median's highest value over [now, now + seconds] (None without a forecast)."""
+    if forecast is None or not forecast.at:
+        return None
+    level = forecast_level(0.5, forecast.quantiles)
+    end = now + timedelta(seconds=seconds)
+    values = [forecast.value_at(level, now)]
+    values += [v for at, v in zip(forecast.at, forecast.quantiles[level], strict=True) if now < at <= end]
+    return max(values)
+
+
+class ServiceLoop:
+    """Every tenant's services, one tick at a time (module doc)."""
+
+    def __init__(self, rates: RateSource, backend: ReplicaBackend, forecasts: ServiceForecasts) -> None:
+        self.rates = rates
+        self.backend = backend
+        self.forecasts = forecasts
+        self.last: dict[tuple[str, str], ServiceDecision] = {}
+        self.statuses: dict[tuple[str, str], ServiceStatus] = {}
+        self.rate_failures = 0
+
+    def tick(self, now: datetime, jobs: Sequence[Job], policies: Mapping[TenantName, Policy],
+             groups: Sequence[NodeGroup], prices: GroupPrices,
+             warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> ServiceTick:
+        """Read, forecast, plan and scale every service at `now` (module doc); the jobs as they are after."""
+        out = ServiceTick(jobs=list(jobs))
+        declared = set()
+        for tenant in sorted(policies):
+            for service in policies[tenant].services:
+                declared.add((service.tenant, service.name))
+                self._one(service, now, out, groups, prices, warm_pools)
+        for gone in set(self.statuses) - declared:  # a service taken out of its policy keeps its replicas' jobs
+            self.statuses.pop(gone)
+            self.last.pop(gone, None)
+        return out
+
+    def _one(self, service: Service, now: datetime, out: ServiceTick, groups: Sequence[NodeGroup],
+             prices: GroupPrices, warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> None:
+        key = (service.tenant, service.name)
+        subject = service_subject(*key)
+        counts = self.backend.counts(service, out.jobs, now)
+        fleet = fleet_for(service, groups, prices, warm_pools)
+        if fleet is None:
+            why = f"no node group offers its GPU model {service.gpu_model}: the service cannot run"
+            self._hold(out, service, now, counts, why, error=why)
+            return
+        try:
+            capacity = replica_capacity_rps(service)
+        except ValueError:
+            why = ("its capacity is a token cost, which needs the mean tokens per request: declare requests_per_s "
+                   "for the daemon (the simulator reads the tokens from the trace)")
+            self._hold(out, service, now, counts, why, error=why)
+            return
+        try:
+            rate = self.rates.rate(service, now)
+        except RateUnavailable as exc:
+            self.rate_failures += 1
+            out.rate_failures += 1
+            why = f"{exc}; keeping {counts.total} replicas (no scale-in without a rate)"
+            log.warning("service rate unavailable", extra={"service": subject, "detail": str(exc)})
+            self._hold(out, service, now, counts, why, error=str(exc))
+            return
+        self.forecasts.observe(service, now, rate)
+        forecast = self.forecasts.forecast(service, now)
+        decision = plan_service(self._state(service, now, rate, counts, fleet, forecast, capacity))
+        self.last[key] = decision
+        before = counts.total
+        out.jobs = self.backend.scale(service, decision.running, out.jobs, now)
+        lead = fleet.boot_s + service.replica_start_s
+        status = ServiceStatus(
+            tenant=service.tenant, name=service.name, at=now.isoformat(), desired=decision.running,
+            ready=counts.ready, starting=counts.starting, standby=decision.standby, warm_nodes=fleet.warm_nodes,
+            observed_rps=rate, forecast_lead_rps=peak(forecast, now, lead), forecast_hour_rps=peak(forecast, now, 3600),
+            lead_s=lead, reason="; ".join(decision.reasons), forecast_error=self.forecasts.errors.get(key))
+        self.statuses[key] = status
+        out.statuses.append(status)
+        if decision.running != before:
+            kind = "scale_service_up" if decision.running > before else "scale_service_down"
+            out.rows.append((subject, kind, f"{before} -> {decision.running} replicas: {status.reason}",
+                             {"step": STEP, "tenant": service.tenant, "from": before, "to": decision.running,
+                              "observed_rps": rate, "forecast_lead_rps": status.forecast_lead_rps}))
+
+    def _state(self, service: Service, now: datetime, rate: float, counts: ReplicaCounts, fleet: Fleet,
+               forecast: RateForecast | None, capacity: float) -> ServiceState:
+        last = self.last.get((service.tenant, service.name))
+        standby = min(last.standby, counts.ready) if last else 0
+        return ServiceState(
+            service=service, now=now, observed_rps=rate, ready=counts.ready, starting=counts.starting,
+            warm_nodes=fleet.warm_nodes, capacity_rps=capacity,
+            replica_hour_usd=fleet.replica_hour_usd, spot_replica_hour_usd=None, boot_s=fleet.boot_s,
+            wake_s=fleet.wake_s, forecast=forecast, standby=standby)
+
+    def _hold(self, out: ServiceTick, service: Service, now: datetime, counts: ReplicaCounts, why: str, *,
+              error: str) -> None:
+        """Keep the service as it is, and say why in a hold and its status."""
+        key = (service.tenant, service.name)
+        out.holds.append(Hold(subject=service_subject(*key), reason=why, step=STEP, tenant=service.tenant))
+        before = self.statuses.get(key)
+        status = ServiceStatus(
+            tenant=service.tenant, name=service.name, at=now.isoformat(), desired=before.desired if before else
+            counts.total, ready=counts.ready, starting=counts.starting, standby=before.standby if before else 0,
+            warm_nodes=before.warm_nodes if before else 0, observed_rps=None,
+            forecast_lead_rps=before.forecast_lead_rps if before else None,
+            forecast_hour_rps=before.forecast_hour_rps if before else None, lead_s=before.lead_s if before else 0.0,
+            reason=why, error=error)
+        self.statuses[key] = status
+        out.statuses.append(status)
