@@ -26,8 +26,8 @@ replica count changes (`burst explain TENANT/NAME`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -40,6 +40,7 @@ from burst.model import (
     Policy,
     RateForecast,
     Service,
+    ServiceEvent,
     TenantName,
     Tier,
     WarmState,
@@ -154,8 +155,10 @@ def peak(forecast: RateForecast | None, now: datetime, seconds: float) -> float 
 class ServiceLoop:
     """Every tenant's services, one tick at a time (module doc)."""
 
-    def __init__(self, rates: RateSource, backend: ReplicaBackend, forecasts: ServiceForecasts) -> None:
+    def __init__(self, rates: RateSource, backend: ReplicaBackend, forecasts: ServiceForecasts,
+                 events: Callable[[Service], Sequence[ServiceEvent]] | None = None) -> None:
         self.rates = rates
+        self.events = events  # events declared through the API, beside the policy's own
         self.backend = backend
         self.forecasts = forecasts
         self.last: dict[tuple[str, str], ServiceDecision] = {}
@@ -169,13 +172,21 @@ class ServiceLoop:
         out = ServiceTick(jobs=list(jobs))
         declared = set()
         for tenant in sorted(policies):
-            for service in policies[tenant].services:
+            for declared_service in policies[tenant].services:
+                service = self._with_events(declared_service)
                 declared.add((service.tenant, service.name))
                 self._one(service, now, out, groups, prices, warm_pools)
         for gone in set(self.statuses) - declared:  # a service taken out of its policy keeps its replicas' jobs
             self.statuses.pop(gone)
             self.last.pop(gone, None)
         return out
+
+    def _with_events(self, service: Service) -> Service:
+        """The service with the events declared through the API added to its policy's own (in start order)."""
+        extra = self.events(service) if self.events is not None else ()
+        if not extra:
+            return service
+        return replace(service, events=tuple(sorted((*service.events, *extra), key=lambda e: (e.start, e.end))))
 
     def _one(self, service: Service, now: datetime, out: ServiceTick, groups: Sequence[NodeGroup],
              prices: GroupPrices, warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> None:
