@@ -14,15 +14,16 @@ from rich.table import Table
 
 import burst
 from burst.agent_cli import agent_cmd, agents_group
-from burst.cli_common import load_config_option, parse_at, parse_duration_option
+from burst.cli_common import CONFIG_OPTION, STATE_OPTION, load_config_option, parse_at, parse_duration_option
+from burst.cli_common import store_path as _store_path
 from burst.config_cli import config_group, init_cmd, policy_group
 from burst.db_cli import db_group
 from burst.gpus_cli import gpus_cmd
 from burst.model import Forecast, Plan, SteadyAdvice
 from burst.nodegroups_cli import nodegroups_group
 from burst.projection.cli import cost_cmd, usage_cmd
+from burst.services_cli import services_cmd
 from burst.simulate_cli import simulate_cmd
-from burst.state_option import StateLocation
 from burst.store_pg import location_exists, shown
 from burst.tables import print_table
 
@@ -86,15 +87,6 @@ def _open_store(path: Path | str, *, read_only: bool = True) -> Store:
     return open_for_command(path, read_only=read_only)
 
 
-CONFIG_OPTION = click.option(
-    "--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-    help="burst.yaml to run (default: the embedded quickstart).",
-)
-STATE_OPTION = click.option(
-    "--state", "state", type=StateLocation(), default=None,
-    help="The state store: a SQLite file, or a postgresql://user@host:port/database URL (default: the config's "
-         "state_path; the quickstart's is in the per-user state directory, see burst run).",
-)
 
 
 @main.command("run")
@@ -291,12 +283,6 @@ def _plan_live(config_path: Path | None, state: Path | str | None, when: datetim
         runtime.close()
 
 
-def _store_path(config_path: Path | None, state: Path | str | None) -> Path | str:
-    from burst.quickstart import state_path_for
-
-    if state is None and config_path is not None:
-        return load_config_option(config_path).state_file()
-    return state_path_for(None, state)
 
 
 def _submission_time(config_path: Path | None, path: Path | str) -> datetime:
@@ -471,13 +457,18 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | str | None, l
     path = _store_path(config_path, state)
     if not location_exists(path):
         raise click.ClickException(f"{path}: no state file (run burst run with it first)")
+    if "/" not in name:  # a service named without its tenant: the one service of that name the daemon runs
+        from burst.services_cli import read_statuses
+
+        named = [f"{s['tenant']}/{s['name']}" for s in read_statuses(path) if s["name"] == name]
+        name = named[0] if len(named) == 1 else name
     with _open_store(path) as store:
         found = store.decisions_about(name, limit=limit)
         job = store.get_job(name)
         losses = store.job_losses(job_id=name) if job is not None and as_timeline else []
     if not found and job is None:  # nothing by that name has a decision: not found, as kubectl says it
-        raise click.ClickException(f"no decision about {name} in {shown(path)}: no job, node, group or tenant by that "
-                                   "name has one (burst jobs lists the jobs)")
+        raise click.ClickException(f"no decision about {name} in {shown(path)}: no job, node, group, tenant or "
+                                   "service (TENANT/NAME) by that name has one (burst jobs, burst services list them)")
     if as_timeline:
         from burst.timeline import render_text, timeline
 
@@ -708,6 +699,7 @@ main.add_command(agents_group)
 main.add_command(cost_cmd)
 main.add_command(usage_cmd)
 main.add_command(nodegroups_group)
+main.add_command(services_cmd)
 
 if __name__ == "__main__":
     main()

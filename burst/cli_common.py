@@ -9,8 +9,29 @@ from typing import TYPE_CHECKING
 
 import click
 
+from burst.state_option import StateLocation
+
 if TYPE_CHECKING:
     from policies import BurstConfig
+
+CONFIG_OPTION = click.option(
+    "--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="burst.yaml to run (default: the embedded quickstart).",
+)
+STATE_OPTION = click.option(
+    "--state", "state", type=StateLocation(), default=None,
+    help="The state store: a SQLite file, or a postgresql://user@host:port/database URL (default: the config's "
+         "state_path; the quickstart's is in the per-user state directory, see burst run).",
+)
+
+
+def store_path(config_path: Path | None, state: Path | str | None) -> Path | str:
+    """The state store a command reads: `--state`, else the config's `state_path`, else the quickstart's."""
+    from burst.quickstart import state_path_for
+
+    if state is None and config_path is not None:
+        return load_config_option(config_path).state_file()
+    return state_path_for(None, state)
 
 
 def parse_at(at: str) -> datetime:

@@ -36,6 +36,11 @@ month-to-date gauges say so in their names. Every replica exports its own;
 | tick_seconds | histogram | — |
 | ticks_total / tick_errors_total | counter | — |
 | actions_total | counter | kind, outcome (ok / failed) |
+| service_replicas | gauge | tenant, service, state (desired / ready / starting / standby) |
+| service_observed_requests_per_second | gauge | tenant, service (the offered rate read this tick) |
+| service_forecast_requests_per_second | gauge | tenant, service, horizon (lead: the forecast median's peak over the lead time; hour) |
+| service_unserved_requests_total | counter | tenant, service (offered rate above ready capacity at 100%, times the seconds since the last tick) |
+| service_rate_query_failures_total | counter | tenant, service |
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from burst.model import (
     month_start,
 )
 from burst.reconcile import TickReport
+from burst.service_loop import ServiceStatus
 from providers.base import GroupState, Provider
 
 T = TypeVar("T")
@@ -125,6 +131,18 @@ class ControllerMetrics:
                                        ["tenant", "line", "gpu_model"], registry=r)
         self.spend_month = Gauge("burst_month_to_date_spend_usd", "USD charged to each tenant this UTC month (from the "
                                  "cost ledger)", ["tenant"], registry=r)
+        self.service_replicas = Gauge("burst_service_replicas", "Replicas of each service, by state (desired / ready "
+                                      "/ starting / standby)", ["tenant", "service", "state"], registry=r)
+        self.service_rate = Gauge("burst_service_observed_requests_per_second", "The offered request rate read this "
+                                  "tick", ["tenant", "service"], registry=r)
+        self.service_forecast = Gauge("burst_service_forecast_requests_per_second", "The forecast median's peak over "
+                                      "the lead time (horizon=lead) and the next hour (horizon=hour)",
+                                      ["tenant", "service", "horizon"], registry=r)
+        self.service_unserved = Counter("burst_service_unserved_requests", "Requests offered above ready capacity "
+                                        "(at 100%), counted between ticks", ["tenant", "service"], registry=r)
+        self.service_rate_failures = Counter("burst_service_rate_query_failures", "Rate queries that failed",
+                                             ["tenant", "service"], registry=r)
+        self._service_at: dict[tuple[str, str], datetime] = {}
         self._spend_started = False
         self._known_tenants: set[str] = set()
         self._ledger_month: datetime | None = None
@@ -159,12 +177,36 @@ class ControllerMetrics:
         for job, lost_s in [*report.job_events.requeued, *report.job_events.evicted]:
             self.lost.labels(job.tenant).inc(lost_s * job.gpu_demand)
         self._events(report.provider_events)
+        if report.services is not None:
+            self._services(report.services.statuses)
         for outcome in report.outcomes:
             self.actions.labels(outcome.action.kind.value, "ok" if outcome.ok else "failed").inc()
         for tenant, policy in (policies or {}).items():
             cap = policy.budget.usd_per_month
             if cap is not None:
                 self.budget_left.labels(tenant).set(cap - (spend_month_usd or {}).get(tenant, 0.0))
+
+    def _services(self, statuses: Iterable[ServiceStatus]) -> None:
+        """Each service's replicas, rate and forecast; requests above ready capacity since its last tick."""
+        for st in statuses:
+            key = (st.tenant, st.name)
+            for state, count in (("desired", st.desired), ("ready", st.ready), ("starting", st.starting),
+                                 ("standby", st.standby)):
+                self.service_replicas.labels(st.tenant, st.name, state).set(count)
+            at = datetime.fromisoformat(st.at)
+            last, self._service_at[key] = self._service_at.get(key), at
+            if st.error is not None and st.observed_rps is None:
+                self.service_rate_failures.labels(st.tenant, st.name).inc()
+                continue
+            self.service_rate_failures.labels(st.tenant, st.name)
+            rate = st.observed_rps or 0.0
+            self.service_rate.labels(st.tenant, st.name).set(rate)
+            for horizon, value in (("lead", st.forecast_lead_rps), ("hour", st.forecast_hour_rps)):
+                if value is not None:
+                    self.service_forecast.labels(st.tenant, st.name, horizon).set(value)
+            unserved = self.service_unserved.labels(st.tenant, st.name)
+            if last is not None and st.capacity_rps is not None and at > last:
+                unserved.inc(max(0.0, rate - st.ready * st.capacity_rps) * (at - last).total_seconds())
 
     def observe_ledger(
         self, ledger: TenantLedger, at: datetime, groups: Iterable[NodeGroup] = (), *, leading: bool = True

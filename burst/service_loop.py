@@ -68,7 +68,8 @@ class ServiceStatus:
     """One service at one tick: what the loop saw (`observed_rps`, `ready`, `starting`), forecast
     (`forecast_lead_rps`: the median's peak over the lead time; `forecast_hour_rps`: over the hour) and decided
     (`desired`: replicas to run; `standby` of them hot capacity), and why (`reason`; `error` when the rate could
-    not be read, `forecast_error` when the forecast could not be made)."""
+    not be read, `forecast_error` when the forecast could not be made); `capacity_rps` is one replica's
+    requests/s at 100%."""
 
     tenant: str
     name: str
@@ -83,6 +84,7 @@ class ServiceStatus:
     forecast_hour_rps: float | None
     lead_s: float
     reason: str
+    capacity_rps: float | None = None
     error: str | None = None
     forecast_error: str | None = None
 
@@ -225,7 +227,8 @@ class ServiceLoop:
             tenant=service.tenant, name=service.name, at=now.isoformat(), desired=decision.running,
             ready=counts.ready, starting=counts.starting, standby=decision.standby, warm_nodes=fleet.warm_nodes,
             observed_rps=rate, forecast_lead_rps=peak(forecast, now, lead), forecast_hour_rps=peak(forecast, now, 3600),
-            lead_s=lead, reason="; ".join(decision.reasons), forecast_error=self.forecasts.errors.get(key))
+            lead_s=lead, reason="; ".join(decision.reasons), capacity_rps=capacity,
+            forecast_error=self.forecasts.errors.get(key))
         self.statuses[key] = status
         out.statuses.append(status)
         if decision.running != before:
@@ -256,6 +259,6 @@ class ServiceLoop:
             warm_nodes=before.warm_nodes if before else 0, observed_rps=None,
             forecast_lead_rps=before.forecast_lead_rps if before else None,
             forecast_hour_rps=before.forecast_hour_rps if before else None, lead_s=before.lead_s if before else 0.0,
-            reason=why, error=error)
+            reason=why, capacity_rps=before.capacity_rps if before else None, error=error)
         self.statuses[key] = status
         out.statuses.append(status)

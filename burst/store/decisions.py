@@ -103,14 +103,14 @@ class DecisionRecords(StoreBase):
         return [_decision(row) for row in self._query(sql, params)]
 
     def decisions_about(self, name: str, limit: int | None = 50) -> list[Decision]:
-        """Decisions about a job, node, group or tenant called `name`, newest first.
+        """Decisions about a job, node, group, tenant or service (`TENANT/NAME`) called `name`, newest first.
 
         Matches the subject itself (an action's target), a hold's `job:`,
-        `group:`, `node:` or `tenant:` subject, actions naming it among their
+        `group:`, `node:`, `tenant:` or `service:` subject, actions naming it among their
         node ids, and holds naming it among their job ids (a tenant's jobs
         left unplanned). Newest first by the last plan that made each.
         """
-        subjects = [name, *(f"{k}:{name}" for k in ("job", "group", "node", "tenant"))]
+        subjects = [name, *(f"{k}:{name}" for k in ("job", "group", "node", "tenant", "service"))]
         marks = ", ".join("?" for _ in subjects)
         named = json.dumps(name)[1:-1]
         sql = (

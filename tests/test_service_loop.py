@@ -1,0 +1,182 @@
+"""The daemon's services: the service loop inside the reconcile tick, its replicas as queue jobs, its holds when a
+rate cannot be read, its statuses, metrics and `burst services`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from builders import T0, group
+from click.testing import CliRunner
+
+from burst.cli import main
+from burst.metrics import ControllerMetrics
+from burst.model import ActionKind, Job, JobState, Policy, Service, Tier
+from burst.reconcile import Controller
+from burst.service_forecasts import ServiceForecasts
+from burst.service_loop import ServiceLoop
+from burst.state import MetaKey, Store
+from burst.workloads.queue import StoreQueue
+from burst.workloads.rates import DailyCycle, RateUnavailable, SyntheticRates
+from burst.workloads.replicas import QueueReplicas, is_replica, stop_order
+from providers.sim import ManualClock, SimProvider
+
+CHAT = Service(tenant="prod", name="chat", gpu_model="A100", max_replicas=40, ready_within_s=300.0,
+               unserved_request_cost_usd=0.001, requests_per_s=4.0, min_replicas=1, replica_start_s=120.0)
+ONPREM = dataclasses.replace(group("onprem", tier=Tier.STEADY, max_size=2, min_size=2, region="dc1"),
+                             boot_latency_s=600.0)
+CLOUD = dataclasses.replace(group("cloud", max_size=8), boot_latency_s=300.0)
+
+
+class Prices:
+    def group_price(self, g: object) -> float:
+        return {"onprem": 8.0, "cloud": 24.0}[g.id]  # type: ignore[attr-defined]
+
+    def standby_price(self, g: object) -> float:
+        return 1.0
+
+
+class Flaky:
+    """A rate source that answers from `inner` until `down` is set, then fails as an unreachable server does."""
+
+    def __init__(self, inner: SyntheticRates) -> None:
+        self.inner = inner
+        self.down = False
+
+    def rate(self, service: Service, now: datetime) -> float:
+        if self.down:
+            raise RateUnavailable("sum(rate(requests_total[1m]))", "cannot reach http://127.0.0.1:9: Connection refused")
+        return self.inner.rate(service, now)
+
+    def history(self, service: Service, start: datetime, end: datetime, step_s: float) -> list[tuple[datetime, float]]:
+        return self.inner.history(service, start, end, step_s)
+
+
+def controller(store: Store, clock: ManualClock, rates: SyntheticRates | Flaky,
+               services: tuple[Service, ...] = (CHAT,)) -> tuple[Controller, ServiceLoop]:
+    sim = SimProvider([ONPREM, CLOUD], clock=clock, cluster="test", initial={"onprem": 2})
+    loop = ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=False))
+    ctl = Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
+                     policies=lambda: {"prod": Policy(tenant="prod", priority=10, services=services)},
+                     prices=Prices(), clock=clock, cluster="test", services=loop)
+    return ctl, loop
+
+
+def flat(rps: float) -> SyntheticRates:
+    return SyntheticRates({"chat": DailyCycle(base_rps=rps, amplitude=0.0, noise=0.0)})
+
+
+def test_replicas_for_the_observed_rate_are_submitted_and_placed_in_the_same_tick() -> None:
+    store, clock = Store(":memory:"), ManualClock(T0)
+    ctl, _ = controller(store, clock, flat(20.0))
+    report = ctl.tick()
+    placed = [a.target for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB]
+    assert len(placed) == 8 and all(p.startswith("svc:prod/chat:") for p in placed)  # ceil(20 / (4 x 0.7))
+    (status,) = report.services.statuses  # type: ignore[union-attr]
+    assert (status.desired, status.ready, status.starting, status.observed_rps) == (8, 0, 0, 20.0)
+    clock.advance(121)  # the model loads 120 s after the replica starts
+    (status,) = ctl.tick().services.statuses  # type: ignore[union-attr]
+    assert (status.ready, status.starting, status.desired) == (8, 0, 8)
+    stored = json.loads(store.get_meta(MetaKey.SERVICES) or "[]")
+    assert stored[0]["ready"] == 8 and stored[0]["name"] == "chat"
+    ups = store.decisions_about("prod/chat")
+    assert ups and ups[-1].kind == "scale_service_up" and ups[-1].reason.startswith("0 -> 8 replicas: now: 20 req/s")
+
+
+def test_a_failed_rate_read_keeps_the_replicas_names_the_query_in_a_hold_and_the_tick_goes_on() -> None:
+    store, clock = Store(":memory:"), ManualClock(T0)
+    rates = Flaky(flat(20.0))
+    ctl, loop = controller(store, clock, rates)
+    ctl.tick()
+    rates.down = True
+    for _ in range(3):
+        clock.advance(60)
+        report = ctl.tick()
+        holds = [h for h in report.plan.holds if h.subject == "service:prod/chat"]
+        assert holds and "sum(rate(requests_total[1m]))" in holds[0].reason and "Connection refused" in holds[0].reason
+        assert "keeping 8 replicas" in holds[0].reason
+        (status,) = report.services.statuses  # type: ignore[union-attr]
+        assert status.desired == 8 and status.observed_rps is None and "Connection refused" in (status.error or "")
+    live = [j for j in store.jobs(states=[JobState.PENDING, JobState.RUNNING]) if is_replica(j)]
+    assert len(live) == 8 and loop.rate_failures == 3  # no scale-in while the rate is unknown
+    rates.down = False
+    rates.inner = flat(40.0)
+    clock.advance(60)  # the rate back, and higher: the service follows it at once
+    report = ctl.tick()
+    assert not [h for h in report.plan.holds if h.subject == "service:prod/chat"]
+    (status,) = report.services.statuses  # type: ignore[union-attr]
+    assert status.error is None and status.observed_rps == 40.0 and status.desired == 15  # ceil(40 / 2.8)
+
+
+def test_the_forecast_starts_replicas_ahead_of_the_morning_ramp() -> None:
+    """A daily cycle with two weeks of history: at 08:00, on the ramp, the forecast sizes for the rate one lead
+    time (300 s boot + 120 s load) ahead; without history the loop sizes for the rate now (and a 10% margin)."""
+    morning = T0.replace(hour=8)
+    cycle = SyntheticRates({"chat": DailyCycle(base_rps=40.0, amplitude=0.9, peak_hour=13.0, noise=0.0)})
+    small = dataclasses.replace(CHAT, requests_per_s=1.0, max_replicas=200)
+
+    class NoHistory(Flaky):
+        def history(self, service: Service, start: datetime, end: datetime, step_s: float) -> list[tuple[datetime, float]]:
+            raise RateUnavailable("q", "no series")
+
+    ahead, _ = controller(Store(":memory:"), ManualClock(morning), cycle, (small,))
+    blind, _ = controller(Store(":memory:"), ManualClock(morning), NoHistory(cycle), (small,))
+    (with_forecast,) = ahead.tick().services.statuses  # type: ignore[union-attr]
+    (without,) = blind.tick().services.statuses  # type: ignore[union-attr]
+    need_now = -(-without.observed_rps // 0.7)
+    assert without.forecast_lead_rps is None and without.desired - without.standby == need_now
+    assert "history: rate query 'q' failed: no series" in (without.forecast_error or "")
+    assert with_forecast.forecast_lead_rps is not None and with_forecast.forecast_lead_rps > with_forecast.observed_rps
+    assert with_forecast.desired - with_forecast.standby > need_now
+    assert "ahead: over the 420 s lead" in with_forecast.reason
+
+
+def test_scale_in_stops_pending_then_loading_then_serving_replicas_latest_first() -> None:
+    def replica(n: int, state: JobState, started_s: float | None) -> Job:
+        return Job(id=f"svc:prod/chat:{n}", tenant="prod", gpus=1, submitted_at=T0, state=state,
+                   started_at=None if started_s is None else T0 + timedelta(seconds=started_s))
+    now = T0 + timedelta(seconds=600)
+    jobs = [replica(1, JobState.RUNNING, 0), replica(2, JobState.RUNNING, 100), replica(3, JobState.RUNNING, 550),
+            replica(4, JobState.PENDING, None)]
+    assert [j.id[-1] for j in stop_order(jobs, CHAT, now)] == ["4", "3", "2", "1"]
+
+
+def test_metrics_count_requests_above_ready_capacity_and_rate_failures() -> None:
+    store, clock = Store(":memory:"), ManualClock(T0)
+    rates = Flaky(flat(20.0))
+    ctl, _ = controller(store, clock, rates)
+    metrics = ControllerMetrics()
+    metrics.observe_tick(ctl.tick(), seconds=0.1)  # 8 replicas asked, none ready yet
+    clock.advance(60)
+    metrics.observe_tick(ctl.tick(), seconds=0.1)
+    sample = metrics.registry.get_sample_value
+    labels = {"tenant": "prod", "service": "chat"}
+    assert sample("burst_service_unserved_requests_total", labels) == 20.0 * 60  # nothing served for a minute
+    assert sample("burst_service_replicas", {**labels, "state": "starting"}) == 8
+    rates.down = True
+    clock.advance(60)
+    metrics.observe_tick(ctl.tick(), seconds=0.1)
+    assert sample("burst_service_rate_query_failures_total", labels) == 1
+
+
+def test_burst_services_lists_each_service_and_refuses_unknown_tenants(tmp_path: Path) -> None:
+    path = tmp_path / "burst.db"
+    clock = ManualClock(T0)
+    with Store(path) as store:
+        ctl, _ = controller(store, clock, flat(20.0))
+        ctl.tick()
+    runner = CliRunner()
+    out = runner.invoke(main, ["services", "--state", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    (entry,) = json.loads(out.output)
+    assert (entry["tenant"], entry["name"], entry["desired"], entry["observed_rps"]) == ("prod", "chat", 8, 20.0)
+    text = runner.invoke(main, ["services", "--state", str(path)])
+    assert text.exit_code == 0 and "prod/chat" in text.output and "now: 20 req/s" in text.output
+    missing = runner.invoke(main, ["services", "--state", str(path), "--tenant", "nobody"])
+    assert missing.exit_code == 1 and "tenant nobody has no service" in missing.output
+    absent = runner.invoke(main, ["services", "--state", str(tmp_path / "none.db")])
+    assert absent.exit_code == 1 and "no state file" in absent.output
+    why = runner.invoke(main, ["explain", "chat", "--state", str(path), "--json"])
+    assert why.exit_code == 0 and json.loads(why.output)[0]["subject"] == "service:prod/chat"
