@@ -71,6 +71,10 @@ class RatesDoc(StrictModel):
     synthetic: SyntheticRatesDoc | None = Field(
         default=None, description="Seeded synthetic daily cycles (the quickstart's; not real traffic)."
     )
+    step: Annotated[PositiveDuration, Field(ge=60, le=3600)] = Field(
+        default=300.0, description="Step the services' rate history is kept and forecast at (1 min .. 1 h, default "
+        "5 min): history is read at it, and the forecast's instants are its multiples."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> RatesDoc:
