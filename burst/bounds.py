@@ -54,6 +54,12 @@ MAX_GPU_S_PER_TOKEN = 60.0
 """Largest GPU-seconds per context or generated token of a service's token cost (real models: ~1e-5 .. 1e-1)."""
 MAX_EVENT_MULTIPLIER = 1000.0
 """Largest demand multiplier a service's declared event may give (multipliers are > 0)."""
+MAX_TENANT_SERVICE_EVENTS = 100
+"""Most service events a tenant may keep in use through the API (those ended within SERVICE_EVENT_MEMORY_S)."""
+SERVICE_EVENT_MEMORY_S = 14 * 86400.0
+"""How long after its end an event declared through the API is still read: the request-rate forecaster's training
+window (`burst.service_forecasts.TRAINING_DAYS`), inside which a past event still shapes the history it is fitted on.
+An event that ended before it is no longer read, and the API refuses to store one."""
 MAX_QUERY_LENGTH = 4096
 """Longest PromQL expression of a service's rate_query (characters)."""
 MAX_LOOP_INTERVAL_S = 3600.0
@@ -119,6 +125,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("target_utilisation of a service", "> 0 .. 1"),
     Limit("unserved_request_cost of a service", f"0 .. {MAX_USD:g} USD per request"),
     Limit("multiplier of a service event", f"> 0 .. {MAX_EVENT_MULTIPLIER:g}"),
+    Limit("service events a tenant keeps through the API (POST /v1/services/NAME/events; those ended within 14 days)",
+          f"0 .. {MAX_TENANT_SERVICE_EVENTS} per tenant"),
     Limit("rate_query of a service (PromQL)", f"1 .. {MAX_QUERY_LENGTH} characters"),
     Limit("loop_interval", "> 0 .. 1 hour"),
     Limit("clock_speed (sim clock)", f"{MIN_CLOCK_SPEED:g} .. {MAX_CLOCK_SPEED:g}"),

@@ -26,11 +26,12 @@ from burst import retention, store_files, store_pg
 from burst.agent.bridge import AgentBridge
 from burst.agent.hub import AgentHub
 from burst.agent.router import load_tokens
+from burst.bounds import SERVICE_EVENT_MEMORY_S
 from burst.catalog import Catalog, OnPremCost, PriceRow, price_drift
 from burst.extras import missing_extra
 from burst.lease import Deposed, LeaderLease, StoreLease, WallClockLease
 from burst.metrics import ControllerMetrics, MeteredProvider
-from burst.model import DemandPoint, NodeGroup, Policy, TenantName
+from burst.model import DemandPoint, NodeGroup, Policy, Service, ServiceEvent, TenantName
 from burst.provider_specs import PROVIDERS, ConfigError, ProviderContext
 from burst.reconcile import Controller, LoopSettings, LoopStats, TickReport, run_loop
 from burst.retention import RetentionReport
@@ -600,7 +601,7 @@ def _assemble(
     source = kube.source if kube is not None else _job_source(config, store, clock, complete_by_duration=True)
     policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
     forecasts = forecast_service(config, store, background=sim_clock is None)
-    services = service_loop(config, store, background=sim_clock is None, kubernetes=kube is not None)
+    services = service_loop(config, store, clock, background=sim_clock is None, kubernetes=kube is not None)
     controller = Controller(
         providers={name: MeteredProvider(kube.wrap(p, clock) if kube else p, metrics) for name, p in providers.items()},
         lease=lease,
@@ -687,16 +688,30 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
     )
 
 
-def service_loop(config: BurstConfig, store: Store, *, background: bool, kubernetes: bool) -> ServiceLoop | None:
+def service_loop(config: BurstConfig, store: Store, clock: Callable[[], datetime], *, background: bool,
+                 kubernetes: bool) -> ServiceLoop | None:
     """The daemon's services from `rates:` in burst.yaml (None when it names no rate source): replicas as jobs of
-    the embedded queue."""
+    the embedded queue, each service's events declared through the API (`stored_events`) beside its policy's own."""
     rates = rate_source(config)
     if rates is None:
         return None
     if kubernetes:
         raise ConfigError("rates: services run their replicas as jobs of the embedded queue; with "
                           "workload.kubernetes, drop rates: (Kubernetes Deployments are not scaled by burst yet)")
-    return ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=background))
+    return ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=background),
+                       events=stored_events(store, clock))
+
+
+def stored_events(store: Store, clock: Callable[[], datetime]) -> Callable[[Service], list[ServiceEvent]]:
+    """A service's events declared through the API, as the service loop reads them each tick: those stored for it
+    that ended less than `SERVICE_EVENT_MEMORY_S` ago (a past one still shapes the history its forecast is fitted
+    on), in start order."""
+    kept = timedelta(seconds=SERVICE_EVENT_MEMORY_S)
+
+    def declared(service: Service) -> list[ServiceEvent]:
+        return [e.event for e in store.service_events(service.tenant, service.name, ended_after=clock() - kept)]
+
+    return declared
 
 
 def rate_source(config: BurstConfig) -> RateSource | None:

@@ -8,15 +8,16 @@ What lives here: jobs (the embedded queue's truth), nodes as last observed,
 the actuator's intent journal, group targets, demand history (forecasting
 input), the cost ledger, the job-loss ledger (work lost to interruptions and
 evictions, GPU time spent checkpointing), the decision log (``burst explain``),
-the controller's cross-tick memory (`burst.memory`: cooldowns, interruption
-notices, events read but not yet applied, completed jobs' run times, ...) and a
-small key/value table whose entries are the `MetaKey` names.
+the service events declared through the API, the controller's cross-tick
+memory (`burst.memory`: cooldowns, interruption notices, events read but not
+yet applied, completed jobs' run times, ...) and a small key/value table whose
+entries are the `MetaKey` names.
 
 `Store` composes one part per kind of record, each in `burst.store`: `jobs`,
 `nodes` (nodes, intents, group targets), `ledger` (costs, job losses),
-`demand`, `decisions`, `meta` (key/value, controller memory, run times, API
-token hashes) and `retention`, over `base` (connection, transactions,
-migrations, backups). Their conventions are in `burst.store.base` (one
+`demand`, `decisions`, `service_events`, `meta` (key/value, controller memory,
+run times, API token hashes) and `retention`, over `base` (connection,
+transactions, migrations, backups). Their conventions are in `burst.store.base` (one
 transaction a write, schema versions, file checks, threads) and
 `burst.store.sql` (UTC time text, half-open windows, JSON records). Callers
 import everything from here.
@@ -40,6 +41,7 @@ from burst.store.nodes import (
 )
 from burst.store.retention import RetentionRecords
 from burst.store.schema import LATEST_VERSION, MIGRATIONS, Migration, SchemaTooNew, SchemaTooOld
+from burst.store.service_events import ServiceEventRecords, StoredServiceEvent
 from burst.store_files import DamagedStore
 
 __all__ = [
@@ -65,11 +67,12 @@ __all__ = [
     "SchemaTooNew",
     "SchemaTooOld",
     "Store",
+    "StoredServiceEvent",
 ]
 
 
-class Store(JobRecords, NodeRecords, LedgerRecords, DemandRecords, DecisionRecords, MetaRecords, RetentionRecords,
-            StoreBase):
+class Store(JobRecords, NodeRecords, LedgerRecords, DemandRecords, DecisionRecords, ServiceEventRecords, MetaRecords,
+            RetentionRecords, StoreBase):
     """The SQLite store. ``Store(path)`` opens (creating and migrating) a file; ``":memory:"`` works too.
 
     `target_version` stops migrating at that schema version. It exists for

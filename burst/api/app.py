@@ -8,6 +8,7 @@ schema is at `/openapi.json` and browsable at `/docs`.
 | `GET /healthz`, `GET /readyz` | anyone (liveness; ready once a tick ran recently) |
 | `GET /v1/status`, `GET /v1/plan`, `GET /metrics` | admin token |
 | `GET /v1/jobs`, `POST /v1/jobs`, `GET /v1/jobs/{id}`, `DELETE /v1/jobs/{id}` | admin, or a tenant token for its own jobs |
+| `GET|POST /v1/services/{name}/events`, `DELETE /v1/services/{name}/events/{id}` | a tenant token for its own services, or admin with `?tenant=` (burst.api.service_events) |
 | `/agent/v1/...` | each node agent's own token (burst.agent.router) |
 
 Tokens are declared in the OpenAPI schema as the `bearerAuth` security
@@ -61,6 +62,7 @@ from burst.agent.hub import AgentHub
 from burst.agent.router import agent_router
 from burst.api.group_commit import GroupCommit
 from burst.api.limits import Backlogs, BodyLimit, LimitExceeded, SubmitRate
+from burst.api.service_events import ServiceEventBook, service_event_router
 from burst.api.tokens import ApiTokens, Principal
 from burst.bounds import (
     DEFAULT_PAGE_JOBS,
@@ -496,7 +498,8 @@ def api_app(
     """The API app over the daemon's state file, its last view, and (optionally) the agents' hub.
 
     `policies` gives each tenant's current policy, whose `limits` bound its
-    submits (the defaults where none is given); `limits_clock` (monotonic
+    submits (the defaults where none is given) and whose `services` are those
+    events may be declared for; `limits_clock` (monotonic
     seconds) times the submit rate and the backlog recounts.
     """
 
@@ -527,6 +530,7 @@ def api_app(
     principal, admin = bearer_auth(tokens)
     app.include_router(daemon_router(view, clock, registry, admin))
     app.include_router(job_router(queue, principal))
+    app.include_router(service_event_router(ServiceEventBook(store, clock=clock, policies=policies), principal))
     if hub is not None:
         app.include_router(agent_router(hub))
     return app

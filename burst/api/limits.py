@@ -11,7 +11,9 @@ tenant's policy file) is refused with 429, a `Retry-After` header (whole
 seconds) and a body naming the limit (`LimitExceeded`): the submit rate is a
 token bucket per tenant (`SubmitRate`, on an injected monotonic clock), and
 the tenant's pending jobs and their stored bytes are counted from the store
-(`Backlogs`), kept up to date between counts by the API's own writes.
+(`Backlogs`), kept up to date between counts by the API's own writes. A
+tenant keeps at most `burst.bounds.MAX_TENANT_SERVICE_EVENTS` service events
+in use through the API (`check_service_events`): one more is 429 the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from burst.bounds import MAX_BODY_BYTES
+from burst.bounds import MAX_BODY_BYTES, MAX_TENANT_SERVICE_EVENTS, SERVICE_EVENT_MEMORY_S
 from burst.model import SubmitLimits
 
 Scope = MutableMapping[str, Any]
@@ -218,3 +220,19 @@ class Backlogs:
         if backlog is not None:
             backlog.jobs = max(0, backlog.jobs - 1)
             backlog.size = max(0, backlog.size - size)
+
+
+def check_service_events(tenant: str, in_use: int, *, retry_after_s: float,
+                         limit: int = MAX_TENANT_SERVICE_EVENTS) -> None:
+    """Decide whether `tenant`, with `in_use` service events stored and not yet out of use (ended within
+    `SERVICE_EVENT_MEMORY_S`), may store one more; raise `LimitExceeded` if not (retry in `retry_after_s`: when
+    the first of them goes out of use, unless the tenant deletes one)."""
+    if in_use + 1 <= limit:
+        return
+    days = SERVICE_EVENT_MEMORY_S / 86400
+    raise LimitExceeded(
+        "max_service_events",
+        f"tenant {tenant} has {in_use} service events in use (not ended, or ended within {days:g} days), at its "
+        f"limit of {limit}: delete one (DELETE /v1/services/NAME/events/ID)",
+        retry_after_s,
+    )

@@ -173,6 +173,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        7,
+        "service events declared through the API (a promotion, a launch: a window and an optional multiplier)",
+        (
+            """CREATE TABLE service_events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                tenant TEXT NOT NULL,
+                service TEXT NOT NULL,
+                name TEXT,
+                start_at TEXT NOT NULL,
+                end_at TEXT NOT NULL,
+                multiplier REAL CHECK (multiplier IS NULL OR multiplier > 0),
+                created_at TEXT NOT NULL,
+                CHECK (end_at > start_at)
+            )""",
+            "CREATE INDEX service_events_tenant ON service_events(tenant, service, end_at)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
