@@ -601,7 +601,7 @@ def _assemble(
     source = kube.source if kube is not None else _job_source(config, store, clock, complete_by_duration=True)
     policies: Callable[[], Mapping[TenantName, Policy]] = lambda: reloader.current  # noqa: E731
     forecasts = forecast_service(config, store, background=sim_clock is None)
-    services = service_loop(config, store, clock, background=sim_clock is None, kubernetes=kube is not None)
+    services = service_loop(config, store, clock, background=sim_clock is None, kubernetes=kube)
     controller = Controller(
         providers={name: MeteredProvider(kube.wrap(p, clock) if kube else p, metrics) for name, p in providers.items()},
         lease=lease,
@@ -689,17 +689,22 @@ def forecast_service(config: BurstConfig, store: Store, *, background: bool) -> 
 
 
 def service_loop(config: BurstConfig, store: Store, clock: Callable[[], datetime], *, background: bool,
-                 kubernetes: bool) -> ServiceLoop | None:
+                 kubernetes: KubernetesParts | None) -> ServiceLoop | None:
     """The daemon's services from `rates:` in burst.yaml (None when it names no rate source): replicas as jobs of
-    the embedded queue, each service's events declared through the API (`stored_events`) beside its policy's own."""
+    the embedded queue, or with `kubernetes` (workload.kubernetes) the Deployments annotated as the services'
+    (`burst.workloads.kube_replicas`, on the same cluster cache); each service's events declared through the API
+    (`stored_events`) beside its policy's own."""
     rates = rate_source(config)
     if rates is None:
         return None
-    if kubernetes:
-        raise ConfigError("rates: services run their replicas as jobs of the embedded queue; with "
-                          "workload.kubernetes, drop rates: (Kubernetes Deployments are not scaled by burst yet)")
-    return ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=background),
-                       events=stored_events(store, clock))
+    forecasts = ServiceForecasts(rates, background=background)
+    if kubernetes is not None:
+        from burst.workloads.kube_replicas import KubeReplicas  # the client loads only here
+
+        replicas = KubeReplicas(kubernetes.cluster)
+        return ServiceLoop(rates, replicas, forecasts, events=stored_events(store, clock),
+                           undeclared=replicas.undeclared)
+    return ServiceLoop(rates, QueueReplicas(StoreQueue(store)), forecasts, events=stored_events(store, clock))
 
 
 def stored_events(store: Store, clock: Callable[[], datetime]) -> Callable[[Service], list[ServiceEvent]]:

@@ -18,6 +18,11 @@ in the same tick (placed on the steady tier first, bursting to the cloud;
    standby ones the decision keeps as hot capacity). Spot replicas are the
    simulator's for now: in the daemon every replica is on demand.
 
+A backend that refuses a service (`ReplicasRefused`: on Kubernetes, no
+Deployment for it, or an autoscaler that owns its count) keeps its replicas
+as they are and leaves a hold with the reason; so does each replica set the
+backend finds for a service no policy declares (`undeclared`).
+
 What each service saw and decided (`ServiceStatus`) is kept for `burst
 services` and the metrics; a decision row goes to the decision log when the
 replica count changes (`burst explain TENANT/NAME`).
@@ -26,7 +31,7 @@ replica count changes (`burst explain TENANT/NAME`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -49,7 +54,7 @@ from burst.planner.service_sizing import forecast_level, replica_capacity_rps
 from burst.planner.services import ServiceDecision, ServiceState, plan_service
 from burst.service_forecasts import ServiceForecasts
 from burst.workloads.rates import RateSource, RateUnavailable
-from burst.workloads.replicas import ReplicaBackend, ReplicaCounts
+from burst.workloads.replicas import ReplicaBackend, ReplicaCounts, ReplicasRefused
 
 log = logging.getLogger("burst.services")
 
@@ -158,9 +163,12 @@ class ServiceLoop:
     """Every tenant's services, one tick at a time (module doc)."""
 
     def __init__(self, rates: RateSource, backend: ReplicaBackend, forecasts: ServiceForecasts,
-                 events: Callable[[Service], Sequence[ServiceEvent]] | None = None) -> None:
+                 events: Callable[[Service], Sequence[ServiceEvent]] | None = None,
+                 undeclared: Callable[[Set[tuple[str, str]], datetime], Sequence[tuple[str, str, str]]] | None = None,
+                 ) -> None:
         self.rates = rates
         self.events = events  # events declared through the API, beside the policy's own
+        self.undeclared = undeclared  # (tenant, name, why) of replica sets no policy declares, given the declared
         self.backend = backend
         self.forecasts = forecasts
         self.last: dict[tuple[str, str], ServiceDecision] = {}
@@ -172,12 +180,15 @@ class ServiceLoop:
              warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> ServiceTick:
         """Read, forecast, plan and scale every service at `now` (module doc); the jobs as they are after."""
         out = ServiceTick(jobs=list(jobs))
-        declared = set()
+        declared: set[tuple[str, str]] = set()
         for tenant in sorted(policies):
             for declared_service in policies[tenant].services:
                 service = self._with_events(declared_service)
                 declared.add((service.tenant, service.name))
                 self._one(service, now, out, groups, prices, warm_pools)
+        if self.undeclared is not None:
+            for tenant, name, why in self.undeclared(declared, now):
+                out.holds.append(Hold(subject=service_subject(tenant, name), reason=why, step=STEP, tenant=tenant))
         for gone in set(self.statuses) - declared:  # a service taken out of its policy keeps its replicas' jobs
             self.statuses.pop(gone)
             self.last.pop(gone, None)
@@ -194,7 +205,11 @@ class ServiceLoop:
              prices: GroupPrices, warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> None:
         key = (service.tenant, service.name)
         subject = service_subject(*key)
-        counts = self.backend.counts(service, out.jobs, now)
+        try:
+            counts = self.backend.counts(service, out.jobs, now)
+        except ReplicasRefused as exc:
+            self._hold(out, service, now, exc.counts, exc.reason, error=exc.reason)
+            return
         fleet = fleet_for(service, groups, prices, warm_pools)
         if fleet is None:
             why = f"no node group offers its GPU model {service.gpu_model}: the service cannot run"
@@ -221,7 +236,11 @@ class ServiceLoop:
         decision = plan_service(self._state(service, now, rate, counts, fleet, forecast, capacity))
         self.last[key] = decision
         before = counts.total
-        out.jobs = self.backend.scale(service, decision.running, out.jobs, now)
+        try:
+            out.jobs = self.backend.scale(service, decision.running, out.jobs, now)
+        except ReplicasRefused as exc:
+            self._hold(out, service, now, exc.counts, exc.reason, error=exc.reason)
+            return
         lead = fleet.boot_s + service.replica_start_s
         status = ServiceStatus(
             tenant=service.tenant, name=service.name, at=now.isoformat(), desired=decision.running,

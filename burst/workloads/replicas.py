@@ -40,8 +40,19 @@ class ReplicaCounts:
         return self.ready + self.starting
 
 
+class ReplicasRefused(Exception):
+    """A backend will not count or set a service's replicas now: `reason` says why (a setting it refuses, a call
+    that failed), `counts` what it saw all the same. The service loop keeps the replicas as they are and holds."""
+
+    def __init__(self, reason: str, counts: ReplicaCounts | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.counts = counts if counts is not None else ReplicaCounts(ready=0, starting=0)
+
+
 class ReplicaBackend(Protocol):
-    """Runs a service's replicas somewhere: counts them and sets how many should run."""
+    """Runs a service's replicas somewhere: counts them and sets how many should run. Either method may raise
+    `ReplicasRefused`."""
 
     def counts(self, service: Service, jobs: Sequence[Job], now: datetime) -> ReplicaCounts:
         """The service's replicas at `now` (`jobs`: the tick's active jobs)."""

@@ -145,6 +145,20 @@ class KubeCluster:
         with self._lock:
             return self._caches["nodes"].objects.get(("", name))
 
+    def track_deployments(self) -> None:
+        """Keep a list-then-watch cache of Deployments too, from the next `sync` on (services' replicas,
+        `burst.workloads.kube_replicas`); without it burst never reads Deployments."""
+        with self._lock:
+            if "deployments" not in self._caches:
+                apps: Any = client.AppsV1Api(self.api)
+                self._caches["deployments"] = _Cache(apps.list_deployment_for_all_namespaces)
+
+    def deployments(self) -> list[Obj]:
+        """Deployments as last synced (none unless `track_deployments` was called)."""
+        with self._lock:
+            cache = self._caches.get("deployments")
+            return list(cache.objects.values()) if cache is not None else []
+
     def tenant_of(self, namespace: str) -> str:
         """The namespace's tenant label, else the namespace's name."""
         return self._tenants.get(namespace, namespace)
@@ -174,6 +188,17 @@ class KubeCluster:
             return False
         finally:
             self._forget("nodes", ("", name))
+        return True
+
+    def create_pod(self, namespace: str, pod: Obj) -> bool:
+        """Create a pod; the cache takes the answer at once. False if one of that name already exists."""
+        try:
+            answer = self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+        self._store("pods", json.loads(answer.data))
         return True
 
     def delete_pod(self, namespace: str, name: str) -> None:

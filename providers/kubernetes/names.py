@@ -15,6 +15,10 @@ The checkpoint channel on a pod (burst writes the request, the job or its sideca
   `burst.dev/checkpoint-id: <the new checkpoint's id>` and `burst.dev/last-checkpoint`;
 * at the deadline, acknowledged or not, burst evicts the pod.
 
+Services (`burst.workloads.kube_replicas`): a Deployment annotated `burst.dev/service: <name>` runs that
+service of its namespace's tenant; `burst.dev/service-mode: replicas|capacity` says whether burst sets its
+replicas or keeps placeholder pods (label `burst.dev/placeholder: <name>`) as GPU capacity for it.
+
 Node labels: `burst.dev/tier`, `burst.dev/capacity-type`, `burst.dev/node-group` (DESIGN.md's vocabulary).
 """
 
@@ -34,6 +38,9 @@ CHECKPOINT_ID = PREFIX + "checkpoint-id"
 JOB_ID = PREFIX + "job-id"
 GPU_MODEL = PREFIX + "gpu-model"
 TENANT = PREFIX + "tenant"
+SERVICE = PREFIX + "service"
+SERVICE_MODE = PREFIX + "service-mode"
+PLACEHOLDER = PREFIX + "placeholder"
 
 TIER = PREFIX + "tier"
 CAPACITY_TYPE = PREFIX + "capacity-type"

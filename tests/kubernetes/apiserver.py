@@ -20,7 +20,14 @@ merge by it: containers by `name`, conditions by `type`; any other list, such
 as `spec.taints`, which core/v1 declares atomic, is replaced whole), is 409
 when the patch carries a `metadata.resourceVersion` that is not the current
 one, and refuses other patch types with 415; an eviction is refused with 429
-while a matching PodDisruptionBudget allows no disruption.
+while a matching PodDisruptionBudget allows no disruption. A Deployment's
+scale subresource takes a strategic merge patch of its Scale
+(`spec.replicas`), writes the Deployment's `spec.replicas` and answers the
+autoscaling/v1 Scale. A pod created with a `priorityClassName` gets its
+`spec.priority` and `preemptionPolicy` from that PriorityClass, and is
+refused with 403 when there is none (the Priority admission plugin). A
+resource in `absent` answers 404, as a custom resource whose CRD is not
+installed does.
 
 A test can run a one-shot `before_answer` hook between deciding a GET and
 answering it, so another writer's request lands in between (a race made
@@ -65,8 +72,16 @@ API_CALLS = frozenset({
     ("list", "", "pods"),
     ("watch", "", "pods"),
     ("patch", "", "pods"),  # checkpoint request annotations (strategic merge)
-    ("delete", "", "pods"),  # only when a PDB blocked past the retry budget and policy says delete
+    ("create", "", "pods"),  # services' placeholder pods
+    ("delete", "", "pods"),  # placeholders no longer needed; a pod a PDB blocked past the retry budget
     ("create", "", "pods/eviction"),
+    ("list", "apps", "deployments"),  # services' Deployments (list, then watch)
+    ("watch", "apps", "deployments"),
+    ("patch", "apps", "deployments/scale"),  # a service's replicas, in mode replicas
+    ("list", "autoscaling", "horizontalpodautoscalers"),  # who else owns a Deployment's replicas
+    ("list", "keda.sh", "scaledobjects"),
+    ("get", "scheduling.k8s.io", "priorityclasses"),  # the placeholders' class, made when missing
+    ("create", "scheduling.k8s.io", "priorityclasses"),
     ("get", "coordination.k8s.io", "leases"),
     ("create", "coordination.k8s.io", "leases"),
     ("update", "coordination.k8s.io", "leases"),
@@ -80,19 +95,28 @@ RESOURCES = {
     "pods": ("", True),
     "poddisruptionbudgets": ("policy", True),
     "leases": ("coordination.k8s.io", True),
+    "deployments": ("apps", True),
+    "horizontalpodautoscalers": ("autoscaling", True),
+    "scaledobjects": ("keda.sh", True),
+    "priorityclasses": ("scheduling.k8s.io", False),
 }
 KINDS = {"namespaces": "Namespace", "nodes": "Node", "pods": "Pod", "poddisruptionbudgets": "PodDisruptionBudget",
-         "leases": "Lease"}
+         "leases": "Lease", "deployments": "Deployment", "horizontalpodautoscalers": "HorizontalPodAutoscaler",
+         "scaledobjects": "ScaledObject", "priorityclasses": "PriorityClass"}
 MERGE_KEYS = {("spec", "containers"): "name", ("status", "conditions"): "type"}
 """The lists a strategic merge patch merges, by their patchMergeKey in core/v1; every other list is replaced."""
 
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/(?P<group>[a-z0-9.]+)/v1)"
+    r"^/(?:api/v1|apis/(?P<group>[a-z0-9.]+)/v[0-9a-z]+)"
     r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?$"
 )
 
 
 class Conflict(Exception):
+    pass
+
+
+class Forbidden(Exception):
     pass
 
 
@@ -108,6 +132,7 @@ class ApiServer:
         self.calls: list[tuple[str, str, str]] = []
         self.patch_types: list[tuple[str, str]] = []  # (resource, content type)
         self.evictions: list[tuple[str, str, int]] = []  # (namespace, name, status code answered)
+        self.absent: set[str] = set()  # resources answered 404, as a CRD not installed
         self.before_answer: dict[tuple[str, str], Callable[[], None]] = {}
         """One-shot: run after a (verb, resource) request is decided and before it is answered (a racing writer)."""
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -208,10 +233,41 @@ class ApiServer:
     def create(self, resource: str, ns: str, body: Obj) -> Obj:
         with self.lock:
             meta = body.setdefault("metadata", {})
-            meta["namespace"] = ns
+            if RESOURCES[resource][1]:
+                meta["namespace"] = ns
             if (resource, ns, meta.get("name", "")) in self.objects:
                 raise Conflict(f'{resource} "{meta.get("name")}" already exists')
+            if resource == "pods":
+                self._admit_pod(body)
             return self.put(resource, body)
+
+    def _admit_pod(self, pod: Obj) -> None:
+        """The Priority admission plugin: the pod's class gives its priority; an unknown class is refused."""
+        pod.setdefault("status", {"phase": "Pending"})
+        spec = pod.setdefault("spec", {})
+        name = spec.get("priorityClassName")
+        if not name:
+            return
+        found = self.objects.get(("priorityclasses", "", name))
+        if found is None:
+            raise Forbidden(f'pods "{pod["metadata"].get("name")}" is forbidden: no PriorityClass with name {name} '
+                            "was found")
+        spec["priority"] = found["value"]
+        spec["preemptionPolicy"] = found.get("preemptionPolicy", "PreemptLowerPriority")
+
+    def scale(self, ns: str, name: str, patch: Obj) -> Obj | None:
+        """A strategic merge patch of a Deployment's Scale: its `spec.replicas` written to the Deployment; the
+        Scale after (None when there is no such Deployment)."""
+        with self.lock:
+            if ("deployments", ns, name) not in self.objects:
+                return None
+            replicas = (patch.get("spec") or {}).get("replicas")
+            after = self.patch("deployments", name, {"spec": {"replicas": replicas}} if replicas is not None else {},
+                               ns)
+            return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                    "metadata": {k: after["metadata"][k] for k in ("name", "namespace", "resourceVersion", "uid")},
+                    "spec": {"replicas": after["spec"].get("replicas", 0)},
+                    "status": {"replicas": after.get("status", {}).get("replicas", 0)}}
 
     def update(self, resource: str, ns: str, name: str, body: Obj) -> Obj:
         with self.lock:
@@ -329,6 +385,12 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             if m is None or m["resource"] not in RESOURCES:
                 self._send(404, status(404, "NotFound", f"no route {url.path}"))
                 return None
+            if m["resource"] in server.absent:
+                verb = {"GET": "get" if m["name"] else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
+                        "DELETE": "delete"}[self.command]
+                self._record(verb, m["group"] or "", m["resource"])
+                self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+                return None
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             return m["group"] or "", m["ns"], m["resource"], m["name"], m["sub"], query
 
@@ -385,6 +447,8 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                 self._send(201, server.create(resource, ns or "", body))
             except Conflict as exc:
                 self._send(409, status(409, "AlreadyExists", str(exc)))
+            except Forbidden as exc:
+                self._send(403, status(403, "Forbidden", str(exc)))
 
         def do_PUT(self) -> None:  # noqa: N802
             route = self._route()
@@ -403,14 +467,21 @@ def _handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             route = self._route()
             if route is None:
                 return
-            group, ns, resource, name, _, _ = route
-            self._record("patch", group, resource)
+            group, ns, resource, name, sub, _ = route
+            self._record("patch", group, f"{resource}/{sub}" if sub else resource)
             kind = self.headers.get("Content-Type", "")
             with server.lock:
                 server.patch_types.append((resource, kind))
             body = self._body()
             if kind != SMP:
                 self._send(415, status(415, "UnsupportedMediaType", f"this server takes only {SMP}, got {kind}"))
+                return
+            if resource == "deployments" and sub == "scale":
+                scale = server.scale(ns or "", name or "", body)
+                if scale is None:
+                    self._send(404, status(404, "NotFound", f'deployments.apps "{name}" not found'))
+                else:
+                    self._send(200, scale)
                 return
             with server.lock:
                 current = server.get(resource, name or "", ns or "")
