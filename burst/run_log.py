@@ -80,7 +80,8 @@ class TickPrinter:
             self.status(report)
 
     def status(self, report: TickReport) -> None:
-        """One line: queue, nodes per group, spend rate, and which model serves the demand forecasts."""
+        """One line: queue, nodes per group, spend rate, which model serves the demand forecasts, and each
+        service's ready and desired replicas, observed rate and forecast over its lead time."""
         snap = report.snapshot
         if snap is None:
             return
@@ -108,14 +109,22 @@ class TickPrinter:
         forecasts = (" | forecasts: " + ", ".join(
             f"{m} x{n}" + (f" (backtest P90 pinball {sum(scores[m]) / len(scores[m]):.2f})" if m in scores else "")
             for m, n in sorted(models.items()))) if served else ""
+        services = report.services.statuses if report.services is not None else []
+        serving_line = (" | services: " + ", ".join(
+            f"{st.tenant}/{st.name} {st.ready} ready of {st.desired}"
+            + (f" at {st.observed_rps:.3g} req/s" if st.observed_rps is not None else f" ({st.error})")
+            + (f", forecast {st.forecast_lead_rps:.3g} over the {st.lead_s:g} s lead"
+               if st.forecast_lead_rps is not None else "")
+            for st in services)) if services else ""
         self._emit(
             f"{report.at:%Y-%m-%d %H:%M} = status: {states[JobState.PENDING]} pending, "
             f"{states[JobState.RUNNING] + states[JobState.CHECKPOINTING]} running ({running_gpus:g} GPUs) | {groups} | "
-            f"${rate:,.2f}/h{forecasts}",
+            f"${rate:,.2f}/h{forecasts}{serving_line}",
             {"event": "status", "at": report.at.isoformat(), "pending": states[JobState.PENDING],
              "running": states[JobState.RUNNING] + states[JobState.CHECKPOINTING], "running_gpus": running_gpus,
              "groups": per_group, "usd_per_hour": rate, "forecasts": dict(sorted(served.items())),
-             "forecast_scores": {k: v["backtest_p90_pinball"] for k, v in sorted(serving.items())}},
+             "forecast_scores": {k: v["backtest_p90_pinball"] for k, v in sorted(serving.items())},
+             "services": [st.to_json() for st in services]},
         )
 
     def summary(self, stats: LoopStats) -> None:

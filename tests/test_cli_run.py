@@ -78,6 +78,9 @@ def test_run_json_prints_one_object_per_event() -> None:
     served = statuses[-1]["forecasts"]  # the 07:00 refit had no history; the one due at 13:00 has not come
     assert all(model.startswith("seasonal_naive") for model in served.values())
     assert statuses[-1]["forecast_scores"] == dict.fromkeys(served), "no backtest chose the fallback: no score"
+    (chat,) = statuses[-1]["services"]  # the quickstart's synthetic service, forecast from its history
+    assert (chat["tenant"], chat["name"], chat["error"]) == ("prod", "chat", None)
+    assert chat["ready"] >= 1 and chat["forecast_lead_rps"] is not None and chat["observed_rps"] > 0
     late = [json.loads(line) for line in burst("run", "--duration", "7h", "--json").stdout.splitlines()]
     last = [e for e in late if e["event"] == "status"][-1]["forecasts"]
     assert last and all(k.count("/") == 1 for k in last)
