@@ -506,8 +506,13 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | str | None, l
 
 
 @main.command("forecast")
-@click.option("--series", "series_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--series", "series_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="CSV of demand: a time column and a value column (or columns summed with --value-expr).")
+@click.option("--service", default=None,
+              help="Instead of --series: forecast service TENANT/NAME's request rate from the rate source burst.yaml's "
+                   "rates: names (--config; the quickstart's by default), the next hour at rates.step.")
+@click.option("--at", "at", default=None, help="With --service: the instant forecast from (default: now, UTC).")
+@CONFIG_OPTION
 @click.option("--time-column", default="time", show_default=True, help="Column holding each point's time (UTC if no offset).")
 @click.option("--value-column", default=None, help="Column holding GPUs demanded (default: the only other column).")
 @click.option("--value-expr", default=None, help="Columns summed into the value, e.g. 'running_gpu_num+pending_gpu_num'.")
@@ -522,7 +527,10 @@ def explain_cmd(name: str, config_path: Path | None, state: Path | str | None, l
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: the series and the forecast (model, each step's P50/P90/P99), or the backtest scores.")
 def forecast_cmd(
-    series_path: Path,
+    series_path: Path | None,
+    service: str | None,
+    at: str | None,
+    config_path: Path | None,
     time_column: str,
     value_column: str | None,
     value_expr: str | None,
@@ -553,6 +561,14 @@ def forecast_cmd(
     from forecasting.select import SelectingForecaster
     from forecasting.series import load_series
 
+    if (series_path is None) == (service is None):
+        raise click.UsageError("give --series PATH (a demand CSV) or --service TENANT/NAME, one of the two")
+    if service is not None:
+        from burst.services_cli import print_service_forecast
+
+        print_service_forecast(config_path, service, parse_at(at) if at else datetime.now(UTC), as_json)
+        return
+    assert series_path is not None
     step_s = parse_duration_option(step, "--step")
     horizon_s = parse_duration_option(horizon, "--horizon")
     if not 300 <= step_s <= 86400:

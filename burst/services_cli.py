@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,52 @@ def read_statuses(path: Path | str) -> list[dict[str, Any]]:
     with open_for_command(path, read_only=True) as store:
         raw = store.get_meta(MetaKey.SERVICES)
     return list(json.loads(raw)) if raw else []
+
+
+def print_service_forecast(config_path: Path | None, name: str, at: datetime, as_json: bool) -> None:
+    """Print service `name`'s request-rate forecast from `at` over the next hour: its history read from the rate
+    source the config names (as the daemon reads it), forecast by burst's rate forecaster at `rates.step`."""
+    from burst.runtime import load_run_config, rate_source
+    from burst.service_forecasts import HORIZON_S, ServiceForecasts
+    from burst.workloads.rates import RateUnavailable
+    from policies.loader import load_policy_dir
+
+    config = load_run_config(config_path)
+    policies = load_policy_dir(config.policies_path())
+    found = [s for p in policies.values() for s in p.services
+             if f"{s.tenant}/{s.name}" == name or ("/" not in name and s.name == name)]
+    if len(found) != 1:
+        raise click.ClickException(f"no service {name} in the policies" if not found else
+                                   f"{name} names several services: give TENANT/NAME")
+    service = found[0]
+    rates = rate_source(config)
+    if rates is None:
+        raise click.ClickException("burst.yaml names no rate source (rates: prometheus or synthetic)")
+    forecasts = ServiceForecasts(rates, background=False, step_s=config.rates.step)
+    try:
+        forecasts.observe(service, at, rates.rate(service, at))
+    except RateUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    made = forecasts.forecast(service, at)
+    key = (service.tenant, service.name)
+    if made is None:
+        why = forecasts.errors.get(key) or "under a day of history"
+        raise click.ClickException(f"no forecast for {name} at {at.isoformat()}: {why}")
+    levels = sorted(made.quantiles)
+    rows: list[dict[str, Any]] = [
+        {"at": t.isoformat(), **{f"p{round(q * 100)}": made.quantiles[q][i] for q in levels}}
+        for i, t in enumerate(made.at) if t <= at + timedelta(seconds=HORIZON_S)]
+    if as_json:
+        click.echo(json.dumps({"service": f"{service.tenant}/{service.name}", "at": at.isoformat(),
+                               "step_s": config.rates.step, "forecast": rows}, indent=2))
+        return
+    table = Table(title=f"{service.tenant}/{service.name}: request rate (req/s) from {at.isoformat()}")
+    columns = [k for k in rows[0] if k != "at"] if rows else []
+    for col in ("at", *columns):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["at"][:19], *(f"{row[c]:.4g}" for c in columns))
+    print_table(table, whole=("at",))
 
 
 def _rps(value: float | None) -> str:

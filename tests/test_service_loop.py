@@ -180,3 +180,20 @@ def test_burst_services_lists_each_service_and_refuses_unknown_tenants(tmp_path:
     assert absent.exit_code == 1 and "no state file" in absent.output
     why = runner.invoke(main, ["explain", "chat", "--state", str(path), "--json"])
     assert why.exit_code == 0 and json.loads(why.output)[0]["subject"] == "service:prod/chat"
+
+
+def test_burst_forecast_service_forecasts_the_quickstart_chat_rate_up_its_morning_ramp() -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["forecast", "--service", "prod/chat", "--at", "2026-03-03T08:00:00Z", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["service"] == "prod/chat" and doc["step_s"] == 300
+    rows = doc["forecast"]
+    assert len(rows) == 12 and rows[0]["at"] == "2026-03-03T08:00:00+00:00"
+    assert all(r["p10"] <= r["p50"] <= r["p90"] <= r["p99"] for r in rows)
+    assert rows[-1]["p50"] > rows[0]["p50"]  # 08:00 is on the ramp to the 14:00 peak
+    assert 10 < rows[0]["p50"] < 30  # the cycle: a mean of 20 req/s, 60% around it
+    unknown = runner.invoke(main, ["forecast", "--service", "prod/nope", "--at", "2026-03-03T08:00:00Z"])
+    assert unknown.exit_code == 1 and "no service prod/nope" in unknown.output
+    neither = runner.invoke(main, ["forecast"])
+    assert neither.exit_code == 2 and "--series PATH" in neither.output
