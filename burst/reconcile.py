@@ -83,6 +83,7 @@ from burst.service_loop import ServiceLoop, ServiceTick
 from burst.state import MetaKey, Store
 from burst.wakeup import WakeReason, Wakeup
 from burst.workloads.base import JobEvents, JobSource
+from burst.workloads.replicas import is_replica
 from policies.config import DEFAULT_INTERRUPTION_COOLDOWN_S
 from providers.base import InsufficientCapacity, Provider, QuotaExceeded
 
@@ -260,7 +261,8 @@ class Controller:
             self.agents.sync(now)
         jobs, job_events = self.source.observe(now, {n.id: n for n in known})
         for done in job_events.completed:
-            self.memory.record_runtime(done)
+            if not is_replica(done):  # a service's replica ends when the service lets it go, not when work is done
+                self.memory.record_runtime(done)
         served = self._serve(jobs, now)
         if served is not None:
             jobs = served.jobs

@@ -1,8 +1,9 @@
 """Request-rate forecasts for the daemon's services: each service's history kept at its step, forecast each tick.
 
 `ServiceForecasts.forecast(service, now)` is what the service loop calls. A
-service's history is read once from its rate source (`RateSource.history`,
-the last `training_days` plus an hour, at `step_s`) and then kept up from the
+service's history is read from its rate source (`RateSource.history`, the
+last `training_days` plus an hour, at `step_s`) when it is first seen and
+again once a day (as forecasts are refitted), and kept up in between from the
 rates the loop observes (each step's mean, once the step is complete).
 Forecasts are burst's `forecasting.rates.RateForecaster` (refitted at most
 daily, re-anchored to the last hour on every call), one per service and
@@ -35,6 +36,8 @@ HORIZON_S = 3600.0
 """How far each forecast reaches: past the longest lead time, and the hour `burst services` shows."""
 TRAINING_DAYS = 14.0
 """History a refit reads."""
+REREAD_S = 86400.0
+"""How often a service's history is read again from its source (as often as its forecast is refitted)."""
 MIN_HISTORY_S = 86400.0
 """History a forecast needs: under a day, the service sizes from the observed rate alone."""
 
@@ -79,6 +82,15 @@ class RateHistory:
         if len(self.times) > 2 * keep:  # trim now and then, not every step
             del self.times[:-keep], self.values[:-keep]
 
+    def carry(self, older: RateHistory) -> None:
+        """Take the step `older` was filling, and its complete steps after the last one this history holds."""
+        last = self.times[-1] if self.times else None
+        for at, value in zip(older.times, older.values, strict=True):
+            if last is None or at > last:
+                self.times.append(at)
+                self.values.append(value)
+        self._bucket = older._bucket
+
     def span_s(self) -> float:
         """Seconds of complete history kept."""
         return (self.times[-1] - self.times[0]).total_seconds() + self.step_s if self.times else 0.0
@@ -94,22 +106,31 @@ class ServiceForecasts:
         self.histories: dict[Key, RateHistory] = {}
         self.forecasters: dict[tuple[Key, tuple[object, ...]], RateForecaster] = {}
         self.latest: dict[Key, RateForecast] = {}
+        self.read_at: dict[Key, datetime] = {}  # when each service's history was last read from its source
         self.errors: dict[Key, str] = {}
         self._threads: dict[Key, threading.Thread] = {}
         self._lock = threading.Lock()
 
     def observe(self, service: Service, now: datetime, rate: float) -> None:
-        """Keep the rate observed at `now`; the first time, read the service's history from its source first."""
+        """Keep the rate observed at `now`; the first time, and once a day after (as forecasts are refitted), read
+        the service's history from its source first, so steps the loop missed (a restart, an outage of the
+        source) are filled from the source's own record."""
         key = (service.tenant, service.name)
         history = self.histories.get(key)
-        if history is None:
-            history = RateHistory(self.step_s)
+        read_at = self.read_at.get(key)
+        if history is None or read_at is None or (now - read_at).total_seconds() >= REREAD_S:
+            fresh = RateHistory(self.step_s)
             start = now - timedelta(days=TRAINING_DAYS, seconds=HORIZON_S)
             try:
-                history.seed(self.rates.history(service, start, now - timedelta(seconds=self.step_s), self.step_s))
-            except RateUnavailable as exc:  # forecasts start from what the loop observes from now on
+                fresh.seed(self.rates.history(service, start, now - timedelta(seconds=self.step_s), self.step_s))
+            except RateUnavailable as exc:  # forecasts go on from what the loop observes
                 self.errors[key] = f"history: {exc}"
-            self.histories[key] = history
+                fresh = history if history is not None else fresh
+            else:
+                if history is not None:
+                    fresh.carry(history)
+            self.read_at[key] = now
+            history = self.histories[key] = fresh
         history.add(now, rate)
 
     def forecast(self, service: Service, now: datetime) -> RateForecast | None:

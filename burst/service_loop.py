@@ -234,8 +234,10 @@ class ServiceLoop:
         self.forecasts.observe(service, now, rate)
         forecast = self.forecasts.forecast(service, now)
         decision = plan_service(self._state(service, now, rate, counts, fleet, forecast, capacity))
+        previous = self.last.get(key)
         self.last[key] = decision
-        before = counts.total
+        # a decision row when the plan changes (not when an HPA's count differs from it, in capacity mode)
+        before = previous.running if previous is not None else counts.total
         try:
             out.jobs = self.backend.scale(service, decision.running, out.jobs, now)
         except ReplicasRefused as exc:

@@ -197,3 +197,24 @@ def test_burst_forecast_service_forecasts_the_quickstart_chat_rate_up_its_mornin
     assert unknown.exit_code == 1 and "no service prod/nope" in unknown.output
     neither = runner.invoke(main, ["forecast"])
     assert neither.exit_code == 2 and "--series PATH" in neither.output
+
+
+def test_the_history_is_read_again_after_a_day_filling_the_steps_the_loop_missed() -> None:
+    class Counting(Flaky):
+        reads = 0
+
+        def history(self, service: Service, start: datetime, end: datetime, step_s: float) -> list[tuple[datetime, float]]:
+            Counting.reads += 1
+            return self.inner.history(service, start, end, step_s)
+
+    rates = Counting(flat(20.0))
+    forecasts = ServiceForecasts(rates, background=False)
+    forecasts.observe(CHAT, T0, 20.0)
+    forecasts.observe(CHAT, T0 + timedelta(hours=3), 20.0)  # the loop was down three hours: a gap
+    history = forecasts.histories[("prod", "chat")]
+    assert Counting.reads == 1 and history.times[-1] == T0  # the step the loop saw, then nothing for 3 h
+    forecasts.observe(CHAT, T0 + timedelta(days=1), 20.0)  # a day on: read again, the gap filled from the source
+    history = forecasts.histories[("prod", "chat")]
+    assert Counting.reads == 2 and history.times[-1] == T0 + timedelta(days=1, minutes=-5)
+    steps = [(b - a).total_seconds() for a, b in zip(history.times, history.times[1:], strict=False)]
+    assert set(steps) == {300.0}
