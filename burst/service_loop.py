@@ -51,7 +51,7 @@ from burst.model import (
     WarmState,
 )
 from burst.planner.service_sizing import forecast_level, replica_capacity_rps
-from burst.planner.services import ServiceDecision, ServiceState, plan_service
+from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
 from burst.service_forecasts import ServiceForecasts
 from burst.workloads.rates import RateSource, RateUnavailable
 from burst.workloads.replicas import ReplicaBackend, ReplicaCounts, ReplicasRefused
@@ -172,6 +172,7 @@ class ServiceLoop:
         self.backend = backend
         self.forecasts = forecasts
         self.last: dict[tuple[str, str], ServiceDecision] = {}
+        self.recent: dict[tuple[str, str], RecentNeeds] = {}
         self.statuses: dict[tuple[str, str], ServiceStatus] = {}
         self.rate_failures = 0
 
@@ -192,6 +193,7 @@ class ServiceLoop:
         for gone in set(self.statuses) - declared:  # a service taken out of its policy keeps its replicas' jobs
             self.statuses.pop(gone)
             self.last.pop(gone, None)
+            self.recent.pop(gone, None)
         return out
 
     def _with_events(self, service: Service) -> Service:
@@ -236,6 +238,7 @@ class ServiceLoop:
         decision = plan_service(self._state(service, now, rate, counts, fleet, forecast, capacity))
         previous = self.last.get(key)
         self.last[key] = decision
+        self.recent.setdefault(key, RecentNeeds()).add(now, decision.need)
         # a decision row when the plan changes (not when an HPA's count differs from it, in capacity mode)
         before = previous.running if previous is not None else counts.total
         try:
@@ -260,13 +263,15 @@ class ServiceLoop:
 
     def _state(self, service: Service, now: datetime, rate: float, counts: ReplicaCounts, fleet: Fleet,
                forecast: RateForecast | None, capacity: float) -> ServiceState:
-        last = self.last.get((service.tenant, service.name))
+        key = (service.tenant, service.name)
+        last = self.last.get(key)
         standby = min(last.standby, counts.ready) if last else 0
         return ServiceState(
             service=service, now=now, observed_rps=rate, ready=counts.ready, starting=counts.starting,
             warm_nodes=fleet.warm_nodes, capacity_rps=capacity,
             replica_hour_usd=fleet.replica_hour_usd, spot_replica_hour_usd=None, boot_s=fleet.boot_s,
-            wake_s=fleet.wake_s, forecast=forecast, standby=standby)
+            wake_s=fleet.wake_s, forecast=forecast, standby=standby,
+            recent_need=self.recent[key].peak(now) if key in self.recent else 0)
 
     def _hold(self, out: ServiceTick, service: Service, now: datetime, counts: ReplicaCounts, why: str, *,
               error: str) -> None:

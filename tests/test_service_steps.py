@@ -15,7 +15,7 @@ import pytest
 
 from burst.model import RateForecast, Service, ServiceEvent
 from burst.planner.service_sizing import forecast_level
-from burst.planner.services import ServiceDecision, ServiceState, plan_service
+from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -183,6 +183,21 @@ def test_scale_in_steps_down_when_neither_rule_needs_the_replicas() -> None:
     assert plan_service(state(big, observed_rps=3.5, ready=18, starting=3, forecast=FLAT)).replicas == 18  # ceil(2.1)
     assert plan_service(state(observed_rps=3.5, ready=3, forecast=FLAT)).replicas == 2  # never below the need
     assert "no forecast" in reason(plan_service(state(observed_rps=3.5, ready=3)), "scale-in")
+
+
+def test_scale_in_keeps_the_highest_need_of_the_last_two_minutes() -> None:
+    held = plan_service(state(observed_rps=3.5, ready=6, forecast=FLAT, recent_need=6))  # now 1, ahead 2, 6 lately
+    assert held.replicas == 6 and held.need == 2
+    assert reason(held, "scale-in") == ("scale-in: none, the need was 6 within the last 120 s (scale-down "
+                                        "stabilisation), 6 serving or starting")
+    partly = plan_service(state(service(max_replicas=30), observed_rps=3.5, ready=20, forecast=FLAT, recent_need=19))
+    assert partly.replicas == 19  # one a tick would be 18: the recent need keeps 19
+    recent = RecentNeeds()
+    recent.add(T0, 6)
+    recent.add(T0 + timedelta(seconds=60), 3)
+    assert recent.peak(T0 + timedelta(seconds=120)) == 6  # 6 is 120 s old: still inside the window
+    assert recent.peak(T0 + timedelta(seconds=121)) == 3
+    assert recent.peak(T0 + timedelta(seconds=181)) == 0
 
 
 def test_standby_and_hedge_replicas_are_not_counted_against_the_need() -> None:

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from burst.planner.services import ServiceDecision, ServiceState, plan_service
+from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
 from burst.sim.service_engine import Controller, Observation, Replay, Target, observed_rates
 from burst.sim.service_forecasts import ForecastTrack
 from burst.sim.service_setup import ServiceSetup
@@ -229,6 +229,7 @@ class Burst:
         self.pools = pools
         self.idle_ttl_s = setup.boot_s
         self.last: ServiceDecision | None = None
+        self.recent = RecentNeeds()
 
     def state(self, obs: Observation) -> ServiceState:
         """What the planner is told: the fleet as the last decision counts it (the planner's module doc)."""
@@ -242,7 +243,8 @@ class Burst:
             warm_nodes=obs.warm_nodes, capacity_rps=s.capacity_rps, replica_hour_usd=s.replica_hour_usd,
             spot_replica_hour_usd=s.spot_usd_h * s.service.gpus_per_replica, boot_s=s.boot_s, wake_s=s.wake_s,
             forecast=self.track.at(obs.at) if self.track is not None else None, standby=standby,
-            spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=beyond, spot_lost=lost)
+            spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=beyond, spot_lost=lost,
+            recent_need=self.recent.peak(obs.at))
 
     def decide(self, obs: Observation) -> Target | None:
         """Every `BURST_PERIOD_S`, the planner's decision as a target: every replica it wants running, spot ones apart."""
@@ -250,6 +252,7 @@ class Burst:
             return None
         decision = plan_service(self.state(obs))
         self.last = decision
+        self.recent.add(obs.at, decision.need)
         return Target(decision.running, spot=decision.spot, warm_nodes=decision.warm_nodes)
 
 
