@@ -255,8 +255,8 @@ class TenantPolicyDoc(StrictModel):
     services: Annotated[list[ServiceDoc], Strict(), Field(max_length=MAX_LIST_LENGTH)] = Field(
         default_factory=list,
         description="The tenant's online inference services: replicas sized to a request rate, ahead of the "
-        "tenant's batch work on the steady tier; run by the daemon where burst.yaml names where their rates "
-        "are read (rates:), and by the simulator.",
+        "tenant's batch work on the steady tier; read by the daemon's service loop where burst.yaml names "
+        "where their rates are read (rates:), and by the simulator.",
     )
 
     @field_validator("quota", "budget", "spot", "prescale", "hot_pool", "disruption", "limits", mode="before")

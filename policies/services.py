@@ -180,7 +180,8 @@ class ServiceDoc(StrictModel):
         default=None,
         description="PromQL expression of the service's offered load in requests/s (arrivals at the ingress or "
         "gateway, rejected and queued requests included, never completions), read by the daemon from the "
-        "Prometheus that burst.yaml's rates.prometheus names; the simulator ignores it.",
+        "Prometheus that burst.yaml's rates.prometheus names; read by the daemon's service loop (the simulator "
+        "ignores it).",
     )
 
     @field_validator("events", mode="before")

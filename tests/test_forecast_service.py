@@ -85,8 +85,10 @@ def test_the_quickstart_daemon_forecasts_from_its_own_demand_history() -> None:
         tenants = {name.split("/")[0] for name in served}
         assert tenants == set(runtime.reloader.current)  # every tenant with demand has a forecast
         assert all(model.startswith("seasonal_naive (history") for model in served.values())  # < 24 h of history
-        # the refit at the first tick had no history yet; the one 6 h later fitted each series once
-        assert runtime.forecasts.fits == len(served) == 3
+        # the refit at the first tick had no history yet; the one 6 h later fitted each series once: each
+        # tenant's jobs, and prod's chat service's replicas (A100 GPUs), which take GPUs as jobs do
+        assert "prod/A100" in served
+        assert runtime.forecasts.fits == len(served) == 4
     finally:
         runtime.close()
 

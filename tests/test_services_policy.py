@@ -247,4 +247,4 @@ def test_the_readme_example_loads_and_matches_the_schema(tmp_path: Path) -> None
     path.write_text(text)
     (service,) = load_policy_file(path).services
     assert service.token_cost == TokenCost(0.0001, 0.01) and service.events[0].multiplier == 3.0
-    assert "does not act on services yet" in README.read_text()
+    assert "The daemon runs them where `burst.yaml` names where their" in README.read_text()
