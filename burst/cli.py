@@ -569,14 +569,7 @@ def forecast_cmd(
         print_service_forecast(config_path, service, parse_at(at) if at else datetime.now(UTC), as_json)
         return
     assert series_path is not None
-    step_s = parse_duration_option(step, "--step")
-    horizon_s = parse_duration_option(horizon, "--horizon")
-    if not 300 <= step_s <= 86400:
-        raise click.BadParameter(f"{step} is outside 5m..1d", param_hint="--step")
-    if not step_s <= horizon_s <= 30 * 86400:
-        raise click.BadParameter(f"{horizon} is outside one step..30d", param_hint="--horizon")
-    if quota is not None and quota < 0:
-        raise click.BadParameter(f"{quota:g} is negative", param_hint="--quota")
+    step_s, horizon_s = _forecast_window(step, horizon, quota)
     try:
         loaded = load_series(series_path, time_column=time_column, value_column=value_column, value_expr=value_expr, step_s=step_s)
         if backtest:
@@ -610,6 +603,19 @@ def forecast_cmd(
     print_steady_advice([advice])
     if loaded.filled_buckets:
         click.echo(f"note: {loaded.filled_buckets} empty step(s) in the series were filled with the value before them", err=True)
+
+
+def _forecast_window(step: str, horizon: str, quota: float | None) -> tuple[float, float]:
+    """The step and horizon `burst forecast` was given, in seconds, or a usage error naming the option out of range."""
+    step_s = parse_duration_option(step, "--step")
+    horizon_s = parse_duration_option(horizon, "--horizon")
+    if not 300 <= step_s <= 86400:
+        raise click.BadParameter(f"{step} is outside 5m..1d", param_hint="--step")
+    if not step_s <= horizon_s <= 30 * 86400:
+        raise click.BadParameter(f"{horizon} is outside one step..30d", param_hint="--horizon")
+    if quota is not None and quota < 0:
+        raise click.BadParameter(f"{quota:g} is negative", param_hint="--quota")
+    return step_s, horizon_s
 
 
 def _print_forecast(name: str, last: datetime, result: Forecast, rows: Sequence[Mapping[str, Any]],
