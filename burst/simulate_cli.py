@@ -159,7 +159,8 @@ def _print_batch(data: dict[str, Any], days: float | None) -> None:
 
     window = f"the {days:g} day(s) of --days" if days is not None else "the trace's submissions"
     click.echo(f"  every strategy is billed over {t['start']} .. {t['end']}: {window} plus one drain day "
-               f"({DRAIN.total_seconds() / 86400:g} d) for the work still running to finish")
+               f"({DRAIN.total_seconds() / 86400:g} d) for the work still running to finish; once nothing is queued, "
+               "what still runs then is charged to its end at its nodes' prices")
     table = Table()
     for col in ("strategy", "cost $", "vs oracle", "wait p50", "wait p95", "wait p99", "delay mean", "delay p95",
                 "SLO miss", "jobs done", "on-prem util", "interrupted", "lost GPU-h", "TTC p95"):

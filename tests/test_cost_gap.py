@@ -12,7 +12,7 @@ from builders import T0
 from burst.model import Job, Policy
 from burst.settings import data_dir
 from burst.sim.compare import compare
-from burst.sim.engine import GAP_PARTS, Spend, cost_gap, simulate
+from burst.sim.engine import GAP_PARTS, Spend, cost_gap, reference_prices, simulate
 from burst.sim.floor import floor
 from burst.sim.oracle import oracle
 from burst.sim.registry import default_names, strategy_run
@@ -185,3 +185,37 @@ def test_under_spot_scarcity_a_spot_offering_holds_only_its_share_and_every_stra
     assert reactive.spot_gpu_hours <= 8 * (result.end - result.start).total_seconds() / 3600.0
     assert reactive.cost_by_tier["elastic_on_demand"] > 0 and reactive.jobs_completed == 4
     assert set(result.results) == set(default_names())
+
+
+def test_once_nothing_is_queued_a_running_jobs_remainder_is_charged_at_its_nodes_price() -> None:
+    """No on-prem, no spot. A (8 GPUs, cannot move, 10 h) in a run that ends at 2 h. burst launches an on-demand
+    node at 0 s, places A at 301 s (ready at 300 s, the 1 s batch window): the provider bills the node's 7,200 s
+    and A has done 6,899 s by the end. Its remainder (29,101 s on 8 GPUs) is charged at the node's price per GPU:
+    36,301 node-seconds in all, 80 GPU-hours delivered, one job completed. The floor and the oracle count A whole
+    (the floor pays the boot and 10 h, the oracle 10 h), so nothing is undelivered. With B (8 GPUs) submitted a
+    minute before the end, B is still queued then (its node boots for 5 min): the run keeps its window and
+    charges nothing past it."""
+    a = _job("a", 8, 0, 10)
+    setup = _setup([a], 0, spot=False)
+    p_od = setup.catalog.group_price(setup.groups[1])  # one 8-GPU node-hour
+    end = T0 + timedelta(hours=2)
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(a,)).stats()
+    r = simulate(strategy_run("burst-no-forecast", setup, stats), [a], start=T0, end=end)
+    assert r.queued_at_end == 0
+    assert r.cost_usd == pytest.approx(36_301 / 3600 * p_od)
+    assert r.remainder_usd == pytest.approx(29_101 / 3600 * p_od) and r.remainder_gpu_hours == pytest.approx(8 * 29_101 / 3600)
+    assert r.cost_by_tier["elastic_on_demand"] == pytest.approx(r.cost_usd)
+    assert r.work_gpu_hours == pytest.approx(80.0) and r.jobs_completed == 1
+    base, bound = floor(setup, [a], start=T0, end=end), oracle(setup, [a], start=T0, end=end)
+    assert base.cost_usd == pytest.approx(36_300 / 3600 * p_od) and bound.cost_usd == pytest.approx(10 * p_od)
+    assert base.work_gpu_hours == bound.work_gpu_hours == pytest.approx(80.0) and base.jobs_completed == 1
+    assert base.spend is not None and r.spend is not None
+    gap = cost_gap(r.cost_usd, r.spend, oracle_usd=bound.cost_usd, floor_usd=base.cost_usd, floor=base.spend,
+                   prices=reference_prices(setup))
+    assert gap["undelivered"] == pytest.approx(0.0, abs=1e-9)
+    assert sum(gap.values()) == pytest.approx(r.cost_usd - bound.cost_usd)
+
+    b = _job("b", 8, 2 - 1 / 60, 1)
+    queued = simulate(strategy_run("burst-no-forecast", setup, stats), [a, b], start=T0, end=end)
+    assert queued.queued_at_end == 1 and queued.remainder_usd == 0.0 and queued.jobs_completed == 0
+    assert queued.work_gpu_hours == pytest.approx(8 * 6_899 / 3600)

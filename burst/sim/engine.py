@@ -36,10 +36,18 @@ Metric definitions (the `burst simulate --json` contract):
   jobs whose wait exceeded their tenant's `queue_wait_slo_s`.
 - `delay_mean_s`, `delay_p95_s`: a job's delay is completion - submission -
   duration (waits, re-runs of lost work and moves all count); a job not done
-  by the end of the run counts end - submission - work done (censored).
-- `jobs_completed`: jobs that ran to their duration; `work_gpu_hours`: work
-  delivered by the end of the run (each job's progress × GPUs, lost work not
-  counted).
+  by the end of the run counts end - submission - work done (censored; exact
+  for a job whose remainder is charged, which runs on from the end).
+- Equal work: once nothing is queued at the end of the run, each running job's
+  remainder (duration - work done, × GPUs) is charged at the price per GPU of
+  the group whose nodes it holds, without simulating it (`remainders`); it
+  counts as held, paid and delivered, on its cost line. The bounds count whole
+  jobs too, so every strategy pays for the same work. A run that ends with
+  jobs still queued keeps its window (`queued_at_end` > 0: nothing is
+  charged). `remainder_usd`, `remainder_gpu_hours`: that charge.
+- `jobs_completed`: jobs that ran to their duration (those whose remainder is
+  charged included); `work_gpu_hours`: work delivered (each job's progress by
+  the end × GPUs plus its charged remainder, lost work not counted).
 - `cost_gap`: the cost above the oracle's, split into named parts in USD that
   sum to it (no total key; parts may be negative): see `cost_gap` below for
   each part. The bounds `oracle` and `floor` are computed from the trace
@@ -75,6 +83,7 @@ from __future__ import annotations
 import bisect
 import math
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -153,7 +162,9 @@ def cost_gap(
 
     - `structural`: floor - oracle, what whole nodes, boots and first-fit
       placement of work that cannot move cost any controller;
-    - `steady_tier`: the steady tier paid beyond the set-up's (static strategies);
+    - `steady_tier`: the steady tier paid beyond the floor's: a static
+      strategy's own tier, and past the run's end the steady GPUs that
+      charged remainders hold (`remainders`) against the floor's;
     - `booting`: cloud nodes paid at full price before they were ready (booting,
       waking), beyond the floor's one boot per node;
     - `idle`: cloud GPUs paid at full price while no job held them (ready,
@@ -170,8 +181,9 @@ def cost_gap(
     - `tick_lag`: GPU-hours jobs held beyond the work they delivered (a job
       holds its GPUs until the tick that sees it finish or lose its node),
       at the same prices;
-    - `undelivered`: work the floor delivers by the end of the run that this
-      run did not (negative: queued work costs nothing);
+    - `undelivered`: work the floor delivers (every job whole) that this run
+      did not (negative: queued work costs nothing); 0 once remainders are
+      charged, so only a run that ends with jobs queued has it;
     - `other`: what the parts leave (prices of groups other than the
       reference ones).
     """
@@ -246,6 +258,9 @@ class StrategyResult:
     delay_mean_s: float = 0.0
     delay_p95_s: float = 0.0
     work_gpu_hours: float = 0.0
+    remainder_usd: float = 0.0
+    remainder_gpu_hours: float = 0.0
+    queued_at_end: int = 0  # jobs still queued when the run ended: the run keeps its window, no remainder charged
     spend: Spend | None = field(default=None, repr=False)  # None for the oracle
     cost_gap: dict[str, float] = field(default_factory=dict)  # filled by `burst.sim.compare`
     waits_s: list[float] = field(default_factory=list, repr=False)
@@ -275,6 +290,9 @@ class StrategyResult:
             "jobs_started": self.jobs_started,
             "jobs_completed": self.jobs_completed,
             "work_gpu_hours": round(self.work_gpu_hours, 4),
+            "remainder_usd": round(self.remainder_usd, 4),
+            "remainder_gpu_hours": round(self.remainder_gpu_hours, 4),
+            "queued_at_end": self.queued_at_end,
             "cost_gap": {k: round(v, 2) for k, v in self.cost_gap.items()},
             "ticks": self.ticks,
             "simulated_hours": round(self.simulated_hours, 3),
@@ -399,6 +417,9 @@ def simulate(
                              channel)
             clock.advance_to(end if due is None else min(end, due))
         result = _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
+        result.queued_at_end = len(queue.jobs) - len(queue.running)
+        if not result.queued_at_end:
+            charge_remainders(result, remainders(queue.running.values(), meter, end), run.setup)
         result.checkpoint_acks, result.checkpoint_timeouts = len(channel.acks), len(channel.timeouts)
         if keep_ledger:
             result.ledger = store.costs(since=start)
@@ -701,4 +722,65 @@ def _spend(
     return spend
 
 
-__all__ = ["MARKS", "StrategyResult", "TimelinePoint", "percentile", "simulate"]
+Held = dict[tuple[GroupId | None, bool], float]
+"""GPU-seconds per (group whose nodes held them, spot-eligible work)."""
+
+
+def remainders(running: Iterable[Job], meter: Meter, end: datetime) -> tuple[Held, int]:
+    """The work the `running` jobs still have at `end` (duration - work done, x GPUs), by the group they hold and
+    their spot eligibility, and how many jobs have any: what equal work charges without simulating it."""
+    tail: Held = defaultdict(float)
+    jobs = 0
+    for job in running:
+        if job.duration_s is None:
+            continue
+        left = job.duration_s - progress.work_at(job, end)
+        if left > 0:
+            tail[meter.held_in(job.id), meter.eligible(job)] += left * job.gpu_demand
+            jobs += 1
+    return dict(tail), jobs
+
+
+def charge_remainders(result: StrategyResult, charged: tuple[Held, int], setup: SimSetup) -> None:
+    """Charge a run's remainders (`remainders`) as if its jobs ran them on the nodes they hold: each GPU-second at
+    its group's price per GPU (work held on no known group at the reference price of its kind), on the group's
+    cost line, held, paid and delivered. The cost gap's parts read them as held work: none is idle or booting."""
+    tail, jobs = charged
+    groups = {g.id: g for g in setup.groups}
+    catalog = setup.catalog
+    p_od, p_spot = (p / 3600.0 for p in reference_prices(setup))  # USD per GPU-second
+    spend = result.spend
+    for (held_in, eligible), gpu_s in tail.items():
+        group = groups.get(held_in) if held_in is not None else None
+        per_gpu_s = catalog.group_price(group) / group.gpus_per_node / 3600.0 if group else (p_spot if eligible else p_od)
+        usd = per_gpu_s * gpu_s
+        line = cost_line(group, warm=False) if group else ("elastic_spot" if eligible else "elastic_on_demand")
+        result.cost_by_tier[line] += usd
+        result.remainder_usd += usd
+        result.remainder_gpu_hours += gpu_s / 3600.0
+        if group is not None and group.capacity_type is CapacityType.SPOT:
+            result.spot_gpu_hours += gpu_s / 3600.0
+        if spend is None:
+            continue
+        if group is not None and group.tier is Tier.STEADY:
+            spend.steady_usd += usd
+            if eligible:
+                spend.onprem_eligible_gpu_s += gpu_s
+            else:
+                spend.onprem_other_gpu_s += gpu_s
+        elif group is not None and eligible and group.capacity_type is CapacityType.ON_DEMAND:
+            spend.spot_work_on_demand_usd += (per_gpu_s - p_spot) * gpu_s
+        if eligible:
+            spend.kept_eligible_gpu_s += gpu_s
+            spend.work_eligible_gpu_s += gpu_s
+        else:
+            spend.kept_other_gpu_s += gpu_s
+            spend.work_other_gpu_s += gpu_s
+    result.cost_usd = sum(result.cost_by_tier.values())
+    result.gpu_hours_used += result.remainder_gpu_hours
+    result.gpu_hours_paid += result.remainder_gpu_hours
+    result.work_gpu_hours += result.remainder_gpu_hours
+    result.jobs_completed += jobs
+
+
+__all__ = ["MARKS", "StrategyResult", "TimelinePoint", "charge_remainders", "percentile", "remainders", "simulate"]

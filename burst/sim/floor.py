@@ -3,7 +3,9 @@
 A reference point computed from the trace like the oracle (`burst.sim.oracle`),
 not a proof of optimality: it is what a clairvoyant controller pays once work
 that cannot move needs whole nodes. Every job still runs from its submission
-for its duration (cut at the end of the run); then:
+for its whole duration (the run's end does not cut it: a simulated run charges
+the remainder of what still runs at its end, `burst.sim.engine.remainders`);
+then:
 
 - work that cannot move (not spot-eligible: not fault-tolerant, or its tenant
   bars spot) is placed at submission first-fit on whole nodes: the steady
@@ -26,7 +28,9 @@ for its duration (cut at the end of the run); then:
   or move cost.
 
 Prices are the oracle's reference ones (cheapest on-demand and spot per
-GPU-hour among the set-up's elastic groups). The floor's spend, split the way
+GPU-hour among the set-up's elastic groups). Past the run's end, as for a
+simulated run's remainders, only GPUs that work holds are paid, each at its
+node's price per GPU (the steady tier's at its own): no idle GPU, no boot. The floor's spend, split the way
 the cost gap reads it (`burst.sim.engine.Spend`), is what every strategy's
 waterfall is measured against: `structural` is floor - oracle.
 """
@@ -107,8 +111,7 @@ class _Span:
 
 
 def _span(setup: SimSetup, jobs: Sequence[Job], start: datetime, end: datetime) -> _Span:
-    """The jobs submitted in [start, end) as sweep events, each run cut at the span's end."""
-    span_s = (end - start).total_seconds()
+    """The jobs submitted in [start, end) as sweep events, each run whole."""
     policies: dict[str, Policy] = {}
     events: list[tuple[float, int, int]] = []
     kept = [j for j in jobs if start <= j.submitted_at < end]
@@ -117,12 +120,12 @@ def _span(setup: SimSetup, jobs: Sequence[Job], start: datetime, end: datetime) 
     completed = 0
     for i, job in enumerate(kept):
         t0 = (job.submitted_at - start).total_seconds()
-        t1 = min(span_s, t0 + (job.duration_s or 0.0))
+        t1 = t0 + (job.duration_s or 0.0)
         policy = policies.setdefault(job.tenant, setup.policy(job.tenant))
         eligible.append(spot_eligible(job, policy))
         if t1 <= t0:
             continue
-        completed += t0 + (job.duration_s or 0.0) <= span_s
+        completed += 1
         work[eligible[i]] += job.gpu_demand * (t1 - t0)
         events += [(t0, 1, i), (t1, 0, i)]
     events.sort()
@@ -142,14 +145,19 @@ class _Sweep:
     eligible_now: float = 0.0
     onprem_used: float = 0.0  # cannot-move GPUs held on the steady tier
     cloud_used: float = 0.0  # cannot-move GPUs held on open cloud nodes
+    span_s: float = float("inf")  # the run's end: past it only held GPUs are paid
     acc: dict[str, float] = field(default_factory=lambda: {
-        "onprem_n": 0.0, "onprem_e": 0.0, "od_e": 0.0, "od_n": 0.0, "od_open": 0.0, "spot_e": 0.0})
+        "onprem_n": 0.0, "onprem_e": 0.0, "od_e": 0.0, "od_n": 0.0, "od_open": 0.0, "spot_e": 0.0,
+        "steady_tail": 0.0, "od_tail": 0.0})
     boots: int = 0
     last: float = 0.0
 
     def accrue(self, t: float) -> None:
         """Charge the time since the last event: spot-eligible work fills spare steady GPUs, then spare GPUs of
-        open cloud nodes, then spot."""
+        open cloud nodes, then spot. Open cloud nodes are paid whole until the run's end, past it the GPUs held
+        on them and on the steady tier are (`od_tail`, `steady_tail`)."""
+        if self.last < self.span_s < t:
+            self.accrue(self.span_s)
         dt = t - self.last
         if dt <= 0:
             return
@@ -162,7 +170,11 @@ class _Sweep:
         acc["onprem_e"] += on_onprem * dt
         acc["od_n"] += self.cloud_used * dt
         acc["od_e"] += on_cloud * dt
-        acc["od_open"] += len(self.cloud) * self.per_node * dt
+        if self.last < self.span_s:
+            acc["od_open"] += len(self.cloud) * self.per_node * dt
+        else:
+            acc["od_tail"] += (self.cloud_used + on_cloud) * dt
+            acc["steady_tail"] += (self.onprem_used + on_onprem) * dt
         acc["spot_e"] += max(0.0, self.eligible_now - on_onprem - on_cloud) * dt
         self.last = t
 
@@ -208,7 +220,7 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
     span_s = (end - start).total_seconds()
     onprem = [_Node(float(g.gpus_per_node)) for g in steady_groups for _ in range(setup.initial.get(g.id, 0))]
     span = _span(setup, jobs, start, end)
-    sweep = _Sweep(onprem, per_node, sum(n.gpus for n in onprem))
+    sweep = _Sweep(onprem, per_node, sum(n.gpus for n in onprem), span_s=span_s)
     for t, kind, i in span.events:
         sweep.accrue(t)
         demand = span.kept[i].gpu_demand
@@ -218,9 +230,11 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
             sweep.release(i)
         else:
             sweep.place(i, demand, t)
-    # every job ends by the span's end (t1 is cut there), so no node is open after the last event
-    return _result(setup, span, sweep, steady_usd=steady_rate * span_s / 3600.0, span_s=span_s,
-                   boot_gpu_s=sweep.boots * boot_s * per_node)
+    sweep.accrue(span_s)  # a run whose work all ends before its end still pays the steady tier and open nodes to it
+    # every job has ended at the last event, so no node is open after it
+    steady_per_gpu_s = steady_rate / sweep.steady_gpus / 3600.0 if sweep.steady_gpus else 0.0
+    return _result(setup, span, sweep, steady_usd=steady_rate * span_s / 3600.0
+                   + steady_per_gpu_s * sweep.acc["steady_tail"], span_s=span_s, boot_gpu_s=sweep.boots * boot_s * per_node)
 
 
 def _result(setup: SimSetup, span: _Span, sweep: _Sweep, *, steady_usd: float, span_s: float,
@@ -228,7 +242,7 @@ def _result(setup: SimSetup, span: _Span, sweep: _Sweep, *, steady_usd: float, s
     """The floor's spend, split the way the cost gap reads it, from the sweep's accrued GPU-seconds."""
     acc, work = sweep.acc, span.work
     p_od, p_spot = reference_prices(setup)
-    od_gpu_s = acc["od_open"]
+    od_gpu_s = acc["od_open"] + acc["od_tail"]
     per_od, per_spot = p_od / 3600.0, p_spot / 3600.0
     od_usd = (od_gpu_s + boot_gpu_s) * per_od if od_gpu_s + boot_gpu_s > 0 else 0.0
     spot_usd = acc["spot_e"] * per_spot if acc["spot_e"] > 0 else 0.0
@@ -246,12 +260,12 @@ def _result(setup: SimSetup, span: _Span, sweep: _Sweep, *, steady_usd: float, s
         work_other_gpu_s=work[False],
     )
     used_gpu_s = work[True] + work[False]
-    onprem_used_s = acc["onprem_n"] + acc["onprem_e"]
+    onprem_used_s = acc["onprem_n"] + acc["onprem_e"] - acc["steady_tail"]  # within the run, as its utilisation
     return bound_result(
         "floor",
         by_tier,
         used_gpu_s=used_gpu_s,
-        paid_gpu_s=sweep.steady_gpus * span_s + od_gpu_s + boot_gpu_s + acc["spot_e"],
+        paid_gpu_s=sweep.steady_gpus * span_s + acc["steady_tail"] + od_gpu_s + boot_gpu_s + acc["spot_e"],
         steady_used_s=onprem_used_s,
         steady_gpus=sweep.steady_gpus,
         span_s=span_s,

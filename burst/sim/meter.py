@@ -29,7 +29,8 @@ class TimelinePoint:
     GPUs of jobs still pending after the tick's plan; `capacity_gpus`: ready GPUs
     per cost line; `spent_usd`: the bill per cost line from the start of the run
     to this tick (the sim provider's, so the last point's lines are the run's
-    `cost_by_tier`); `marks`: counts of `MARKS` at this tick (absent when 0).
+    `cost_by_tier` less its remainder charge, `StrategyResult.remainder_usd`);
+    `marks`: counts of `MARKS` at this tick (absent when 0).
     """
 
     at: datetime
@@ -299,6 +300,10 @@ class Meter:
         if found is None:
             found = self._eligible[job.id] = self._spot_eligible(job)
         return found
+
+    def held_in(self, job_id: str) -> GroupId | None:
+        """The group of the (first) node a job held at the last tick; None when it held none."""
+        return self._held_group.get(job_id)
 
     def _lose(self, back: Job, lost_s: float, now: datetime) -> None:
         """Count work a job lost (it went back to the queue at `now`, keeping `back.work_done_s`)."""

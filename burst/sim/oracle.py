@@ -18,6 +18,12 @@ where X(t) = max(0, D(t) - S) and E(t) is the spot-eligible part of D(t).
 No strategy that starts every job on submission can pay less; strategies that
 let jobs queue can, and pay in wait, which is why the report puts cost beside
 wait.
+
+Every job counts whole: a job still running at the run's end T runs on, and
+past T the GPUs work holds are paid per GPU, the steady tier's at its own price
+per GPU (min(D(t), S) · p_s / GPU), the overflow as above, as a simulated run
+is charged the remainder of what still runs at its end
+(`burst.sim.engine.remainders`).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
     steady_rate = (
         sum(setup.catalog.group_price(g) * setup.initial.get(g.id, 0) for g in steady_groups) if steady_groups else 0.0
     )
+    steady_per_gpu_h = steady_rate / steady_gpus if steady_gpus else 0.0
     p_od, p_spot = reference_prices(setup)
     span_s = (end - start).total_seconds()
     policies: dict[str, Policy] = {}
@@ -50,10 +57,10 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
     kept = [j for j in jobs if start <= j.submitted_at < end]
     for job in kept:
         t0 = (job.submitted_at - start).total_seconds()
-        t1 = min(span_s, t0 + (job.duration_s or 0.0))
+        t1 = t0 + (job.duration_s or 0.0)
         if t1 <= t0:
             continue
-        completed += t0 + (job.duration_s or 0.0) <= span_s
+        completed += 1
         policy = policies.setdefault(job.tenant, setup.policy(job.tenant))
         eligible = job.gpu_demand if spot_eligible(job, policy) else 0.0
         events.append((t0, job.gpu_demand, eligible))
@@ -61,33 +68,37 @@ def oracle(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: dateti
         used_gpu_s += job.gpu_demand * (t1 - t0)
     events.sort(key=lambda e: e[0])
     cloud_usd = {"elastic_on_demand": 0.0, "elastic_spot": 0.0}
-    cloud_gpu_s = spot_gpu_s = 0.0
+    cloud_gpu_s = spot_gpu_s = steady_tail_s = 0.0
     demand = eligible_now = 0.0
     last = 0.0
     i = 0
     while i < len(events):
         t = events[i][0]
-        dt = t - last
-        if dt > 0:
+        for a, b in ((last, min(t, span_s)), (max(last, span_s), t)):  # within the run, then past its end
+            dt = b - a
+            if dt <= 0:
+                continue
             overflow = max(0.0, demand - steady_gpus)
             on_spot = min(max(0.0, eligible_now), overflow)
             cloud_usd["elastic_spot"] += on_spot * dt / 3600.0 * p_spot
             cloud_usd["elastic_on_demand"] += (overflow - on_spot) * dt / 3600.0 * p_od
             cloud_gpu_s += overflow * dt
             spot_gpu_s += on_spot * dt
+            if a >= span_s:
+                steady_tail_s += (demand - overflow) * dt
         while i < len(events) and events[i][0] == t:
             demand += events[i][1]
             eligible_now += events[i][2]
             i += 1
         last = t
-    steady_usd = steady_rate * span_s / 3600.0
+    steady_usd = steady_rate * span_s / 3600.0 + steady_per_gpu_h * steady_tail_s / 3600.0
     by_tier = {"steady": steady_usd, **cloud_usd, "hot_pool": 0.0}
-    steady_used_s = used_gpu_s - cloud_gpu_s
+    steady_used_s = used_gpu_s - cloud_gpu_s - steady_tail_s  # within the run, as its utilisation
     return bound_result(
         "oracle",
         by_tier,
         used_gpu_s=used_gpu_s,
-        paid_gpu_s=steady_gpus * span_s + cloud_gpu_s,
+        paid_gpu_s=steady_gpus * span_s + steady_tail_s + cloud_gpu_s,
         steady_used_s=steady_used_s,
         steady_gpus=steady_gpus,
         span_s=span_s,
