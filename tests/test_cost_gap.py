@@ -219,3 +219,17 @@ def test_once_nothing_is_queued_a_running_jobs_remainder_is_charged_at_its_nodes
     queued = simulate(strategy_run("burst-no-forecast", setup, stats), [a, b], start=T0, end=end)
     assert queued.queued_at_end == 1 and queued.remainder_usd == 0.0 and queued.jobs_completed == 0
     assert queued.work_gpu_hours == pytest.approx(8 * 6_899 / 3600)
+
+
+def test_work_lost_to_spot_reclaims_is_metered_apart() -> None:
+    """No on-prem; spot nodes reclaimed 20 times an hour on average. A fault-tolerant job (8 GPUs, 3 h) runs on
+    spot, so every run it loses ends on a node the cloud reclaimed after a notice: all of its lost work is
+    reclaim loss."""
+    a = _job("a", 8, 0, 3, ft=True)
+    base = _setup([a], 0)
+    setup = dataclasses.replace(base, spot_hazard_per_hour={"cloud-spot": 20.0})
+    stats = Trace(path=Path("scripted.csv"), format="csv", jobs=(a,)).stats()
+    r = simulate(strategy_run("burst-no-forecast", setup, stats), [a], start=T0, end=T0 + timedelta(hours=12))
+    assert r.interruptions > 0 and r.lost_gpu_hours > 0
+    assert r.reclaim_lost_gpu_hours == pytest.approx(r.lost_gpu_hours)
+    assert r.to_json()["reclaim_lost_gpu_hours"] == round(r.reclaim_lost_gpu_hours, 4)

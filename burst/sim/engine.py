@@ -54,7 +54,9 @@ Metric definitions (the `burst simulate --json` contract):
   (`burst.sim.oracle`, `burst.sim.floor`).
 - `interruptions`: runs that lost their nodes (spot interruption or a drain);
   `evictions`: runs the plan evicted (priority preemption, unhealthy GPUs);
-  `lost_gpu_hours`: the work both lost since their last checkpoint × GPUs.
+  `lost_gpu_hours`: the work both lost since their last checkpoint × GPUs;
+  `reclaim_lost_gpu_hours`: the part of it lost by runs whose nodes the cloud
+  reclaimed (a node that had an interruption notice).
 - `warm_nodes_avg`: hot-pool (warm) nodes held on average over the run.
 - `checkpoint_violations`: interruptions in which a fault-tolerant job lost
   more than its checkpoint interval of work (must be 0); `checkpoint_acks`,
@@ -258,6 +260,7 @@ class StrategyResult:
     delay_mean_s: float = 0.0
     delay_p95_s: float = 0.0
     work_gpu_hours: float = 0.0
+    reclaim_lost_gpu_hours: float = 0.0
     remainder_usd: float = 0.0
     remainder_gpu_hours: float = 0.0
     queued_at_end: int = 0  # jobs still queued when the run ended: the run keeps its window, no remainder charged
@@ -284,6 +287,7 @@ class StrategyResult:
             "slo_violations": self.slo_violations,
             "interruptions": self.interruptions,
             "lost_gpu_hours": round(self.lost_gpu_hours, 4),
+            "reclaim_lost_gpu_hours": round(self.reclaim_lost_gpu_hours, 4),
             "time_to_capacity_p95_s": round(self.time_to_capacity_p95_s, 3),
             "scale_ups": self.scale_ups,
             "jobs": self.jobs,
@@ -417,15 +421,23 @@ def simulate(
                              channel)
             clock.advance_to(end if due is None else min(end, due))
         result = _result(run, meter, provider, store, queue, arrivals.jobs, policies, start, end, ticks, wall0, forecaster)
-        result.queued_at_end = len(queue.jobs) - len(queue.running)
-        if not result.queued_at_end:
-            charge_remainders(result, remainders(queue.running.values(), meter, end), run.setup)
-        result.checkpoint_acks, result.checkpoint_timeouts = len(channel.acks), len(channel.timeouts)
+        _settle(result, run, meter, queue, channel, end)
         if keep_ledger:
             result.ledger = store.costs(since=start)
         return result
     finally:
         store.close()
+
+
+def _settle(result: StrategyResult, run: StrategyRun, meter: Meter, queue: MemoryQueue, channel: SimCheckpointChannel,
+            end: datetime) -> None:
+    """Finish a run's result at its end: checkpoint and reclaim counts, and, once nothing is queued, the
+    remainders of what still runs (`charge_remainders`)."""
+    result.checkpoint_acks, result.checkpoint_timeouts = len(channel.acks), len(channel.timeouts)
+    result.reclaim_lost_gpu_hours = meter.reclaim_lost_gpu_s / 3600.0
+    result.queued_at_end = len(queue.jobs) - len(queue.running)
+    if not result.queued_at_end:
+        charge_remainders(result, remainders(queue.running.values(), meter, end), run.setup)
 
 
 def _sim_provider(run: StrategyRun, clock: ManualClock, seed: int) -> SimProvider:

@@ -82,6 +82,8 @@ class Meter:
         self._warm_nodes = 0
         self.spot_used_gpu_s = 0.0
         self.spot_lost_gpu_s = 0.0
+        self.reclaim_lost_gpu_s = 0.0  # work lost by runs whose nodes the cloud reclaimed (an interruption notice)
+        self._noticed: set[str] = set()  # nodes that have had an interruption notice
         self.checkpoint_violations = 0
         self._spot_running_gpus = 0.0
         self._on_spot: set[str] = set()
@@ -95,6 +97,7 @@ class Meter:
         snap = report.snapshot
         assert snap is not None
         self._accrue(now)
+        self._noticed.update(snap.notices)
         events = report.job_events
         self._count_events(events, now)
         placed = {a.target: a for a in report.plan.actions if a.kind is ActionKind.PLACE_JOB}
@@ -137,6 +140,8 @@ class Meter:
             self._lose(job, lost, now)
             if job.id in self._on_spot:
                 self.spot_lost_gpu_s += lost * job.gpu_demand
+            if not self._noticed.isdisjoint(events.lost_nodes.get(job.id, ())):
+                self.reclaim_lost_gpu_s += lost * job.gpu_demand
             if job.fault_tolerant and job.checkpoint_interval_s and lost > job.checkpoint_interval_s + 1e-6:
                 self.checkpoint_violations += 1
         for job, lost in events.evicted:
