@@ -22,6 +22,7 @@ from burst import plots
 from burst.plots import Theme
 from burst.sim.compare import Comparison
 from burst.sim.engine import GAP_PARTS, MARKS, TIERS, StrategyResult, TimelinePoint
+from burst.sim.frontier import NOT_COMPARED, Point, cost_delay_frontier, dominated_by
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -63,6 +64,7 @@ def render(result: Comparison) -> str:
                                                              "cost against P95 wait, one point per strategy")
                      + '<p class="note">Lower left is better: cheaper and less waiting. The oracle and floor are '
                        "bounds (every job starts at submission).</p>"))
+    sections.append(("Cost against P95 delay: the frontier", frontier_section(result.results, colours)))
     if any(r.cost_gap for r in result.results.values()):
         sections.append(("Where the money went: cost above the oracle", _gap_section(result, data["strategies"])))
     sections.append(("Cost by cost line", plots.picture(lambda th: _by_line(th, result.results),
@@ -141,6 +143,50 @@ def _tradeoff(theme: Theme, results: dict[str, StrategyResult], colours: dict[st
     return fig
 
 
+def frontier_section(results: dict[str, StrategyResult], colours: dict[str, str]) -> str:
+    """The cost-delay frontier of one window and whether burst is dominated (`burst.sim.frontier`)."""
+    points = {n: Point.of(r) for n, r in results.items()}
+    body = plots.picture(lambda th: frontier_figure(th, [("", points)], colours),
+                         "cost against P95 delay, one point per strategy, with the frontier")
+    if "burst" in points:
+        rivals = dominated_by("burst", points)
+        verdict = (f"burst is dominated by {html.escape(', '.join(rivals))}" if rivals
+                   else "No strategy dominates burst")
+        body += (f'<p class="note">{verdict} (a strategy cheaper and no worse on P95 delay, lost work and work '
+                 f"delivered; {html.escape(', '.join(NOT_COMPARED))} are drawn but not compared).</p>")
+    return body
+
+
+def frontier_figure(theme: Theme, windows: Sequence[tuple[str, dict[str, Point]]], colours: dict[str, str]) -> Figure:
+    """Cost against P95 delay, one panel per (title, points) window: every strategy a point (the strategies left
+    out of the dominance check hollow), the cost-delay frontier of the compared ones a line."""
+    rows, cols = _grid(len(windows))
+    fig, axes = plots.figure(theme, rows=rows, cols=cols, height_in=0.6 + 3.4 * rows)
+    for ax in axes[len(windows):]:
+        ax.set_visible(False)
+    for ax, (title, points) in zip(axes, windows, strict=False):
+        compared = {n: p for n, p in points.items() if n not in NOT_COMPARED}
+        line = cost_delay_frontier(compared)
+        ax.plot([compared[n].delay_p95_s for n in line], [compared[n].cost_usd for n in line], color=theme.muted,
+                lw=1.0, ls="--", zorder=2, label="frontier (compared strategies)")
+        for name, p in points.items():
+            colour = colours.get(name, theme.muted)
+            hollow = name in NOT_COMPARED
+            ax.scatter([p.delay_p95_s], [p.cost_usd], s=40, marker="D" if name in BOUND_NAMES else "o", zorder=3,
+                       color="none" if hollow else colour, edgecolors=theme.text if hollow else "none")
+        delays = [p.delay_p95_s for p in points.values()]
+        if max(delays, default=0.0) > 10 * max(1.0, min((d for d in delays if d > 0), default=1.0)):
+            ax.set_xscale("symlog", linthresh=10.0, linscale=0.5)
+            plots.duration_axis(ax, skip=(1.0,))
+        ax.set_title(title)
+        ax.set_xlabel("P95 delay (completion - submission - duration; log scale above 10 s)", fontsize=7.5)
+        ax.set_ylabel("cost over the run (USD)")
+        plots.usd_axis(ax)
+        ax.margins(x=0.14, y=0.14)
+        plots.label_points(fig, ax, [(n, p.delay_p95_s, p.cost_usd) for n, p in points.items()], theme)
+    return fig
+
+
 def _gap_section(result: Comparison, figures: dict[str, Any]) -> str:
     """The waterfall of the headline strategy, every strategy's parts, and the table of `--json`'s `cost_gap`."""
     gaps = {n: r.cost_gap for n, r in result.results.items() if n != "oracle"}
@@ -164,7 +210,8 @@ def _gap_section(result: Comparison, figures: dict[str, Any]) -> str:
              "hot pool: cloud nodes paid while not ready, holding no job, or warm. rerun: work lost and run again. "
              "on demand for spot work: fault-tolerant work on on-demand at its premium. onprem shortfall: work the "
              "floor ran on-prem that went to the cloud. tick lag: GPUs held after work finished until the next tick. "
-             "undelivered: work not done by the end (negative: queued work costs nothing).</p>")
+             "undelivered: work not done by the end (negative: queued work costs nothing; 0 when the run ends with "
+             "nothing queued, as what still runs is then charged to its end).</p>")
     return body
 
 
