@@ -27,7 +27,7 @@ from burst.model import (
 from burst.planner import PlanIds, plan
 from burst.sim.registry import strategy_run
 from burst.sim.setup import default_setup
-from burst.sim.strategies import StrategyRun
+from burst.sim.strategies import ClusterAutoscalerScaleDown, StrategyRun
 from burst.sim.traces import Trace
 
 OD = group("od", max_size=40)
@@ -171,20 +171,23 @@ def test_a_node_is_replaced_by_one_cheaper_spot_node_ready_before_it_is_drained(
     assert _removed(ready) == ["old"]
 
 
-def test_the_disruption_budget_is_ten_percent_less_deleting_and_not_ready_nodes() -> None:
-    """roundup(10% x 20) = 2 of 5 empty nodes go; with one node booting (21 nodes: roundup 3 - 1) still 2; with
-    three booting (23: 3 - 3) none."""
+def test_the_disruption_budget_is_ten_percent_of_initialized_nodes_less_deleting_ones() -> None:
+    """roundup(10% x 20) = 2 of 5 empty nodes go; nodes still booting are not initialized, so they neither count
+    towards the total nor use the budget (Karpenter's BuildDisruptionBudgetMapping): with three booting, still 2;
+    a node being deleted uses one (21 initialized: roundup 3 - 1)."""
     busy = _od(15)
     empty = [ready_node(f"e{i}", OD, idle_since=T0) for i in range(5)]
     assert len(_removed(_plan(_run(), [*busy, *empty], _full(busy)))) == 2
-    assert len(_removed(_plan(_run(), [*busy, *empty, _booting("b0")], _full(busy)))) == 2
     booting = [_booting(f"b{i}") for i in range(3)]
-    assert _removed(_plan(_run(), [*busy, *empty, *booting], _full(busy))) == []
+    assert len(_removed(_plan(_run(), [*busy, *empty, *booting], _full(busy)))) == 2
+    deleting = dataclasses.replace(ready_node("d0", OD), state=NodeState.DRAINING)
+    assert len(_removed(_plan(_run(), [*busy, *empty, deleting], _full(busy)))) == 2
+    assert len(_removed(_plan(_run(), [*busy[:10], *empty, deleting], _full(busy[:10])))) == 1
 
 
 def test_do_not_disrupt_blocks_consolidation_of_busy_nodes_but_not_of_empty_ones_nor_interruptions() -> None:
-    nodes = [*_od(17), ready_node("l1", OD), ready_node("room", OD), ready_node("e", OD, idle_since=T0)]
-    jobs = [*_full(nodes[:17]), _running("a1", "l1", 2), _running("r", "room", 2)]
+    nodes = [*_od(8), ready_node("l1", OD), ready_node("room", ONPREM), ready_node("e", OD, idle_since=T0)]
+    jobs = [*_full(nodes[:8]), _running("a1", "l1", 2), _running("r", "room", 2)]
     assert _removed(_plan(_run("karpenter-do-not-disrupt"), nodes, jobs)) == ["e"]
     run = _run("karpenter-do-not-disrupt")
     busy = [n for n in nodes if n.id != "e"]
@@ -212,7 +215,7 @@ def test_karpenter_drains_with_a_30_s_grace_period_a_checkpoint_that_fits_lands_
     """A node going empty-of-room: its fault-tolerant job checkpoints in 20 s on SIGTERM, so the node waits for
     it and nothing is placed there meanwhile; a job whose checkpoint takes 60 s dies with its node."""
     run = _run()
-    nodes = [*_od(9), ready_node("l1", OD), ready_node("room", OD)]
+    nodes = [*_od(9), ready_node("l1", OD), ready_node("room", ONPREM)]
     quick = _running("quick", "l1", 2, ft=True, checkpoint_s=20.0, started=T0 - timedelta(minutes=50))
     jobs = [*_full(nodes[:9]), quick, _running("r", "room", 2)]
     first = _plan(run, nodes, jobs)
@@ -233,8 +236,6 @@ def test_karpenter_drains_with_a_30_s_grace_period_a_checkpoint_that_fits_lands_
 def test_the_cluster_autoscaler_drains_with_a_30_s_grace_period_too() -> None:
     """reactive's scale-down of an unneeded node: a job whose checkpoint fits 30 s checkpoints before the node
     goes; one that does not dies with it, as before."""
-    from burst.sim.strategies import ClusterAutoscalerScaleDown
-
     nodes = [ready_node("n1", OD), ready_node("n2", OD)]
     quick = _running("quick", "n1", 2, ft=True, checkpoint_s=20.0, started=T0 - timedelta(minutes=45))
     big = _running("big", "n2", 4)
@@ -275,3 +276,74 @@ def test_a_failed_offering_is_skipped_for_three_minutes() -> None:
     back to the next offering), where the Cluster Autoscaler backs a group off 5 min."""
     assert _run().launch_failure_cooldown_s == 180.0 and _run("reactive").launch_failure_cooldown_s == 300.0
     assert _run().interruption_cooldown_s == 0.0
+
+
+# ---------------------------------------------------------------- fidelity to the documented behaviour
+
+
+def test_multi_node_consolidation_replaces_several_nodes_with_one_cheaper_node() -> None:
+    """"Multi Node Consolidation - Try to delete two or more nodes in parallel, possibly launching a single
+    replacement whose price is lower than that of all nodes being removed": two on-demand nodes holding 3 GPUs
+    each, whose pods fit nowhere else, are replaced by one on-demand node and drained once it is ready."""
+    run = _run()
+    nodes = [*_od(18), ready_node("l1", OD), ready_node("l2", OD)]
+    jobs = [*_full(nodes[:18]), _running("a1", "l1", 3), _running("a2", "l2", 3)]
+    first = _plan(run, nodes, jobs)
+    assert [(a.target, a.count) for a in _kinds(first, ActionKind.SCALE_UP)] == [("od", 1)]
+    assert "multi node consolidation" in _kinds(first, ActionKind.SCALE_UP)[0].reason and _removed(first) == []
+    ready = _plan(run, [*nodes, ready_node("od-new", OD, idle_since=T0)], jobs, at=T0 + timedelta(seconds=300))
+    assert _removed(ready) == ["l1", "l2"]
+    # SpotToSpotConsolidation is off by default, for many spot nodes to one too: two light spot nodes are not
+    # replaced by one spot node; one is deleted, its pod fitting on the other
+    spot = [ready_node("a1", SPOT), ready_node("a2", SPOT), *_od(18)]
+    spot_jobs = [_running("f1", "a1", 3, ft=True), _running("f2", "a2", 3, ft=True), *_full(spot[2:])]
+    result = _plan(_run(), spot, spot_jobs)
+    assert _kinds(result, ActionKind.SCALE_UP) == [] and _removed(result) == ["a1"]
+
+
+def test_a_node_holding_one_pod_of_a_gang_is_consolidated_like_any_other() -> None:
+    """Karpenter knows pods, not gangs: a node whose pod of a two-node job (4 of its 8 GPUs) fits on free GPUs
+    elsewhere is deleted, and the whole job restarts from its last checkpoint."""
+    nodes = [*_od(7), ready_node("g1", OD), ready_node("g2", OD), ready_node("room", ONPREM)]
+    gang = job("gang", gpus=8, state=JobState.RUNNING, nodes=("g1", "g2"), started=HOUR_AGO, duration_s=1e6,
+               submitted=HOUR_AGO)
+    jobs = [*_full(nodes[:7]), gang, _running("extra", "g2", 4), _running("r", "room", 4)]
+    assert _removed(_plan(_run(), nodes, jobs)) == ["g1"]
+
+
+# ---------------------------------------------------------------- karpenter-ml
+
+
+def test_karpenter_ml_keeps_nodes_of_jobs_that_cannot_checkpoint_and_consolidates_the_others() -> None:
+    """do-not-disrupt on a job that would start over: its node stays where `karpenter` moves it; a node whose
+    job checkpoints is consolidated as under `karpenter`."""
+    nodes = [*_od(8), ready_node("l1", OD), ready_node("room", ONPREM)]
+    rigid = [*_full(nodes[:8]), _running("rigid", "l1", 2), _running("r", "room", 2)]
+    result = _plan(_run("karpenter-ml"), nodes, rigid)
+    assert _removed(result) == [] and any("do-not-disrupt" in h.reason for h in result.holds)
+    assert _removed(_plan(_run(), nodes, rigid)) == ["l1"]
+    ft = [*_full(nodes[:8]), _running("ft", "l1", 2, ft=True, checkpoint_s=20.0, started=T0 - timedelta(minutes=1)),
+          _running("r", "room", 2)]
+    assert _removed(_plan(_run("karpenter-ml"), nodes, ft)) == ["l1"]
+    assert _removed(_plan(_run("karpenter-balanced-ml"), nodes, rigid)) == []
+
+
+def test_karpenter_ml_gives_each_job_a_grace_period_of_at_least_its_checkpoint() -> None:
+    """A 200 s checkpoint fits no 30 s grace (the job dies with its node under `karpenter`); under `karpenter-ml`
+    the node waits for it, on consolidation and on a spot interruption alike."""
+    nodes = [*_od(8), ready_node("l1", OD), ready_node("room", ONPREM)]
+    slow = _running("slow", "l1", 2, ft=True, checkpoint_s=200.0, started=T0 - timedelta(minutes=50))
+    jobs = [*_full(nodes[:8]), slow, _running("r", "room", 2)]
+    plain = _plan(_run(), nodes, jobs)
+    assert _kinds(plain, ActionKind.REQUEST_CHECKPOINT) == [] and _removed(plain) == ["l1"]
+    ml = _run("karpenter-ml")
+    first = _plan(ml, nodes, jobs)
+    assert [a.target for a in _kinds(first, ActionKind.REQUEST_CHECKPOINT)] == ["slow"] and _removed(first) == []
+    landed = dataclasses.replace(slow, last_checkpoint_at=T0)
+    done = _plan(ml, nodes, [*jobs[:-2], landed, jobs[-1]], at=T0 + timedelta(seconds=200))
+    assert [a.target for a in _kinds(done, ActionKind.EVICT_JOB)] == ["slow"] and _removed(done) == ["l1"]
+    spot = [*_od(3), ready_node("s1", SPOT)]
+    on_spot = _running("slow-spot", "s1", 8, ft=True, checkpoint_s=100.0, started=T0 - timedelta(minutes=50))
+    noticed = _plan(_run("karpenter-ml"), spot, [*_full(spot[:3]), on_spot], notices={"s1": T0 + timedelta(minutes=2)})
+    assert [a.target for a in _kinds(noticed, ActionKind.REQUEST_CHECKPOINT)] == ["slow-spot"]
+    assert _removed(noticed) == []

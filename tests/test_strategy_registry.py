@@ -24,7 +24,8 @@ from burst.sim.setup import default_setup
 from burst.sim.traces import Trace
 
 DEFAULTS = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "karpenter", "karpenter-do-not-disrupt",
-            "karpenter-balanced", "static-peak", "static-p50", "floor", "oracle")
+            "karpenter-balanced", "karpenter-ml", "karpenter-balanced-ml", "static-peak", "static-p50", "floor",
+            "oracle")
 BY_NAME = ("burst-no-pool", "burst-fixed-pool", "burst-periodic-only", "burst-victims-most-recent",
            "burst-victims-random")
 

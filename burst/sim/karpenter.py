@@ -17,30 +17,57 @@ source `aws/karpenter-provider-aws`, `website/content/en/docs/`):
   0s`: a node is a candidate as soon as it is ready. Three mechanisms, in
   order, one per plan: "Empty Node Consolidation - Delete any entirely empty
   nodes in parallel"; "Multi Node Consolidation - Try to delete two or more
-  nodes in parallel"; "Single Node Consolidation - Try to delete any single
-  node, possibly launching a single replacement whose price is lower than that
-  of the node being removed". A node can be deleted "if all of its pods can
-  run on free capacity of other nodes in the cluster" (scheduling is
-  simulated: first fit, biggest job first, spot nodes only for spot-eligible
-  jobs, on-prem nodes included). Candidates are tried in the order that
-  "disrupts your workloads the least": "Nodes running fewer pods", then
-  "Nodes with lower priority pods" (node expiry, 720 h, never comes in these
-  runs). A replacement may be spot for pods that all tolerate it (an
+  nodes in parallel, possibly launching a single replacement whose price is
+  lower than that of all nodes being removed"; "Single Node Consolidation -
+  Try to delete any single node, possibly launching a single replacement
+  whose price is lower than that of the node being removed". A node is
+  deleted "if all of its pods can run on free capacity of other nodes in the
+  cluster", and replaced "if all of its pods can run on a combination of free
+  capacity of other nodes in the cluster and a single lower price replacement
+  node" (scheduling is simulated: first fit, biggest pod first, spot nodes
+  only for spot-eligible pods, on-prem nodes included; the pods left over go
+  to the replacement). Multi-node consolidation tries the most candidates the
+  budget allows first, then fewer, down to two. Candidates are tried in the
+  order that "disrupts your workloads the least": "Nodes running fewer pods",
+  then "Nodes with lower priority pods" (node expiry, 720 h, never comes in
+  these runs). A replacement may be spot for pods that all tolerate it (an
   on-demand node replaced by a spot one); spot-to-spot replacement is off by
-  default (`SpotToSpotConsolidation`) and is not made. The multi-node
-  mechanism here only deletes. The replacement is ready before the old node
-  is drained (Control Flow step 4: "Pre-spin any replacement nodes needed ...
-  and wait for them to become ready").
+  default (`SpotToSpotConsolidation`, for multi-node consolidation too:
+  `computeSpotToSpotConsolidation` returns no command when the gate is off)
+  and is not made. The replacement is ready before the old nodes are drained
+  (Control Flow step 4: "Pre-spin any replacement nodes needed ... and wait
+  for them to become ready").
+- Gangs: Karpenter schedules pods and knows no gangs, so a node holding one
+  pod of a multi-node job (its share of the job's GPUs) is a candidate like
+  any other; draining it evicts that pod, and the job restarts whole from its
+  last checkpoint (a gang's failure policy restarts every worker), as in a
+  cluster running it.
 - Disruption budget (concepts/disruption.md "NodePool Disruption Budgets"):
   "If undefined, Karpenter will default to one budget with nodes: 10%", and
   "allowed_disruptions = roundup(total * percentage) - total_deleting -
-  total_notready", over the elastic nodes (one NodePool).
+  total_notready", over the elastic nodes (one NodePool). The total counts
+  initialized nodes only: Karpenter's `BuildDisruptionBudgetMapping`
+  (pkg/controllers/disruption/helpers.go) skips a node that is not
+  initialized ("If a node is launched/registered, but not initialized, pods
+  aren't scheduled to the node"), so a node still booting neither adds to the
+  total nor uses the budget.
 - `do-not-disrupt` (`KarpenterDisruption(do_not_disrupt=True)`, the
   `karpenter-do-not-disrupt` strategy: every job carries
   `karpenter.sh/do-not-disrupt: "true"`, as long training jobs usually do):
   "Nodes with do-not-disrupt pods will be excluded from voluntary disruption",
   so only empty nodes are consolidated; it "does not exclude nodes from
   involuntary disruption methods, i.e. ... Interruption".
+- As a team running ML would configure it (`KarpenterDisruption(ml=True)`,
+  the `karpenter-ml` and `karpenter-balanced-ml` strategies): the docs advise
+  permanent `do-not-disrupt` for "a long batch job (such as you might have
+  with machine learning) that would need to start over if it were
+  interrupted", so a job that cannot checkpoint carries it (`cannot_checkpoint`)
+  and its node is left out of consolidation; every pod's
+  `terminationGracePeriodSeconds` is at least its job's checkpoint time
+  (`ml_grace_s`), so a checkpointing job checkpoints before its node goes, on
+  consolidation and on an interruption warning alike (a reclaim that comes
+  first still cuts it short). Everything else is `karpenter`'s or
+  `karpenter-balanced`'s.
 - Interruption (concepts/disruption.md "Interruption"): on a spot interruption
   warning Karpenter "taints, drains, and terminates the node(s) ahead of the
   interruption event" and "will start a new node as soon as it sees the Spot
@@ -57,7 +84,12 @@ source `aws/karpenter-provider-aws`, `website/content/en/docs/`):
 - Draining honours `terminationGracePeriodSeconds` (Kubernetes' default, 30 s;
   `GRACE_PERIOD_S`, `sigterm_drain`): a fault-tolerant job whose checkpoint fits
   the grace period checkpoints on SIGTERM and is evicted once it has landed;
-  any other job dies with its node and resumes from its last checkpoint.
+  any other job dies with its node and resumes from its last checkpoint. The
+  plain rows keep the default, which few checkpoints (30-300 s here) fit: it
+  is what a pod gets unless its team sets it, and the NodePool's
+  `terminationGracePeriod` (unset by default) only bounds a drain, never
+  lengthens a pod's (concepts/disruption.md "TerminationGracePeriod"). The
+  `-ml` rows set it per job.
   While a node drains nothing new is placed on it (the `karpenter.sh/disrupted`
   NoSchedule taint).
 """
@@ -75,7 +107,7 @@ from burst.planner.context import PlanContext
 from burst.planner.contract import declare, spec_of
 from burst.planner.eligibility import spot_eligible
 from burst.planner.preempt import job_priority
-from burst.sim.drain import sigterm_drain
+from burst.sim.drain import GRACE_PERIOD_S, sigterm_drain
 
 Step = Callable[[PlanContext], None]
 
@@ -100,6 +132,28 @@ STEP_TAINT = "karpenter_taint"
 _NOT_READY = frozenset({NodeState.REQUESTED, NodeState.BOOTING, NodeState.WAKING})
 _DELETING = frozenset({NodeState.DRAINING, NodeState.TERMINATING, NodeState.INTERRUPTED})
 _RUNNING = (JobState.RUNNING, JobState.CHECKPOINTING)
+
+
+def cannot_checkpoint(job: Job) -> bool:
+    """Whether the job would have to start over if its node went: not fault-tolerant, or no checkpoint to take."""
+    return not job.fault_tolerant or job.checkpoint_duration_s is None
+
+
+def ml_grace_s(job: Job) -> float:
+    """The `-ml` rows' `terminationGracePeriodSeconds` for a job's pods: its checkpoint time, at least Kubernetes'
+    default 30 s."""
+    return max(GRACE_PERIOD_S, job.checkpoint_duration_s or 0.0)
+
+
+@dataclass(frozen=True)
+class _Replacement:
+    """One cheaper node launched for the pods of `old` that fit nowhere else; `old` is drained once it is ready."""
+
+    group: GroupId
+    at: datetime
+    before: frozenset[NodeId]  # the group's nodes when it was launched
+    need: int  # GPUs it must have free
+    old: tuple[NodeId, ...]
 
 
 @dataclass
@@ -163,11 +217,21 @@ class KarpenterDisruption:
 
     STEP = STEP_DISRUPT
 
-    def __init__(self, *, do_not_disrupt: bool = False, balanced: bool = False) -> None:
+    def __init__(self, *, do_not_disrupt: bool = False, balanced: bool = False, ml: bool = False) -> None:
         self.do_not_disrupt = do_not_disrupt
         self.balanced = balanced
+        self.ml = ml
         self.draining: dict[NodeId, str] = {}  # node -> why
-        self.replacing: dict[NodeId, tuple[GroupId, datetime, frozenset[NodeId]]] = {}  # old -> (group, at, before)
+        self.replacing: dict[NodeId, _Replacement] = {}  # old node -> the replacement it waits for
+
+    def protected(self, job: Job) -> bool:
+        """Whether the job's pods carry `karpenter.sh/do-not-disrupt`: every job's, or under `ml` those of a job
+        that cannot checkpoint."""
+        return self.do_not_disrupt or (self.ml and cannot_checkpoint(job))
+
+    def grace_s(self, job: Job) -> float:
+        """The job's `terminationGracePeriodSeconds`: Kubernetes' 30 s, or under `ml` at least its checkpoint time."""
+        return ml_grace_s(job) if self.ml else GRACE_PERIOD_S
 
     @declare()
     def taint(self, ctx: PlanContext) -> None:
@@ -180,7 +244,7 @@ class KarpenterDisruption:
 
     def next_due(self, now: datetime) -> datetime | None:
         """Consolidation acts on every event; a replacement's timeout is the only timer."""
-        due = [at + timedelta(seconds=REPLACEMENT_TIMEOUT_S) for _, at, _ in self.replacing.values()]
+        due = [r.at + timedelta(seconds=REPLACEMENT_TIMEOUT_S) for r in self.replacing.values()]
         later = [t for t in due if t > now]
         return min(later) if later else None
 
@@ -203,42 +267,53 @@ class KarpenterDisruption:
         if allowed <= 0:
             if view.candidates:
                 ctx.hold("karpenter:budget", f"no node disrupted: the budget allows {allowed} (roundup(10% x "
-                         f"{view.total} nodes) - deleting - not ready)", self.STEP)
+                         f"{view.total} initialized nodes) - deleting)", self.STEP)
             return
         empty = [n for n in view.candidates if not view.jobs_on[n]]
         if empty:
             for node_id in empty[:allowed]:
                 self.draining[node_id] = "empty node consolidation"
             return
-        movable = [n for n in view.candidates if not self.do_not_disrupt and view.movable(n)]
-        if self.do_not_disrupt and view.candidates:
-            ctx.hold("karpenter:do-not-disrupt", "nodes running do-not-disrupt pods are excluded from "
-                     "consolidation", self.STEP)
+        movable = [n for n in view.candidates if not any(self.protected(j) for j in view.jobs_on[n])]
+        if len(movable) < len(view.candidates):
+            ctx.hold("karpenter:do-not-disrupt", f"{len(view.candidates) - len(movable)} node(s) running "
+                     "do-not-disrupt pods are excluded from consolidation", self.STEP)
         order = sorted(movable, key=lambda n: view.disruption_cost(ctx, n))
         for k in range(min(len(order), allowed), 1, -1):
-            chosen = order[:k]
-            if (view.fits_elsewhere(ctx, [j for n in chosen for j in view.jobs_on[n]], set(chosen))
-                    and self._pays(ctx, view, chosen, 0.0)):
-                for node_id in chosen:
-                    self.draining[node_id] = f"multi node consolidation ({k} nodes' pods fit on other nodes)"
+            if self._consolidate_nodes(ctx, view, order[:k], "multi node consolidation"):
                 return
         for node_id in order:
-            if view.fits_elsewhere(ctx, view.jobs_on[node_id], {node_id}) and self._pays(ctx, view, [node_id], 0.0):
-                self.draining[node_id] = "single node consolidation (its pods fit on other nodes)"
+            if self._consolidate_nodes(ctx, view, [node_id], "single node consolidation"):
                 return
-            cheaper = view.cheaper_spot(ctx, node_id)
-            if cheaper is not None and self._pays(ctx, view, [node_id], ctx.groups[cheaper].price_per_node):
-                cap = ctx.groups[cheaper]
-                old_price = ctx.groups[view.group_of[node_id]].price_per_node
-                before = frozenset(cap.free_of)
-                self.replacing[node_id] = (cheaper, ctx.now, before)
-                ctx.add_scale_up(Action(
-                    kind=ActionKind.SCALE_UP, target=cheaper, count=1, size=cap.planned_size + 1, step=self.STEP,
-                    reason=f"single node consolidation: replace {node_id} (${old_price:.2f}/h) with "
-                           f"one {cheaper} node (${cap.price_per_node:.2f}/h) for its spot-tolerant pods; it is "
-                           "drained once the replacement is ready"))
-                cap.launched += 1
-                return
+
+    def _consolidate_nodes(self, ctx: PlanContext, view: _View, chosen: Sequence[NodeId], method: str) -> bool:
+        """Delete `chosen` when their pods fit on other nodes, or replace them with one cheaper node that takes the
+        pods that do not; whether either was done (Balanced may decline both)."""
+        jobs = [j for n in chosen for j in view.jobs_on[n]]
+        left = view.unplaced(ctx, jobs, set(chosen))
+        if not left:
+            if not self._pays(ctx, view, chosen, 0.0):
+                return False
+            for node_id in chosen:
+                self.draining[node_id] = f"{method} (its pods fit on other nodes)"
+            return True
+        found = view.replacement(ctx, chosen, left)
+        if found is None:
+            return False
+        group_id, need = found
+        cap = ctx.groups[group_id]
+        if not self._pays(ctx, view, chosen, cap.price_per_node):
+            return False
+        old_usd_h = sum(ctx.groups[view.group_of[n]].price_per_node for n in chosen)
+        replacement = _Replacement(group_id, ctx.now, frozenset(cap.free_of), need, tuple(chosen))
+        for node_id in chosen:
+            self.replacing[node_id] = replacement
+        ctx.add_scale_up(Action(
+            kind=ActionKind.SCALE_UP, target=group_id, count=1, size=cap.planned_size + 1, step=self.STEP,
+            reason=f"{method}: replace {', '.join(chosen)} (${old_usd_h:.2f}/h) with one {group_id} node "
+                   f"(${cap.price_per_node:.2f}/h) for the pods that fit nowhere else; drained once it is ready"))
+        cap.launched += 1
+        return True
 
     def _pays(self, ctx: PlanContext, view: _View, nodes: Sequence[NodeId], replacement_usd_h: float) -> bool:
         """Under the Balanced policy, whether the action's savings outweigh its disruption: score =
@@ -260,29 +335,34 @@ class KarpenterDisruption:
         return False
 
     def _replacements_ready(self, ctx: PlanContext, view: _View) -> None:
-        for old, (group_id, at, before) in sorted(self.replacing.items()):
-            if old not in view.live:
-                del self.replacing[old]
+        for replacement in sorted(set(self.replacing.values()), key=lambda r: r.old):
+            old = [n for n in replacement.old if n in view.live]
+            cap = ctx.groups[replacement.group]
+            fresh = [n for n in cap.free_of if n not in replacement.before and cap.free_of[n] >= replacement.need]
+            timed_out = (ctx.now - replacement.at).total_seconds() >= REPLACEMENT_TIMEOUT_S
+            if old and not fresh and not timed_out:
                 continue
-            cap = ctx.groups[group_id]
-            need = sum(j.whole_gpus for j in view.jobs_on[old])
-            fresh = [n for n in cap.free_of if n not in before and cap.free_of[n] >= need]
+            for node_id in replacement.old:
+                self.replacing.pop(node_id, None)
             if fresh:
-                del self.replacing[old]
-                self.draining[old] = f"single node consolidation: replaced by {fresh[0]}, now ready"
-            elif (ctx.now - at).total_seconds() >= REPLACEMENT_TIMEOUT_S:
-                del self.replacing[old]
-                ctx.hold(f"node:{old}", f"replacement in {group_id} not ready after {REPLACEMENT_TIMEOUT_S:g} s: "
-                         "consolidation gives it up", self.STEP)
+                for node_id in old:
+                    self.draining[node_id] = f"consolidation: replaced by {fresh[0]}, now ready"
+            elif old:
+                ctx.hold(f"node:{old[0]}", f"replacement in {replacement.group} not ready after "
+                         f"{REPLACEMENT_TIMEOUT_S:g} s: consolidation gives it up", self.STEP)
 
     # ---------------------------------------------------------------- drain and delete
 
     def _drain(self, ctx: PlanContext, view: _View) -> None:
         gone: dict[GroupId, list[NodeId]] = defaultdict(list)
+        drained: dict[str, bool] = {}  # job -> whether it is off its nodes (a gang's pods span several nodes)
         for node_id, why in sorted(self.draining.items()):
             if node_id not in view.elastic:
                 continue
-            if sigterm_drain(ctx, view.jobs_on[node_id], self.STEP, f"{why}: drain {node_id}"):
+            for job in view.jobs_on[node_id]:
+                if job.id not in drained:
+                    drained[job.id] = sigterm_drain(ctx, [job], self.STEP, f"{why}: drain {node_id}", self.grace_s)
+            if all(drained[j.id] for j in view.jobs_on[node_id]):
                 gone[view.group_of[node_id]].append(node_id)
         for group_id, node_ids in sorted(gone.items()):
             cap = ctx.groups[group_id]
@@ -305,12 +385,11 @@ class _View:
     jobs_on: dict[NodeId, list[Job]]
     free: dict[NodeId, int]  # free GPUs of every ready node (steady ones too), after this plan's placements
     candidates: list[NodeId]  # ready elastic nodes, not noticed, in id order
-    total: int
+    total: int  # initialized elastic nodes (booting ones are left out, as Karpenter's budget leaves them out)
     deleting: int
-    notready: int
+    span: dict[str, int]  # job -> how many nodes its pods hold (a gang holds several)
     hosts: list[NodeId]  # ready nodes with free GPUs, in id order (where pods may be rescheduled)
     spot_nodes: set[NodeId]
-    total_free: int
     _pool: tuple[float, int] | None = None
 
     @classmethod
@@ -321,24 +400,26 @@ class _View:
         live = {n.id for n in snap.nodes if n.live}
         elastic = {n.id for n in snap.nodes if n.group_id in elastic_groups and n.live}
         jobs_on: dict[NodeId, list[Job]] = defaultdict(list)
+        span: dict[str, int] = {}
         for job in snap.running_jobs:
             if job.state in _RUNNING:
+                span[job.id] = len(job.node_ids)
                 for node_id in job.node_ids:
                     jobs_on[node_id].append(job)
         by_id = {j.id: j for j in snap.pending_jobs}
         for job_id, node_ids in ctx.placements.items():
             if job_id in by_id:
+                span[job_id] = len(node_ids)
                 for node_id in node_ids:
                     jobs_on[node_id].append(by_id[job_id])
         free = {n: f for cap in ctx.groups.values() for n, f in cap.free_of.items()}
         candidates = sorted(n for n in elastic if n in free and n not in snap.notices)
-        states = [n.state for n in snap.nodes if n.id in elastic]
+        states = [n.state for n in snap.nodes if n.id in elastic and n.state not in _NOT_READY]
         hosts = sorted(n for n, f in free.items() if f > 0)
         spot_groups = {g.id for g in snap.groups if g.capacity_type is CapacityType.SPOT}
         spot_nodes = {n for n in hosts if group_of.get(n) in spot_groups}
         return cls(elastic, live, group_of, jobs_on, free, candidates, len(states),
-                   sum(1 for s in states if s in _DELETING), sum(1 for s in states if s in _NOT_READY),
-                   hosts, spot_nodes, sum(free[n] for n in hosts))
+                   sum(1 for s in states if s in _DELETING), span, hosts, spot_nodes)
 
     def pool(self, ctx: PlanContext) -> tuple[float, int]:
         """The candidate nodes' cost per hour and pod count (computed once per plan)."""
@@ -348,48 +429,45 @@ class _View:
         return self._pool
 
     def allowed_disruptions(self, draining: int) -> int:
-        """roundup(10% x nodes) - nodes being deleted - nodes not ready."""
-        return math.ceil(BUDGET_NODES_FRACTION * self.total) - self.deleting - draining - self.notready
+        """roundup(10% x initialized nodes) - nodes being deleted (a ready node is never NotReady here)."""
+        return math.ceil(BUDGET_NODES_FRACTION * self.total) - self.deleting - draining
 
-    def movable(self, node_id: NodeId) -> bool:
-        """Whether every job on the node may be rescheduled (single-node jobs only)."""
-        return all(len(j.node_ids) <= 1 for j in self.jobs_on[node_id])
+    def pod_gpus(self, job: Job) -> int:
+        """The GPUs one of the job's pods requests: all of them, or a gang's share per node."""
+        return math.ceil(job.whole_gpus / max(1, self.span.get(job.id, 1)))
 
     def disruption_cost(self, ctx: PlanContext, node_id: NodeId) -> tuple[int, int, str]:
         """Fewer pods first, then lower priority pods (then id, for determinism)."""
         jobs = self.jobs_on[node_id]
         return len(jobs), max((job_priority(ctx, j) for j in jobs), default=0), node_id
 
-    def fits_elsewhere(self, ctx: PlanContext, jobs: Sequence[Job], excluded: set[NodeId]) -> bool:
-        """Whether `jobs` all fit (first fit, biggest first) on free GPUs of ready nodes outside `excluded`."""
-        if not jobs:
-            return True
-        need = sum(j.whole_gpus for j in jobs)
-        if need > self.total_free - sum(self.free.get(n, 0) for n in excluded):
-            return False  # not enough free GPUs outside the nodes going, however they are packed
+    def unplaced(self, ctx: PlanContext, jobs: Sequence[Job], excluded: set[NodeId]) -> list[Job]:
+        """The pods of `jobs` that do not fit (first fit, biggest first) on free GPUs of ready nodes outside
+        `excluded`; spot nodes take only spot-tolerant pods."""
         hosts = [n for n in self.hosts if n not in excluded]
         room = {n: self.free[n] for n in hosts}
-        spot_nodes = self.spot_nodes
-        for job in sorted(jobs, key=lambda j: (-j.whole_gpus, j.id)):
-            gpus = job.whole_gpus
+        left: list[Job] = []
+        for job in sorted(jobs, key=lambda j: (-self.pod_gpus(j), j.id)):
+            gpus = self.pod_gpus(job)
             may_spot = spot_eligible(job, ctx.policy(job.tenant))
-            host = next((n for n in hosts if room[n] >= gpus and (may_spot or n not in spot_nodes)), None)
+            host = next((n for n in hosts if room[n] >= gpus and (may_spot or n not in self.spot_nodes)), None)
             if host is None:
-                return False
-            room[host] -= gpus
-        return True
+                left.append(job)
+            else:
+                room[host] -= gpus
+        return left
 
-    def cheaper_spot(self, ctx: PlanContext, node_id: NodeId) -> GroupId | None:
-        """A spot group whose one node is cheaper and holds every job of this on-demand node, when all tolerate spot."""
-        cap = ctx.groups[self.group_of[node_id]]
-        jobs = self.jobs_on[node_id]
-        if cap.group.capacity_type is not CapacityType.ON_DEMAND or not jobs:
-            return None
-        if not all(spot_eligible(j, ctx.policy(j.tenant)) for j in jobs):
-            return None
-        need = sum(j.whole_gpus for j in jobs)
-        options = [c for c in ctx.groups.values() if c.group.capacity_type is CapacityType.SPOT
-                   and c.group.tier is Tier.ELASTIC and c.price_per_node < cap.price_per_node and c.gpn >= need
-                   and c.planned_size < c.group.max_size and c.group.id not in ctx.snapshot.unavailable]
+    def replacement(self, ctx: PlanContext, chosen: Sequence[NodeId], left: Sequence[Job]) -> tuple[GroupId, int] | None:
+        """One node, cheaper than all of `chosen` together, that holds the pods `left` over: its group and the GPUs
+        it must have free (the cheapest; None if none). Spot only for pods that all tolerate it, and never for
+        spot nodes alone (`SpotToSpotConsolidation` is off by default, for multi-node consolidation too)."""
+        need = sum(self.pod_gpus(j) for j in left)
+        old_usd_h = sum(ctx.groups[self.group_of[n]].price_per_node for n in chosen)
+        all_spot = all(ctx.groups[self.group_of[n]].group.capacity_type is CapacityType.SPOT for n in chosen)
+        may_spot = not all_spot and all(spot_eligible(j, ctx.policy(j.tenant)) for j in left)
+        kinds = {CapacityType.ON_DEMAND, CapacityType.SPOT} if may_spot else {CapacityType.ON_DEMAND}
+        options = [c for c in ctx.groups.values() if c.group.tier is Tier.ELASTIC and c.group.capacity_type in kinds
+                   and c.price_per_node < old_usd_h and c.gpn >= need and c.planned_size < c.group.max_size
+                   and c.group.id not in ctx.snapshot.unavailable]
         best = min(options, key=lambda c: (c.price_per_node, c.group.id), default=None)
-        return best.group.id if best is not None else None
+        return (best.group.id, need) if best is not None else None

@@ -154,9 +154,9 @@ def strategy_run(name: str, setup: SimSetup, stats: TraceStats, *, fixed_pool_no
 
 # burst's own strategies, in report order (the module docstring of `burst.sim.strategies` defines each)
 register(Strategy("burst", "the full planner with demand forecasts, event-driven", build=builtin.build_burst,
-                  start_rank=6))
+                  start_rank=8))
 register(Strategy("burst-no-forecast", "the full planner without forecasts", build=builtin.build_burst_no_forecast,
-                  start_rank=7))
+                  start_rank=9))
 register(Strategy("reactive", "Cluster Autoscaler rules (10 s scans, nodes unneeded for 10 min removed)",
                   build=builtin.build_reactive, start_rank=2))
 register(Strategy("reactive-hotpool", "reactive with a fixed warm pool of 10% of peak demand",
@@ -167,14 +167,18 @@ register(Strategy("karpenter-do-not-disrupt", "karpenter with every job annotate
                   build=builtin.build_karpenter_do_not_disrupt, start_rank=4))
 register(Strategy("karpenter-balanced", "karpenter with consolidationPolicy Balanced",
                   build=builtin.build_karpenter_balanced, start_rank=5))
+register(Strategy("karpenter-ml", "karpenter as advised for ML: do-not-disrupt on jobs that cannot checkpoint, "
+                  "grace >= checkpoint time", build=builtin.build_karpenter_ml, start_rank=6))
+register(Strategy("karpenter-balanced-ml", "karpenter-balanced configured as karpenter-ml",
+                  build=builtin.build_karpenter_balanced_ml, start_rank=7))
 register(Strategy("static-peak", "the steady tier sized to peak demand, no cloud", build=builtin.build_static_peak,
-                  start_rank=8))
+                  start_rank=10))
 register(Strategy("static-p50", "the steady tier sized to the P50 of demand, no cloud",
                   build=builtin.build_static_p50, start_rank=1))
 register(Strategy("floor", "the oracle with whole nodes, one boot per cloud node and first-fit placement",
-                  bound=floor, start_rank=9))
+                  bound=floor, start_rank=11))
 register(Strategy("oracle", "every job runs from its submission with no boot latency: the bound", bound=oracle,
-                  start_rank=10))
+                  start_rank=12))
 register(Strategy("burst-no-pool", "burst with no hot pool at all", build=builtin.build_burst_no_pool,
                   availability=Availability.BY_NAME))
 register(Strategy("burst-fixed-pool", "burst with a fixed pool of fixed_pool_nodes stopped on-demand nodes",

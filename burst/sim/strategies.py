@@ -80,7 +80,11 @@ them.
     default `nodes: 10%`);
   - on a spot interruption warning the node is drained and deleted ahead of
     the deadline and its pods are provisioned for again (concepts/disruption.md
-    "Interruption").
+    "Interruption");
+  - multi-node consolidation may launch one replacement cheaper than all the
+    nodes it removes, the budget counts initialized nodes only, and a node
+    holding one pod of a gang is a candidate like any other (the module
+    docstring of `burst.sim.karpenter` cites each).
 - `karpenter-do-not-disrupt`: `karpenter` with every job annotated
   `karpenter.sh/do-not-disrupt: "true"`, which "excludes nodes from voluntary
   disruption" (only empty nodes are consolidated) but not from interruption
@@ -90,11 +94,21 @@ them.
   share of the pool's cost saved is at least half its share of the pool's
   pods disrupted (score >= 1/k, k = 2; aws-samples karpenter-blueprints,
   "Balanced Consolidation Policy").
+- `karpenter-ml` and `karpenter-balanced-ml`: `karpenter` and
+  `karpenter-balanced` as their docs advise a team running ML to configure
+  them: `karpenter.sh/do-not-disrupt` on every job that cannot checkpoint (a
+  long batch job that "would need to start over"), and each pod's
+  `terminationGracePeriodSeconds` at least its job's checkpoint time, so a
+  checkpointing job checkpoints before its node goes (concepts/disruption.md
+  "Pod-Level Controls", "TerminationGracePeriod").
 
 Every baseline drains a node it deletes with Kubernetes' graceful termination
-(`burst.sim.drain`): `terminationGracePeriodSeconds` of 30 s, in which a job
-whose checkpoint fits checkpoints on SIGTERM and resumes from there; any other
-job resumes from its last checkpoint. The node waits for those checkpoints and
+(`burst.sim.drain`): `terminationGracePeriodSeconds` of 30 s (the `-ml` rows:
+at least each job's checkpoint time), in which a job whose checkpoint fits
+checkpoints on SIGTERM and resumes from there; any other job resumes from its
+last checkpoint. The 30 s stays for the other rows: it is Kubernetes' default,
+what a pod gets unless its team sets one, though few checkpoints (30-300 s
+here) fit it. The node waits for those checkpoints and
 takes no new pods meanwhile (the autoscaler's NoSchedule taint).
 """
 
@@ -292,6 +306,17 @@ def build_karpenter_do_not_disrupt(request: StrategyRequest) -> StrategyRun:
 def build_karpenter_balanced(request: StrategyRequest) -> StrategyRun:
     """`karpenter-balanced`: `karpenter` with `consolidationPolicy: Balanced`."""
     return _karpenter(request, KarpenterDisruption(balanced=True))
+
+
+def build_karpenter_ml(request: StrategyRequest) -> StrategyRun:
+    """`karpenter-ml`: `karpenter` as its docs advise for ML: do-not-disrupt on jobs that cannot checkpoint, and a
+    grace period at least each job's checkpoint time."""
+    return _karpenter(request, KarpenterDisruption(ml=True))
+
+
+def build_karpenter_balanced_ml(request: StrategyRequest) -> StrategyRun:
+    """`karpenter-balanced-ml`: `karpenter-balanced` configured as `karpenter-ml` is."""
+    return _karpenter(request, KarpenterDisruption(balanced=True, ml=True))
 
 
 def _karpenter(request: StrategyRequest, disruption: KarpenterDisruption) -> StrategyRun:
@@ -512,7 +537,9 @@ __all__ = [
     "build_burst_victims_random",
     "build_karpenter",
     "build_karpenter_balanced",
+    "build_karpenter_balanced_ml",
     "build_karpenter_do_not_disrupt",
+    "build_karpenter_ml",
     "build_reactive",
     "build_reactive_hotpool",
     "build_static_p50",
