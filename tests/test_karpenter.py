@@ -311,6 +311,56 @@ def test_a_node_holding_one_pod_of_a_gang_is_consolidated_like_any_other() -> No
     assert _removed(_plan(_run(), nodes, jobs)) == ["g1"]
 
 
+def _ca(run: StrategyRun) -> ClusterAutoscalerScaleDown:
+    step = next(s for _, s in run.pipeline if isinstance(s, ClusterAutoscalerScaleDown))
+    step.last_scale_up = T0 - timedelta(hours=1)
+    return step
+
+
+def test_the_cluster_autoscaler_counts_a_node_unneeded_only_while_its_pods_fit_elsewhere() -> None:
+    """A node under 50% GPU requests whose pods fit nowhere else is not unneeded: its 10 minutes start when room
+    appears, not when its utilisation fell."""
+    run = _run("reactive")
+    step = _ca(run)
+    nodes = [ready_node("n1", OD), ready_node("n2", OD)]
+    crowded = [_running("small", "n1", 2), _running("big", "n2", 8)]
+    _plan(run, nodes, crowded, at=T0)
+    assert "n1" not in step.unneeded_since
+    roomy = [_running("small", "n1", 2), _running("big", "n2", 4)]
+    assert _removed(_plan(run, nodes, roomy, at=T0 + timedelta(minutes=10))) == []
+    assert _removed(_plan(run, nodes, roomy, at=T0 + timedelta(minutes=20))) == ["n1"]
+
+
+def test_the_cluster_autoscaler_drains_one_non_empty_node_at_a_time_and_deletes_empty_ones_together() -> None:
+    """--max-drain-parallelism 1: of three unneeded nodes with pods, one goes per pass; --max-scale-down-parallelism
+    10: two empty ones go together."""
+    run = _run("reactive")
+    _ca(run)
+    nodes = [ready_node("a", OD), ready_node("b", OD), ready_node("c", OD), ready_node("room", ONPREM)]
+    jobs = [_running("ja", "a", 1), _running("jb", "b", 1), _running("jc", "c", 1)]
+    _plan(run, nodes, jobs, at=T0)
+    assert _removed(_plan(run, nodes, jobs, at=T0 + timedelta(minutes=10))) == ["a"]
+    empty_run = _run("reactive")
+    _ca(empty_run)
+    empties = [ready_node("e1", OD, idle_since=T0), ready_node("e2", OD, idle_since=T0)]
+    _plan(empty_run, empties, [], at=T0)
+    assert _removed(_plan(empty_run, empties, [], at=T0 + timedelta(minutes=10))) == ["e1", "e2"]
+
+
+def test_the_node_termination_handler_drains_a_noticed_spot_node_under_the_cluster_autoscaler() -> None:
+    """A spot interruption notice: the node is cordoned and drained (a checkpoint that fits the 30 s grace is
+    asked, a job that cannot checkpoint is evicted at once); the cloud reclaims the node itself."""
+    run = _run("reactive")
+    _ca(run)
+    nodes = [ready_node("s1", SPOT), ready_node("s2", SPOT)]
+    quick = _running("quick", "s1", 4, ft=True, checkpoint_s=20.0, started=T0 - timedelta(minutes=40))
+    rigid = _running("rigid", "s1", 4)
+    result = _plan(run, nodes, [quick, rigid, _running("other", "s2", 8)], notices={"s1": T0 + timedelta(minutes=2)})
+    assert [a.target for a in _kinds(result, ActionKind.REQUEST_CHECKPOINT)] == ["quick"]
+    assert [a.target for a in _kinds(result, ActionKind.EVICT_JOB)] == ["rigid"]
+    assert _removed(result) == []
+
+
 # ---------------------------------------------------------------- karpenter-ml
 
 

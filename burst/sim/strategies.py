@@ -46,13 +46,25 @@ them.
   defaults): scan every 10 s; scale up when pods are pending and nothing
   upcoming can hold them, with a cold boot, to the cheapest feasible group (the
   `price` expander; spot groups take only pods that tolerate them, as a taint
-  would); a node whose GPU requests are under 50% of its GPUs is *unneeded*,
-  and one unneeded for 10 min is removed if its pods fit on other nodes, which
-  evicts them (batch pods are evictable by default: they lose the work since
-  their last checkpoint and are rescheduled); no scale-down for 10 min after a
-  scale-up (`scale-down-delay-after-add`); a node group whose scale-up failed is
-  backed off for 5 min (`initial-node-group-backoff-duration`); interruptions
-  start no backoff.
+  would); a node is *unneeded* while its GPU requests are under 50% of its
+  GPUs and all its pods can be moved to other nodes (FAQ "How does scale-down
+  work?": both conditions; the removal is simulated node by node, least used
+  first, pods of one taking room the next cannot use); one unneeded for
+  10 min is removed, which evicts its pods (batch pods are evictable by
+  default: they lose the work since their last checkpoint and are
+  rescheduled); empty nodes go up to 10 at once
+  (`--max-scale-down-parallelism` 10) and non-empty ones one at a time
+  (`--max-drain-parallelism` "Maximum number of nodes needing drain, that can
+  be drained and deleted in parallel", default 1); no scale-down for 10 min
+  after a scale-up (`scale-down-delay-after-add`); a node group whose
+  scale-up failed is backed off for 5 min
+  (`initial-node-group-backoff-duration`); interruptions start no backoff.
+  Spot interruption notices are handled as an AWS deployment of the CA
+  handles them, by the AWS Node Termination Handler beside it
+  (`enableSpotInterruptionDraining`): the noticed node is cordoned and
+  drained, each pod with its grace period (a checkpoint that fits lands
+  first; a job that cannot checkpoint is evicted at once and rescheduled),
+  and the cloud reclaims the node at its deadline.
 - `reactive-hotpool`: `reactive` plus a fixed warm pool (an Auto Scaling warm
   pool of stopped instances) of 10% of peak demand in the cheapest on-demand
   group: a scale-up wakes a pooled node in about a minute, and the pool refills.
@@ -157,6 +169,8 @@ CA_UTILIZATION_THRESHOLD = 0.5
 CA_DELAY_AFTER_ADD_S = 600.0
 HOTPOOL_SHARE_OF_PEAK = 0.10
 CA_NODE_GROUP_BACKOFF_S = 300.0  # --initial-node-group-backoff-duration: a failed scale-up backs the group off
+CA_MAX_SCALE_DOWN_PARALLELISM = 10  # --max-scale-down-parallelism: nodes, empty or drained, deleted at once
+CA_MAX_DRAIN_PARALLELISM = 1  # --max-drain-parallelism: non-empty nodes drained and deleted at once
 
 
 @dataclass(frozen=True)
@@ -393,13 +407,13 @@ class ClusterAutoscalerScaleDown:
         self.draining: dict[GroupId, set[NodeId]] = {}  # chosen nodes whose jobs checkpoint on SIGTERM first
 
     def taint(self, ctx: PlanContext) -> None:
-        """The CA's `ToBeDeletedByClusterAutoscaler` NoSchedule taint: nothing is placed on a node it drains."""
-        for group_id, node_ids in self.draining.items():
-            cap = ctx.groups.get(group_id)
-            if cap is None:
-                continue
-            for node_id in node_ids:
-                free = cap.free_of.get(node_id, 0)
+        """The CA's `ToBeDeletedByClusterAutoscaler` NoSchedule taint on the nodes it drains, and the Node
+        Termination Handler's cordon on spot nodes with an interruption notice: nothing is placed on them."""
+        noticed = [n for n in ctx.snapshot.notices if n in ctx.nodes]
+        for cap in ctx.groups.values():
+            draining = self.draining.get(cap.group.id, set())
+            for node_id in [n for n in cap.free_of if n in draining or n in noticed]:
+                free = cap.free_of[node_id]
                 if free > 0:
                     cap.take_on((node_id,), free)
 
@@ -415,27 +429,50 @@ class ClusterAutoscalerScaleDown:
         now = ctx.now
         if ctx.scale_ups:  # this plan launches (the hand-off, not a scan of other steps' actions)
             self.last_scale_up = now
+        self._drain_noticed(ctx)
         if self.draining:
             self._finish_drains(ctx)
-        # GPUs in use on every ready elastic node after this plan's placements (the planner keeps free GPUs per group)
+        used, unneeded = self._unneeded(ctx)
+        seen = {n for ids in unneeded.values() for n in ids}
+        self.unneeded_since = {n: self.unneeded_since.get(n, now) for n in seen}
+        if self.last_scale_up is not None and (now - self.last_scale_up).total_seconds() < self.delay_after_add_s:
+            return
+        self._remove(ctx, used, unneeded)
+
+    def _unneeded(self, ctx: PlanContext) -> tuple[dict[NodeId, int], dict[GroupId, list[NodeId]]]:
+        """GPUs in use on each ready elastic node after this plan's placements, and the unneeded nodes per group:
+        under the utilisation threshold and with every pod fitting on other nodes, nodes found unneeded before
+        taking none of them (the CA's removal simulation, least used first)."""
         nodes = ctx.nodes
         used: dict[NodeId, int] = {}
-        unneeded: dict[GroupId, list[NodeId]] = {}
+        under: list[tuple[int, NodeId, GroupId]] = []
         for cap in ctx.groups.values():
             if cap.group.tier is not Tier.ELASTIC:
                 continue
             draining = self.draining.get(cap.group.id, ())
             for node_id, free_gpus in cap.free_of.items():
-                if node_id in draining:
+                if node_id in draining or node_id in ctx.snapshot.notices:
                     continue
                 gpus = nodes[node_id].gpus
                 used[node_id] = gpus - free_gpus
                 if gpus - free_gpus < self.utilization_threshold * gpus:
-                    unneeded.setdefault(cap.group.id, []).append(node_id)
-        seen = {n for ids in unneeded.values() for n in ids}
-        self.unneeded_since = {n: self.unneeded_since.get(n, now) for n in seen}
-        if self.last_scale_up is not None and (now - self.last_scale_up).total_seconds() < self.delay_after_add_s:
-            return
+                    under.append((gpus - free_gpus, node_id, cap.group.id))
+        unneeded: dict[GroupId, list[NodeId]] = {}
+        free = {n: f for c in ctx.groups.values() for n, f in c.free_of.items()}  # where pods may go, steady too
+        going: set[NodeId] = set()
+        for _, node_id, group_id in sorted(under):
+            if self._pods_fit_elsewhere(ctx, node_id, free, going | {node_id}):
+                going.add(node_id)
+                unneeded.setdefault(group_id, []).append(node_id)
+        return used, unneeded
+
+    def _remove(self, ctx: PlanContext, used: dict[NodeId, int], unneeded: dict[GroupId, list[NodeId]]) -> None:
+        """Remove the nodes unneeded for `unneeded_time_s`: empty ones up to `--max-scale-down-parallelism`, and
+        one non-empty node at a time (`--max-drain-parallelism`), its pods evicted with their grace period."""
+        now = ctx.now
+        in_flight = sum(len(v) for v in self.draining.values())
+        deletes_left = CA_MAX_SCALE_DOWN_PARALLELISM - in_flight
+        drains_left = CA_MAX_DRAIN_PARALLELISM - in_flight
         removing: set[NodeId] = set()
         free: dict[NodeId, int] | None = None  # free GPUs of every ready node, steady ones too: where pods may go
         for group_id in sorted(unneeded):
@@ -448,12 +485,17 @@ class ClusterAutoscalerScaleDown:
             if due and free is None:
                 free = {n: f for c in ctx.groups.values() for n, f in c.free_of.items()}
             for node_id in due:
-                if cap.target - len(chosen) <= cap.group.min_size:
+                empty = not _jobs_on(ctx, node_id)
+                if cap.target - len(chosen) <= cap.group.min_size or deletes_left <= 0:
                     break
+                if not empty and drains_left <= 0:
+                    continue
                 assert free is not None
                 if self._pods_fit_elsewhere(ctx, node_id, free, removing | {node_id}):
                     chosen.append(node_id)
                     removing.add(node_id)
+                    deletes_left -= 1
+                    drains_left -= 0 if empty else 1
             # pods get SIGTERM: a node whose jobs checkpoint within the grace period goes once they have
             waiting = [n for n in chosen if not sigterm_drain(ctx, _jobs_on(ctx, n), self.STEP,
                                                               f"cluster-autoscaler scale-down of {n}")]
@@ -478,6 +520,14 @@ class ClusterAutoscalerScaleDown:
                 for n in chosen:
                     self.unneeded_since.pop(n, None)
 
+    def _drain_noticed(self, ctx: PlanContext) -> None:
+        """The AWS Node Termination Handler: a spot node with an interruption notice is cordoned (`taint`) and
+        drained, each pod evicted with its grace period (a checkpoint that fits it lands first); the node itself
+        goes when the cloud reclaims it."""
+        for node_id in sorted(n for n in ctx.snapshot.notices if n in ctx.nodes):
+            sigterm_drain(ctx, _jobs_on(ctx, node_id), self.STEP,
+                          f"spot interruption notice: aws-node-termination-handler drains {node_id}", evict_others=True)
+
     def _finish_drains(self, ctx: PlanContext) -> None:
         """Remove the drained nodes whose jobs' SIGTERM checkpoints have landed (and forget vanished ones)."""
         live = {n.id for n in ctx.snapshot.nodes if n.live}
@@ -498,11 +548,12 @@ class ClusterAutoscalerScaleDown:
 
     @staticmethod
     def _pods_fit_elsewhere(ctx: PlanContext, node_id: NodeId, free: dict[NodeId, int], excluded: set[NodeId]) -> bool:
-        """Whether every job on `node_id` fits (first fit) on free GPUs of ready nodes not being removed."""
+        """Whether every pod on `node_id` fits (first fit) on free GPUs of ready nodes not being removed (a gang's
+        pod asks its share of the job's GPUs); on success the GPUs they take are taken from `free`."""
         jobs = _jobs_on(ctx, node_id)
         room = {n: f for n, f in free.items() if n not in excluded}
-        for job in sorted(jobs, key=lambda j: -j.whole_gpus):
-            need = job.whole_gpus
+        pods = [math.ceil(j.whole_gpus / max(1, len(j.node_ids))) for j in jobs]
+        for need in sorted(pods, reverse=True):
             host = next((n for n, f in sorted(room.items()) if f >= need), None)
             if host is None:
                 return False
