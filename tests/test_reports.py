@@ -166,8 +166,9 @@ def test_the_cost_report_shows_every_what_if_beside_the_baseline_with_its_change
 
 
 def test_both_reports_are_self_contained_pngs(simulated: tuple[Path, dict], projected: tuple[Path, dict, dict]) -> None:
-    # a light and a dark picture of: tradeoff, waterfall, gap bars, cost by line, cost rate, capacity, pending, CDF
-    assert _assert_self_contained(simulated[0]) == 2 * 8
+    # a light and a dark picture of: tradeoff, frontier, waterfall, gap bars, cost by line, cost rate, capacity,
+    # pending, CDF
+    assert _assert_self_contained(simulated[0]) == 2 * 9
     # demand, cost per day, per tenant, per line
     assert _assert_self_contained(projected[0]) == 2 * 4
 

@@ -1,7 +1,8 @@
 """The HTML report of `burst simulate --report`: where the money went and what waiting cost, per strategy.
 
 One self-contained page (`burst.plots`): a summary table, cost against P95
-wait, the cost gap above the oracle by part (a waterfall), then, for each
+wait, cost against P95 delay with the frontier and whether burst is dominated
+(`burst.sim.frontier`), the cost gap above the oracle by part (a waterfall), then, for each
 simulated strategy on shared axes, cost rate by cost line, ready capacity
 against demand with the plan's actions marked, pending GPUs, and the wait
 CDFs with each tenant's SLO. The bounds (`oracle`, `floor`) are computed, not
