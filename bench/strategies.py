@@ -18,7 +18,7 @@ node-hour. Two variants replay the same windows:
   size; launches beyond it fail (`burst.sim.setup.with_spot_scarcity`), so
   waiting for spot costs time;
 - `second-price`: the cloud groups in us-west-2, where p4d spot costs
-  $8.00/node-h rather than $2.47 (`burst.sim.setup.in_region`).
+  $8.00/node-h rather than $2.47 (`burst.sim.setup.with_second_price`).
 
 The variants replay the windows of `VARIANT_WINDOWS` (itp-cluster02 and
 itp-cluster05), which keeps the whole run within a few minutes on two cores.
@@ -63,7 +63,7 @@ import math
 import resource
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -77,7 +77,7 @@ from burst.sim.engine import GAP_PARTS, StrategyResult
 from burst.sim.frontier import NOT_COMPARED, SERVICE_GATE_S, CostVerdict, Point, cost_verdict, dominated_by
 from burst.sim.registry import check, default_names, offered_names
 from burst.sim.report import BOUND_NAMES, frontier_figure
-from burst.sim.setup import SimSetup, default_setup, in_region, with_fault_tolerance, with_spot_scarcity
+from burst.sim.setup import NAMED_SETUPS, named_setup, with_fault_tolerance
 from burst.sim.traces import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,12 +111,7 @@ TTC_SLACK_S = 15.0  # time to capacity on cold boots may exceed the boot latency
 OUTSIDE_TARGETS = ("static-p50",)
 """Strategies no target reads: static-p50 does not finish its work (its run keeps its window)."""
 
-Variant = Callable[[SimSetup], SimSetup]
-VARIANTS: dict[str, Variant] = {
-    "main": lambda s: s,
-    "spot-scarcity": with_spot_scarcity,
-    "second-price": lambda s: in_region(s, "us-west-2"),
-}
+VARIANTS = NAMED_SETUPS  # main, spot-scarcity, second-price: `burst simulate --setup NAME` replays each too
 
 
 def peak_rss_mib() -> float:
@@ -437,7 +432,7 @@ def main() -> int:
                 continue
             since = datetime.fromisoformat(start) if start else None
             trace = load_trace(data_dir() / "traces" / file).window(since, days=days)
-            setup = VARIANTS[variant](default_setup(trace.stats()))
+            setup = named_setup(variant, trace.stats())
             t0 = time.perf_counter()
             names = list(SPEED_STRATEGIES if args.speed else default_names())
             if variant == "main" and not args.speed and "burst-no-forecast" in names:

@@ -42,6 +42,10 @@ from burst.strategy_option import strategy_option
               help="burst.yaml whose node groups, initial sizes, spot hazards, prices and policies to simulate "
                    "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
                    "one spot cloud group at catalog prices).")
+@click.option("--setup", "setup_name", type=click.Choice(["main", "spot-scarcity", "second-price"]), default=None,
+              help="A named set-up sized from the trace, as the strategy benchmark replays it: main (the default), "
+                   "spot-scarcity (each spot offering holds a quarter of its group) or second-price (the cloud groups "
+                   "in us-west-2). Not with --config.")
 @strategy_option()
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -59,6 +63,7 @@ def simulate_cmd(
     epoch: str | None,
     tenant_column: str | None,
     config_path: Path | None,
+    setup_name: str | None,
     strategies: tuple[str, ...],
     start: str | None,
     days: float | None,
@@ -76,9 +81,11 @@ def simulate_cmd(
 
     from burst.sim.compare import compare
     from burst.sim.registry import default_names
-    from burst.sim.setup import setup_from_config
+    from burst.sim.setup import named_setup, setup_from_config
     from burst.sim.traces import TraceError, load_trace
 
+    if setup_name is not None and config_path is not None:
+        raise click.UsageError("--setup and --config are mutually exclusive: a config describes its own set-up")
     if trace_path is None:
         if not service_traces:
             raise click.UsageError("give --trace, --service-trace or both")
@@ -97,6 +104,8 @@ def simulate_cmd(
         setup = None
         if config_path is not None:
             setup = setup_from_config(load_config_option(config_path))
+        elif setup_name is not None:
+            setup = named_setup(setup_name, trace.stats())
         with Progress(TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True, disable=as_json and not sys.stderr.isatty()) as bar:
             tasks = {n: bar.add_task(n, total=1.0) for n in names}

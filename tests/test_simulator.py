@@ -288,8 +288,9 @@ def test_simulate_report_writes_one_page_with_its_plots_embedded(tmp_path: Path)
     assert out.returncode == 0, out.stderr
     page = (report / "index.html").read_text()
     assert [p.name for p in report.iterdir()] == ["index.html"]  # one page: its plots are embedded in it
-    # tradeoff, waterfall, gap by part, cost by line, cost rate, capacity, pending GPUs, wait CDF
-    assert page.count('<img src="data:image/png;base64,') == 8
+    # tradeoff, cost-delay frontier, waterfall, gap by part, cost by line, cost rate, capacity, pending GPUs, wait CDF
+    assert page.count('<img src="data:image/png;base64,') == 9
+    assert "No strategy dominates burst" in page
     assert 'data-strategy="burst"' in page and 'data-strategy="oracle"' in page and "Assumptions" in page
 
 
@@ -442,6 +443,34 @@ def test_simulate_marks_a_strategy_that_did_not_finish_its_work_and_says_the_dra
     assert done < total == 30 and table["static-p50 !"]["vs oracle"].endswith("x !")
     assert "! static-p50: completed fewer jobs than the 30 jobs the oracle did" in out.stdout
     assert "the trace's submissions plus one drain day" in out.stdout
+
+
+def test_simulate_replays_a_named_set_up_and_refuses_one_with_a_config(tmp_path: Path) -> None:
+    """A day's 8-GPU job and six 8-GPU jobs for an hour: on-prem holds the first, the oracle puts the others'
+    fault-tolerant share on spot. --setup second-price moves the cloud groups to us-west-2, where spot costs more:
+    the oracle's spot line rises over main's; --setup spot-scarcity says so in the assumptions; --setup with --config is refused."""
+    from burst.sim.setup import NAMED_SETUPS
+    from burst.simulate_cli import simulate_cmd
+
+    setup_option = next(p for p in simulate_cmd.params if p.name == "setup_name")
+    assert list(getattr(setup_option.type, "choices", ())) == list(NAMED_SETUPS)
+    trace = tmp_path / "ft.csv"
+    trace.write_text("job_id,submit_time,duration_s,gpus,tenant\nbg,2026-03-02T00:00:00Z,86400,8,t\n"
+                     + "".join(f"j{i},2026-03-02T12:00:00Z,3600,8,t\n" for i in range(6)))
+    runs = {}
+    for name in NAMED_SETUPS:
+        out = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--setup", name, "--strategy", "oracle",
+                                        "--json"])
+        assert out.exit_code == 0, out.output
+        runs[name] = json.loads(out.stdout)
+    assert any("us-west-2" in a for a in runs["second-price"]["assumptions"])
+    assert any(a.startswith("spot scarcity") for a in runs["spot-scarcity"]["assumptions"])
+    spot = {n: r["strategies"]["oracle"]["cost_by_tier"]["elastic_spot"] for n, r in runs.items()}
+    assert spot["second-price"] > spot["main"] > 0
+    config = tmp_path / "burst.yaml"
+    config.write_text(CONFIG)
+    refused = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--setup", "main", "--config", str(config)])
+    assert refused.exit_code == 2 and "mutually exclusive" in refused.output
 
 
 def _ttc_ticks(states_at: list[tuple[float, dict[str, NodeState]]]) -> list[float]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from burst.catalog import Catalog
@@ -183,6 +183,30 @@ def in_region(setup: SimSetup, region: str) -> SimSetup:
     return dataclasses.replace(moved, assumptions=(*setup.assumptions, f"cloud groups in {region}: {prices}"))
 
 
+SECOND_PRICE_REGION = "us-west-2"
+"""Where the second-price set-up moves the cloud groups: p4d spot costs $8.00/node-h there, not $2.47."""
+
+
+def with_second_price(setup: SimSetup) -> SimSetup:
+    """The set-up with its cloud groups in `SECOND_PRICE_REGION`."""
+    return in_region(setup, SECOND_PRICE_REGION)
+
+
+NAMED_SETUPS: dict[str, Callable[[SimSetup], SimSetup]] = {
+    "main": lambda setup: setup,
+    "spot-scarcity": with_spot_scarcity,
+    "second-price": with_second_price,
+}
+"""The set-ups `burst simulate --setup` and the strategy benchmark replay, each a change to the default set-up
+sized from the trace (`default_setup`): as it is, with scarce spot, or with the cloud in the second-price region."""
+
+
+def named_setup(name: str, stats: TraceStats) -> SimSetup:
+    """The set-up `NAMED_SETUPS[name]` makes of the default one sized from `stats`. Raises KeyError for a name
+    it does not hold."""
+    return NAMED_SETUPS[name](default_setup(stats))
+
+
 def setup_from_config(config: BurstConfig) -> SimSetup:
     """The set-up a `burst.yaml` describes: its groups, initial sizes, spot hazards, policies and prices.
 
@@ -238,11 +262,15 @@ __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL_S",
     "DEFAULT_FAULT_TOLERANT_FRACTION",
     "DEFAULT_SPOT_HAZARD_PER_HOUR",
+    "NAMED_SETUPS",
+    "SECOND_PRICE_REGION",
     "SimSetup",
     "default_setup",
+    "named_setup",
     "setup_from_config",
     "with_fault_tolerance",
     "in_region",
     "with_hot_pool",
+    "with_second_price",
     "with_spot_scarcity",
 ]
