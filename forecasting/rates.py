@@ -19,21 +19,30 @@ history before the newest `ANCHOR_S` (an hour),
 
 Each call re-anchors the template to the last `ANCHOR_S` observed: the ratio
 r of the observed rate to the template over that hour, applied at lead j as
-r ** w[j] (in log space, each value shifted by a small floor `eps`, 5% of the
-window's mean rate, so a zero rate stays finite). w[j] is fitted at the refit
+r ** w[j] (in log space, each value shifted by a floor `eps` so a zero rate
+stays finite: of `EPS_SHARES` of the window's mean rate, the one whose
+calibrated P90 loses least on the folds; a small floor makes the band scale
+with the rate, a large one makes it additive, as a demand of a few GPUs
+needs). w[j] is fitted at the refit
 on the folds of the selection (regression through the origin of the log
 error at lead j on the log ratio over the anchor hour, leads pooled within
 `POOL_S`, clipped to [0, 1]): how long a surge or a lull has lasted on this
 series' own past, rather than a fixed decay. So an intraday surge is followed
 without a refit, and a 24-hour forecast leans on the template beyond the
-leads where the ratio kept its value. The ratio is clipped to 1/20 .. 20 when
-serving as when fitting.
+leads where the ratio kept its value. Beside it, the last step's departure
+from the hour's ratio gets its own weight v[j], fitted jointly: a series whose
+level moves in steps (a GPU demand) follows its newest value at short leads,
+where the hour's mean lags a step taken minutes ago, while on a noisy series
+the fit leaves v near 0. Both ratios are clipped to 1/20 .. 20 when serving as
+when fitting.
 
 Quantiles are calibrated the same way (split conformal, per lead): on the
 folds, each anchor point (hourly) gives the re-anchored P50 and the log error
 at each lead; the quantiles of those errors, pooled over leads within
-`POOL_S`, are multiplicative offsets on the re-anchored P50 (bands that scale
-with the rate, narrow at night and wide at the daily peak).
+`POOL_S` (and within half the lead, so the first leads, which err least, are
+not widened by those hours on), are offsets on the re-anchored P50 in the same
+log space (with a small floor, bands that scale with the rate, narrow at night
+and wide at the daily peak).
 
 Declared events (`burst.model.ServiceEvent`, or a `SpecialEvent`'s whole
 days): an event with an expected `multiplier` scales every quantile over its
@@ -75,7 +84,9 @@ ANCHOR_S = 3600.0
 POOL_S = 3 * 3600.0
 """Leads within this of each other share one calibration pool."""
 EPS_SHARE = 0.05
-"""The log-space floor `eps` as a share of the training window's mean rate."""
+"""The log-space floor `eps` as a share of the training window's mean rate where no calibration chose one."""
+EPS_SHARES = (0.05, 0.3, 2.0)
+"""The floors a calibration chooses among, as shares of the training window's mean rate (`calibrate`)."""
 FOLD_ORIGINS = 12
 """The selection's fold origins (12 h apart: the last six days), fewer than the GPU-demand forecaster's 20 so a
 refit on 14 days takes seconds; the older ones trained on under a week and are not calibrated on anyway."""
@@ -137,6 +148,12 @@ class Calibration:
 
     weights: tuple[float, ...]
     log_offsets: dict[float, tuple[float, ...]]
+    last_weights: tuple[float, ...] = ()
+
+    def last_weight(self, lead: int) -> float:
+        """The weight of the last step's departure from the anchor hour's ratio at `lead` (0.0 where none was
+        fitted)."""
+        return self.last_weights[lead] if lead < len(self.last_weights) else 0.0
 
 
 @dataclass(frozen=True)
@@ -222,7 +239,8 @@ class RateForecaster:
         fit_on = truncated(clean, 0, cut)
         leads = steps + self.anchor_steps  # room for a later call's horizon to reach a step further
         length = (n - cut) + int(math.ceil(self.refit_every_s / self.step_s)) + leads
-        eps = EPS_SHARE * max(float(np.mean(clean.values)), 1e-9)
+        mean = max(float(np.mean(clean.values)), 1e-9)
+        eps = EPS_SHARE * mean
         try:
             self.ets.search_on(fit_on, length)
             selection = self.selection = select_model(fit_on, length, cache=self.cache, origins=FOLD_ORIGINS)
@@ -231,7 +249,8 @@ class RateForecaster:
             p50, calibration, model = short_history_template(fit_on, length, leads, eps)
         else:
             p50 = template_p50(self.cache, fit_on, selection, length)
-            calibration = calibrate(clean, selection, self.cache, self.anchor_steps, leads, eps)
+            calibration, eps = calibrate(clean, selection, self.cache, self.anchor_steps, leads,
+                                         [share * mean for share in EPS_SHARES])
             model = selection.model
         self.cache.forget_before(fit_on.timestamps[0])
         tpl_start = fit_on.timestamps[-1] + timedelta(seconds=self.step_s)
@@ -306,28 +325,92 @@ def template_p50(cache: OriginCache, train: DemandSeries, selection: Selection, 
 
 
 def calibrate(history: DemandSeries, selection: Selection, cache: OriginCache, anchor: int, leads: int,
-              eps: float) -> Calibration:
-    """The lead weights and log offsets of the re-anchored forecast (module doc), from the selection's folds:
-    each fold's template re-anchored at every hour after its first `anchor` steps, scored on what followed."""
+              floors: Sequence[float]) -> tuple[Calibration, float]:
+    """The calibration of the re-anchored forecast (module doc) and the floor `eps` it is fitted with: of
+    `floors`, the one whose calibrated P90 loses least on the folds (`fold_rows`). A small floor makes the band
+    multiplicative (it scales with the rate), a floor above the rate makes it additive (a demand of a few GPUs
+    that moves between 0 and 3 has no ratio to scale by)."""
+    rows = fold_rows(history, selection, cache, anchor, leads)
+    half = max(0, int(round(POOL_S / history.step_s)))
+    best: tuple[float, Calibration, float] | None = None
+    for eps in floors:
+        cal = rows.calibration(eps, half)
+        loss = rows.p90_loss(cal, eps)
+        if best is None or loss < best[0]:
+            best = (loss, cal, eps)
+    assert best is not None
+    return best[1], best[2]
+
+
+@dataclass(frozen=True)
+class FoldRows:
+    """Each fold's template re-anchored at every hour after its first `anchor` steps: per row (anchor point), the
+    actual and template sums over the anchor hour, the last step's actual and template, and the
+    actual and template at each lead after it (NaN where the fold did not observe it)."""
+
+    hour_actual: np.ndarray
+    hour_tpl: np.ndarray
+    last_actual: np.ndarray
+    last_tpl: np.ndarray
+    actual: np.ndarray
+    tpl: np.ndarray
+    anchor: int
+
+    def logs(self, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """With floor `eps`: the anchor hour's log ratio x, the last step's departure from it z, and the log
+        error y of the template at each lead."""
+        x = np.log((self.hour_actual + eps * self.anchor) / (self.hour_tpl + eps * self.anchor))
+        z = np.log((self.last_actual + eps) / (self.last_tpl + eps)) - x
+        return x, z, np.log((self.actual + eps) / (self.tpl + eps))
+
+    def calibration(self, eps: float, half: int) -> Calibration:
+        """`calibration_of` these rows with floor `eps` and pools of `half` leads."""
+        x, z, y = self.logs(eps)
+        seen = ~np.isnan(y)
+        leads = y.shape[1]
+        return calibration_of([x[seen[:, j]] for j in range(leads)], [y[seen[:, j], j] for j in range(leads)], half,
+                              [z[seen[:, j]] for j in range(leads)])
+
+    def p90(self, cal: Calibration, eps: float) -> np.ndarray:
+        """The re-anchored P90 `cal` gives at every row and lead."""
+        x, z, _ = self.logs(eps)
+        x, z = np.clip(x, -MAX_LOG_RATIO, MAX_LOG_RATIO), np.clip(z, -MAX_LOG_RATIO, MAX_LOG_RATIO)
+        shift = (np.outer(x, cal.weights) + np.outer(z, cal.last_weights or np.zeros(len(cal.weights)))
+                 + np.asarray(cal.log_offsets[0.9]))
+        p90: np.ndarray = (self.tpl + eps) * np.exp(shift) - eps
+        return p90
+
+    def p90_loss(self, cal: Calibration, eps: float) -> float:
+        """The mean P90 pinball loss of the re-anchored forecast calibrated by `cal` over every observed lead."""
+        d = self.actual - self.p90(cal, eps)
+        loss = np.maximum(0.9 * d, -0.1 * d)
+        return float(np.nanmean(loss)) if np.isfinite(loss).any() else math.inf
+
+
+def fold_rows(history: DemandSeries, selection: Selection, cache: OriginCache, anchor: int, leads: int) -> FoldRows:
+    """The re-anchoring samples of the selection's calibration folds (`FoldRows`), one anchor point an hour."""
     hour = max(1, int(round(3600.0 / history.step_s)))
-    rows_x: list[float] = []
-    rows_y: list[np.ndarray] = []
+    cols: list[list[float]] = [[], [], [], []]
+    actual_rows: list[np.ndarray] = []
+    tpl_rows: list[np.ndarray] = []
+    pad = np.full(leads, np.nan)
     for fold in calibration_folds(selection, history.step_s):
         train = truncated(history, fold.train_start, fold.origin)
         span = fold.scored_until - fold.origin
         if span <= anchor:
             continue
-        tpl = np.asarray(template_p50(cache, train, selection, span)) + eps
-        actual = np.asarray(history.values[fold.origin:fold.scored_until]) + eps
-        errors = np.concatenate([np.log(actual / tpl), np.full(leads, np.nan)])  # NaN: not observed
+        tpl = np.concatenate([np.asarray(template_p50(cache, train, selection, span)), pad])
+        actual = np.concatenate([np.asarray(history.values[fold.origin:fold.scored_until], dtype=float), pad])
         for a in range(anchor, span, hour):
-            rows_x.append(math.log(float(actual[a - anchor:a].sum() / tpl[a - anchor:a].sum())))
-            rows_y.append(errors[a:a + leads])
-    x = np.asarray(rows_x)
-    y = np.vstack(rows_y) if rows_y else np.zeros((0, leads))
-    seen = ~np.isnan(y)
-    return calibration_of([x[seen[:, j]] for j in range(leads)], [y[seen[:, j], j] for j in range(leads)],
-                          max(0, int(round(POOL_S / history.step_s))))
+            for col, v in zip(cols, (actual[a - anchor:a].sum(), tpl[a - anchor:a].sum(), actual[a - 1],
+                                     tpl[a - 1]), strict=True):
+                col.append(float(v))
+            actual_rows.append(actual[a:a + leads])
+            tpl_rows.append(np.where(np.isnan(actual[a:a + leads]), np.nan, tpl[a:a + leads]))
+    empty = np.zeros((0, leads))
+    hour_actual, hour_tpl, last_actual, last_tpl = (np.asarray(c) for c in cols)
+    return FoldRows(hour_actual, hour_tpl, last_actual, last_tpl, np.vstack(actual_rows) if actual_rows else empty,
+                    np.vstack(tpl_rows) if tpl_rows else empty, anchor)
 
 
 def calibration_folds(selection: Selection, step_s: float) -> list[Fold]:
@@ -339,32 +422,70 @@ def calibration_folds(selection: Selection, step_s: float) -> list[Fold]:
     return [f for f in selection.folds if span[f] >= need] or list(selection.folds)
 
 
+def _flat(values: Sequence[Sequence[float] | np.ndarray], total: int) -> np.ndarray:
+    """The per-lead samples in one array, clipped to +-`MAX_LOG_RATIO`."""
+    if not total:
+        return np.zeros(0)
+    flat: np.ndarray = np.clip(np.concatenate([np.asarray(v, dtype=float) for v in values]), -MAX_LOG_RATIO,
+                               MAX_LOG_RATIO)
+    return flat
+
+
+def _weights(px: np.ndarray, pz: np.ndarray, py: np.ndarray) -> tuple[float, float]:
+    """Least squares through the origin of y on x (the anchor hour's log ratio) and z (the last step's departure
+    from it), each weight clipped to [0, 1]; z's weight is 0 when it adds nothing (or z is not given)."""
+    sxx = float((px * px).sum())  # sums, not np.dot: BLAS threads spin on a loaded machine
+    sxy = float((px * py).sum())
+    only_x = min(1.0, max(0.0, sxy / sxx)) if sxx > 0 else 0.0
+    if not len(pz):
+        return only_x, 0.0
+    szz, sxz, szy = float((pz * pz).sum()), float((px * pz).sum()), float((pz * py).sum())
+    det = sxx * szz - sxz * sxz
+    if det <= 1e-12 * max(sxx * szz, 1e-300):
+        return only_x, 0.0
+    w = min(1.0, max(0.0, (sxy * szz - szy * sxz) / det))
+    v = min(1.0, max(0.0, (szy - w * sxz) / szz))
+    return (w, v) if v > 0 else (only_x, 0.0)
+
+
 def calibration_of(xs: Sequence[Sequence[float] | np.ndarray], ys: Sequence[Sequence[float] | np.ndarray],
-                   half: int) -> Calibration:
-    """Per lead j: w[j] fitted on the pooled (x, y) within `half` leads (through the origin, x clipped to
-    +-`MAX_LOG_RATIO`, w clipped to [0, 1]); each quantile's offset the conformal quantile of y - w[j] x there.
-    Computed at every `half / 6`-th lead and interpolated between (neighbouring pools share most samples). No
-    sample at all: no anchoring and no spread."""
+                   half: int, zs: Sequence[Sequence[float] | np.ndarray] | None = None) -> Calibration:
+    """Per lead j: the weights w[j] of x (the anchor hour's log ratio) and v[j] of z (the last step's departure
+    from it, when `zs` is given) fitted on the pooled samples within min(`half`, j / 2) leads (`_weights`:
+    through the origin, x and z clipped to +-`MAX_LOG_RATIO`, each weight to [0, 1]); each quantile's offset the
+    conformal quantile of y - w[j] x - v[j] z there. Computed at every lead of the first `half / 6`, then at every
+    `half / 6`-th, and interpolated between (neighbouring pools share most samples). No sample at all: no
+    anchoring and no spread.
+
+    The pools narrow towards lead 0 because the first leads err least: pooled with leads hours on, the next
+    step's band is as wide as theirs. The last step's weight lets a series whose level moves in steps (a GPU
+    demand) follow its newest value at short leads, where the hour's mean lags it; on a noisy series, whose
+    last step says little beyond the hour, the fit leaves it near 0."""
     leads = len(xs)
     counts = np.cumsum([0, *(len(v) for v in xs)])
-    x = np.clip(np.concatenate([np.asarray(v, dtype=float) for v in xs]) if counts[-1] else np.zeros(0),
-                -MAX_LOG_RATIO, MAX_LOG_RATIO)
+    x = _flat(xs, int(counts[-1]))
+    z = _flat(zs, int(counts[-1])) if zs is not None else np.zeros(0)
     y = np.concatenate([np.asarray(v, dtype=float) for v in ys]) if counts[-1] else np.zeros(0)
-    grid = sorted({*range(0, leads, max(1, half // 6)), leads - 1})
+    every = max(1, half // 6)
+    grid = sorted({*range(0, min(leads, every)), *range(0, leads, every), leads - 1})
     at_w: list[float] = []
+    at_v: list[float] = []
     at_q: dict[float, list[float]] = {q: [] for q in QUANTILES}
     for j in grid:
-        lo, hi = counts[max(0, j - half)], counts[min(leads, j + half + 1)]
+        width = min(half, j // 2)
+        lo, hi = counts[max(0, j - width)], counts[min(leads, j + width + 1)]
         px, py = x[lo:hi], y[lo:hi]
-        sxx = float((px * px).sum())  # not np.dot: BLAS threads spin on a loaded machine
-        w = min(1.0, max(0.0, float((px * py).sum()) / sxx)) if sxx > 0 else 0.0
-        residuals = py - w * px
+        pz = z[lo:hi] if len(z) else z
+        w, v = _weights(px, pz, py)
+        residuals = py - w * px - (v * pz if v else 0.0)
         at_w.append(w)
-        for q, v in zip(QUANTILES, conformal_quantiles(residuals, QUANTILES), strict=True):
-            at_q[q].append(v)
-    every = np.arange(leads)
-    return Calibration(tuple(float(v) for v in np.interp(every, grid, at_w)),
-                       {q: tuple(float(v) for v in np.interp(every, grid, at_q[q])) for q in QUANTILES})
+        at_v.append(v)
+        for q, value in zip(QUANTILES, conformal_quantiles(residuals, QUANTILES), strict=True):
+            at_q[q].append(value)
+    lead = np.arange(leads)
+    return Calibration(tuple(float(v) for v in np.interp(lead, grid, at_w)),
+                       {q: tuple(float(v) for v in np.interp(lead, grid, at_q[q])) for q in QUANTILES},
+                       tuple(float(v) for v in np.interp(lead, grid, at_v)) if zs is not None else ())
 
 
 def conformal_quantiles(values: np.ndarray, qs: Sequence[float]) -> list[float]:
@@ -387,9 +508,13 @@ def anchored(tpl: Template, recent: Sequence[float], at: int, steps: int) -> dic
     expected = sum(tpl.p50[i] * tpl.factor(i) for i in range(at - n, at)) + tpl.eps * n if n else 0.0
     log_ratio = _clipped(math.log(observed / expected)) if n and expected > 0 and observed > 0 else 0.0
     cal = tpl.calibration
+    departure = 0.0
+    if n and cal.last_weights:
+        last = math.log((recent[-1] + tpl.eps) / (tpl.p50[at - 1] * tpl.factor(at - 1) + tpl.eps))
+        departure = _clipped(last - log_ratio)
     out: dict[float, list[float]] = {q: [] for q in QUANTILES}
     for j in range(steps):
-        base = math.log(tpl.p50[at + j] + tpl.eps) + cal.weights[j] * log_ratio
+        base = math.log(tpl.p50[at + j] + tpl.eps) + cal.weights[j] * log_ratio + cal.last_weight(j) * departure
         floor = 0.0
         for q in QUANTILES:  # ascending: each quantile at least the one below
             v = max(floor, math.exp(base + cal.log_offsets[q][j]) - tpl.eps)

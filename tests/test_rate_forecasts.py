@@ -164,3 +164,40 @@ def test_a_day_of_history_is_served_by_seasonal_naive_following_the_last_hour() 
     eps = forecaster.template.eps if forecaster.template else 0.0
     ratio = (sum(doubled[-12:]) + 12 * eps) / (sum(values[-12:]) + 12 * eps)  # weight 1: the whole ratio
     assert [v + eps for v in up[0.5]] == pytest.approx([(v + eps) * ratio for v in q[0.5]])
+
+
+def gpu_demand(days: float, seed: int, busy: float = 20.0) -> tuple[list[datetime], list[float]]:
+    """A seeded 5-minute GPU demand that moves in steps: a level (whole GPUs around `busy`, or 0 to 3 with
+    `busy` below 1) held for an exponential number of steps (mean 3 h), no noise between steps."""
+    rng = np.random.default_rng(seed)
+    n = int(days * 86400 / STEP)
+    times = [T0 + timedelta(seconds=STEP * i) for i in range(n)]
+    values: list[float] = []
+    while len(values) < n:
+        level = float(rng.integers(0, 4) if busy < 1 else max(1, round(busy * math.exp(rng.normal(0, 0.4)))))
+        values += [level] * max(1, int(rng.exponential(36)))
+    return times, values[:n]
+
+
+def test_the_hour_ahead_follows_a_step_in_demand_taken_minutes_before_the_origin() -> None:
+    times, values = gpu_demand(14, seed=4)
+    origin = len(values) - 12
+    level = values[origin - 13]
+    stepped = values[:origin - 12] + [level] * 9 + [2 * level] * 3  # the demand doubled 15 minutes ago
+    forecaster = RateForecaster(STEP)
+    _, q = forecaster.forecast(times[:origin], stepped, times[origin], 3600)
+    assert forecaster.template is not None and max(forecaster.template.calibration.last_weights[:12]) > 0.5
+    # the hour's mean is 1.25x the old level; the newest steps say 2x, and demand that moves in steps holds them
+    assert all(abs(v - 2 * level) <= 0.2 * level for v in q[0.5][:6]), (level, q[0.5][:6])
+
+
+def test_a_demand_of_a_few_gpus_gets_a_band_in_gpus_not_a_multiple_of_a_near_zero_rate() -> None:
+    times, values = gpu_demand(16, seed=5, busy=0.5)
+    _, busy = gpu_demand(16, seed=105, busy=0.5)
+    values = [v if b >= 2 else 0.0 for v, b in zip(values, busy, strict=True)]  # 0 to 3 GPUs, idle half the time
+    origin = len(values) - 288
+    forecaster = RateForecaster(STEP)
+    _, q = forecaster.forecast(times[:origin], values[:origin], times[origin], 86400)
+    assert ordered(q)
+    # a P90 many times the most ever demanded is a multiplicative band on a floor far below one GPU
+    assert max(q[0.9]) <= 1.5 * max(values[:origin]), max(q[0.9])
