@@ -301,16 +301,6 @@ def test_multi_node_consolidation_replaces_several_nodes_with_one_cheaper_node()
     assert _kinds(result, ActionKind.SCALE_UP) == [] and _removed(result) == ["a1"]
 
 
-def test_a_node_holding_one_pod_of_a_gang_is_consolidated_like_any_other() -> None:
-    """Karpenter knows pods, not gangs: a node whose pod of a two-node job (4 of its 8 GPUs) fits on free GPUs
-    elsewhere is deleted, and the whole job restarts from its last checkpoint."""
-    nodes = [*_od(7), ready_node("g1", OD), ready_node("g2", OD), ready_node("room", ONPREM)]
-    gang = job("gang", gpus=8, state=JobState.RUNNING, nodes=("g1", "g2"), started=HOUR_AGO, duration_s=1e6,
-               submitted=HOUR_AGO)
-    jobs = [*_full(nodes[:7]), gang, _running("extra", "g2", 4), _running("r", "room", 4)]
-    assert _removed(_plan(_run(), nodes, jobs)) == ["g1"]
-
-
 def _ca(run: StrategyRun) -> ClusterAutoscalerScaleDown:
     step = next(s for _, s in run.pipeline if isinstance(s, ClusterAutoscalerScaleDown))
     step.last_scale_up = T0 - timedelta(hours=1)

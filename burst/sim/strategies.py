@@ -94,9 +94,10 @@ them.
     the deadline and its pods are provisioned for again (concepts/disruption.md
     "Interruption");
   - multi-node consolidation may launch one replacement cheaper than all the
-    nodes it removes, the budget counts initialized nodes only, and a node
-    holding one pod of a gang is a candidate like any other (the module
-    docstring of `burst.sim.karpenter` cites each).
+    nodes it removes, and the budget counts initialized nodes only; nodes
+    holding a pod of a gang stay out of consolidation, as the simulator
+    moves a job whole (the module docstring of `burst.sim.karpenter` cites
+    each and says why).
 - `karpenter-do-not-disrupt`: `karpenter` with every job annotated
   `karpenter.sh/do-not-disrupt: "true"`, which "excludes nodes from voluntary
   disruption" (only empty nodes are consolidated) but not from interruption
@@ -548,12 +549,12 @@ class ClusterAutoscalerScaleDown:
 
     @staticmethod
     def _pods_fit_elsewhere(ctx: PlanContext, node_id: NodeId, free: dict[NodeId, int], excluded: set[NodeId]) -> bool:
-        """Whether every pod on `node_id` fits (first fit) on free GPUs of ready nodes not being removed (a gang's
-        pod asks its share of the job's GPUs); on success the GPUs they take are taken from `free`."""
+        """Whether every job on `node_id` fits (first fit) on free GPUs of ready nodes not being removed (a gang
+        whole, as the simulator moves it: see `burst.sim.karpenter`); on success the GPUs they take are taken from
+        `free`."""
         jobs = _jobs_on(ctx, node_id)
         room = {n: f for n, f in free.items() if n not in excluded}
-        pods = [math.ceil(j.whole_gpus / max(1, len(j.node_ids))) for j in jobs]
-        for need in sorted(pods, reverse=True):
+        for need in sorted((j.whole_gpus for j in jobs), reverse=True):
             host = next((n for n, f in sorted(room.items()) if f >= need), None)
             if host is None:
                 return False
