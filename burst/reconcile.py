@@ -268,7 +268,7 @@ class Controller:
             jobs = served.jobs
         nodes = with_idle_since(known, jobs, now)
         self.store.put_nodes(nodes, at=now)
-        snapshot = self._snapshot(nodes, jobs, targets, now)
+        snapshot = self._snapshot(nodes, jobs, targets, now, served.warm_gpus if served is not None else {})
         result = self._plan(snapshot, jobs, now, self._next_plan_id())
         if job_events.failed:
             result = replace(result, holds=(*result.holds, *failed_job_holds(job_events.failed)))
@@ -348,7 +348,8 @@ class Controller:
         return {gid: last[gid] for gid in self.groups if gid in last}
 
     def _snapshot(
-        self, nodes: Sequence[Node], jobs: Sequence[Job], targets: Mapping[GroupId, int], now: datetime
+        self, nodes: Sequence[Node], jobs: Sequence[Job], targets: Mapping[GroupId, int], now: datetime,
+        service_warm_gpus: Mapping[str, float] | None = None,
     ) -> Snapshot:
         return Snapshot(
             groups=tuple(self.groups.values()),
@@ -363,6 +364,7 @@ class Controller:
             node_gpus=self.agents.node_gpus() if self.agents is not None else {},
             interruption_rates=self.interruptions.rates(self.groups.values()),
             runtimes=self.runtimes.runtimes(),
+            service_warm_gpus=dict(service_warm_gpus or {}),
         )
 
     def _warm_pools(self) -> dict[GroupId, tuple[int, WarmState]]:

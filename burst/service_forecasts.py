@@ -10,6 +10,10 @@ daily, re-anchored to the last hour on every call), one per service and
 declared events, so a policy reload that changes a service's events starts a
 fresh one.
 
+`ServiceForecasts.surges` is the service's record of past surges from the
+same history (`burst.planner.surges`), remade once a day, by which the warm
+pool is also sized.
+
 In the daemon (`background=True`) the forecaster runs in a worker thread and
 the tick takes the latest forecast made (a refit never blocks a tick); with a
 simulated clock it runs in the tick, so a run is deterministic.
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from burst.model import RateForecast, Service
+from burst.planner.surges import SurgeProfile
 from burst.workloads.rates import RateSource, RateUnavailable
 from forecasting.models import SeriesError
 from forecasting.rates import RateForecaster
@@ -110,6 +115,7 @@ class ServiceForecasts:
         self.errors: dict[Key, str] = {}
         self._threads: dict[Key, threading.Thread] = {}
         self._lock = threading.Lock()
+        self._surges: dict[Key, tuple[datetime, float, SurgeProfile]] = {}  # made at, window, profile
 
     def observe(self, service: Service, now: datetime, rate: float) -> None:
         """Keep the rate observed at `now`; the first time, and once a day after (as forecasts are refitted), read
@@ -154,6 +160,19 @@ class ServiceForecasts:
                 thread.start()
             latest = self.latest.get(key)
         return latest if latest is not None and latest.at and latest.at[-1] > now else None
+
+    def surges(self, service: Service, now: datetime, window_s: float) -> SurgeProfile | None:
+        """The service's record of past surges over `window_s` (`burst.planner.surges`), made from its kept
+        history and remade once a day or when the window changes; None before any history is kept."""
+        key = (service.tenant, service.name)
+        history = self.histories.get(key)
+        if history is None or not history.values:
+            return None
+        made = self._surges.get(key)
+        if made is None or made[1] != window_s or (now - made[0]).total_seconds() >= REREAD_S:
+            made = (now, window_s, SurgeProfile.of(history.values, self.step_s, window_s))
+            self._surges[key] = made
+        return made[2]
 
     def _forecaster(self, service: Service) -> RateForecaster:
         key = ((service.tenant, service.name), tuple(service.events))

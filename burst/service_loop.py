@@ -16,7 +16,12 @@ in the same tick (placed on the steady tier first, bursting to the cloud;
    of the groups of the service's GPU model, the warm nodes held there;
 4. the replica backend runs `decision.running` replicas (the need, and the
    standby ones the decision keeps as hot capacity). Spot replicas are the
-   simulator's for now: in the daemon every replica is on demand.
+   simulator's for now: in the daemon every replica is on demand;
+5. the warm nodes the decision keeps (the forecast's spread, and the past
+   surges a warm node is worth: `burst.planner.surges`, from the history
+   `ServiceForecasts.surges` keeps) are summed per GPU model into
+   `ServiceTick.warm_gpus`; the plan's hot-pool step holds at least that many
+   warm GPUs in the model's pooled groups (`pools.sizing`).
 
 A backend that refuses a service (`ReplicasRefused`: on Kubernetes, no
 Deployment for it, or an autoscaler that owns its count) keeps its replicas
@@ -55,6 +60,7 @@ from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, p
 from burst.service_forecasts import ServiceForecasts
 from burst.workloads.rates import RateSource, RateUnavailable
 from burst.workloads.replicas import ReplicaBackend, ReplicaCounts, ReplicasRefused
+from pools.sizing import pool_capacity, pool_state
 
 log = logging.getLogger("burst.services")
 
@@ -66,6 +72,8 @@ class GroupPrices(Protocol):
     """What the loop needs of the price catalog: a node's price per hour."""
 
     def group_price(self, group: NodeGroup) -> float: ...
+
+    def standby_price(self, group: NodeGroup) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,7 @@ class ServiceTick:
     rows: list[tuple[str, str, str, Mapping[str, Any]]] = field(default_factory=list)
     statuses: list[ServiceStatus] = field(default_factory=list)
     rate_failures: int = 0
+    warm_gpus: dict[str, float] = field(default_factory=dict)  # GPU model -> GPUs the plans keep warm
 
 
 def service_subject(tenant: str, name: str) -> str:
@@ -128,6 +137,7 @@ class Fleet:
     boot_s: float
     wake_s: float
     warm_nodes: int
+    warm_replica_hour_usd: float | None = None  # a replica's share of a warm node an hour; None: no pool there
 
 
 def fleet_for(service: Service, groups: Sequence[NodeGroup], prices: GroupPrices,
@@ -145,7 +155,12 @@ def fleet_for(service: Service, groups: Sequence[NodeGroup], prices: GroupPrices
     per_gpu = prices.group_price(group) / group.gpus_per_node
     held = warm_pools.get(group.id)
     wake = min(group.warm_wake_latency_s.values(), default=group.boot_latency_s)
-    return Fleet(per_gpu * service.gpus_per_replica, group.boot_latency_s, wake, held[0] if held else 0)
+    warm_usd: float | None = None
+    if pool_capacity(group) > 0:
+        state, _ = pool_state(group)
+        node = prices.group_price(group) if state is WarmState.RUNNING else prices.standby_price(group)
+        warm_usd = node / group.gpus_per_node * service.gpus_per_replica
+    return Fleet(per_gpu * service.gpus_per_replica, group.boot_latency_s, wake, held[0] if held else 0, warm_usd)
 
 
 def peak(forecast: RateForecast | None, now: datetime, seconds: float) -> float | None:
@@ -239,6 +254,9 @@ class ServiceLoop:
         previous = self.last.get(key)
         self.last[key] = decision
         self.recent.setdefault(key, RecentNeeds()).add(now, decision.need)
+        if decision.warm_nodes:
+            gpus = decision.warm_nodes * service.gpus_per_replica
+            out.warm_gpus[service.gpu_model] = out.warm_gpus.get(service.gpu_model, 0.0) + gpus
         # a decision row when the plan changes (not when an HPA's count differs from it, in capacity mode)
         before = previous.running if previous is not None else counts.total
         try:
@@ -271,7 +289,9 @@ class ServiceLoop:
             warm_nodes=fleet.warm_nodes, capacity_rps=capacity,
             replica_hour_usd=fleet.replica_hour_usd, spot_replica_hour_usd=None, boot_s=fleet.boot_s,
             wake_s=fleet.wake_s, forecast=forecast, standby=standby,
-            recent_need=self.recent[key].peak(now) if key in self.recent else 0)
+            recent_need=self.recent[key].peak(now) if key in self.recent else 0,
+            surges=self.forecasts.surges(service, now, fleet.boot_s + service.replica_start_s),
+            warm_node_hour_usd=fleet.warm_replica_hour_usd)
 
     def _hold(self, out: ServiceTick, service: Service, now: datetime, counts: ReplicaCounts, why: str, *,
               error: str) -> None:

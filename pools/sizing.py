@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -85,13 +85,18 @@ def warm_pool_targets(
     tenants: Iterable[TenantName],
     now: datetime,
     on_demand_share: float = 1.0,
+    service_gpus: Mapping[str, float] | None = None,
 ) -> list[PoolTarget]:
     """Decide every pooled group's warm-pool target (see the module doc).
 
     `groups` come cheapest per GPU-hour first; `tenants` are those whose
     `hot_pool.min_gpus` count; `on_demand_share` is the share of demand that
     cannot go to spot (a spot-eligible job bursts to spot, which has no
-    pool), by which the surge is scaled.
+    pool), by which the surge is scaled. `service_gpus` are the GPUs per
+    model the services' plans keep warm (`burst.planner.services`: the
+    forecast's spread and past surges); a model's pool holds the larger of
+    the two asks, as a service's replicas are part of the demand the
+    forecasts see.
     """
     pooled = [g for g in groups if pool_capacity(g) > 0]
     if not pooled:
@@ -113,6 +118,11 @@ def warm_pool_targets(
         _fill(pooled, model, gap, sizes, why,
               f"a forecast surge of {need[model]:.1f} {model} GPU(s) (P90 within {window.total_seconds() / 60:g} min "
               f"over P50 now) x {on_demand_share:.2f} on-demand share")
+    for model, asked in sorted((service_gpus or {}).items()):
+        held = sum(sizes[g.id] * g.gpus_per_node for g in pooled if g.shape.gpu_model == model)
+        if asked > held:
+            _fill(pooled, model, asked - held, sizes, why,
+                  f"services' hot capacity of {asked:g} {model} GPU(s) ({held:g} warm for the forecast)")
     if floor > 0:
         _fill(pooled, ANY_MODEL, floor - sum(sizes[g.id] * g.gpus_per_node for g in pooled), sizes, why,
               f"tenants' hot_pool.min_gpus {floor:g}")

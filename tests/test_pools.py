@@ -78,6 +78,20 @@ def test_spot_share_minimums_and_opt_outs_shape_the_pool() -> None:
     assert targets([p90({5: 500.0})], groups=(floor,)) == {"od-a": (4, WarmState.STOPPED)}, "max_prepared bounds it"
 
 
+def test_a_models_pool_holds_the_larger_of_the_forecast_surge_and_the_services_hot_capacity() -> None:
+    def sized(forecasts, service_gpus):
+        out = warm_pool_targets([OD_A, OD_B], forecasts, default_policy, (), T0, service_gpus=service_gpus)
+        return {t.group_id: t.size for t in out}, " ".join(t.reason for t in out)
+
+    # services ask 20 GPUs warm, the forecast surge 34: the larger, 34 (od-a's 2 nodes, then 3 in od-b)
+    assert sized([p90({5: 50.0})], {"A100": 20.0})[0] == {"od-a": 2, "od-b": 3}
+    # services ask 40, the forecast 8 (1 node): 4 more nodes for the services (od-a's second, then 3 in od-b)
+    sizes, why = sized([p90({5: 24.0})], {"A100": 40.0})
+    assert sizes == {"od-a": 2, "od-b": 3} and "services' hot capacity of 40 A100 GPU(s) (8 warm for" in why
+    assert sized([], {"A100": 8.0})[0] == {"od-a": 1, "od-b": 0}  # no forecast at all: the services' ask alone
+    assert sized([], {"H100": 8.0})[0] == {"od-a": 0, "od-b": 0}  # no pooled group of that model
+
+
 def test_a_spot_group_never_gets_a_pool_and_gpus_do_not_hibernate() -> None:
     assert "spot" not in targets([p90({5: 500.0})])
     hibernating = pooled("od-h", max_prepared=2, state=WarmState.HIBERNATED)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from burst.cli import main
 from burst.metrics import ControllerMetrics
-from burst.model import ActionKind, Job, JobState, Policy, Service, Tier
+from burst.model import ActionKind, Job, JobState, Policy, Service, Tier, WarmPoolSettings, WarmState
 from burst.reconcile import Controller
 from burst.service_forecasts import ServiceForecasts
 from burst.service_loop import ServiceLoop
@@ -218,3 +218,38 @@ def test_the_history_is_read_again_after_a_day_filling_the_steps_the_loop_missed
     assert Counting.reads == 2 and history.times[-1] == T0 + timedelta(days=1, minutes=-5)
     steps = [(b - a).total_seconds() for a, b in zip(history.times, history.times[1:], strict=False)]
     assert set(steps) == {300.0}
+
+
+class Surging:
+    """4 req/s now; in its history, every six hours, a 10-minute surge to 40 req/s."""
+
+    def rate(self, service: Service, now: datetime) -> float:
+        return 4.0
+
+    def history(self, service: Service, start: datetime, end: datetime, step_s: float) -> list[tuple[datetime, float]]:
+        out, at = [], start
+        while at <= end:
+            out.append((at, 40.0 if at.hour % 6 == 0 and at.minute < 10 else 4.0))
+            at += timedelta(seconds=step_s)
+        return out
+
+
+def test_the_services_past_surges_size_the_groups_warm_pool() -> None:
+    """A warm A100 node costs $1/h (1/8 of it per replica); it serves 240 s (300 s boot - 60 s wake) sooner, 4 req/s x
+    $0.001 a request: the pool covers surges seen in 1.5% of past 420 s windows or more. Every six hours the rate
+    rose x10 over the next two steps (2 of 72 windows): 4 x 10 = 40 req/s, 10 replicas at full capacity, 8 beyond
+    the 2 the rate needs now: 8 GPUs warm, one 8-GPU node in the cloud group's pool."""
+    pooled = dataclasses.replace(CLOUD, warm_pool=WarmPoolSettings(max_prepared=4),
+                                 warm_wake_latency_s={WarmState.STOPPED: 60.0})
+    store, clock = Store(":memory:"), ManualClock(T0.replace(hour=3))
+    sim = SimProvider([ONPREM, pooled], clock=clock, cluster="test", initial={"onprem": 2})
+    rates = Surging()
+    loop = ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=False))
+    ctl = Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
+                     policies=lambda: {"prod": Policy(tenant="prod", priority=10, services=(CHAT,))},
+                     prices=Prices(), clock=clock, cluster="test", services=loop)
+    report = ctl.tick()
+    assert report.services is not None and report.services.warm_gpus == {"A100": 8.0}
+    assert "surges: " in report.services.statuses[0].reason and "rose over x10" in report.services.statuses[0].reason
+    (pool,) = [a for a in report.plan.actions if a.kind is ActionKind.SET_WARM_POOL and a.target == "cloud"]
+    assert pool.count == 1 and "services' hot capacity of 8 A100 GPU(s)" in pool.reason

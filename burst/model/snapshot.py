@@ -34,6 +34,8 @@ class Snapshot:
     `runtimes` are the run times (seconds of work) of each tenant's recently
     completed jobs: what the planner expects a job's run from
     (`burst.planner.runtime_estimate`).
+    `service_warm_gpus` are the GPUs per model the services' plans keep warm
+    (`burst.service_loop`): the hot-pool step holds at least that many.
     """
 
     groups: tuple[NodeGroup, ...]
@@ -48,6 +50,7 @@ class Snapshot:
     node_gpus: Mapping[NodeId, NodeGpus] = field(default_factory=dict)  # on-prem nodes' GPUs, from their agents
     interruption_rates: Mapping[GroupId, float] = field(default_factory=dict)  # learnt, per node-hour
     runtimes: Mapping[TenantName, tuple[float, ...]] = field(default_factory=dict)  # completed jobs' run times, recent
+    service_warm_gpus: Mapping[str, float] = field(default_factory=dict)  # GPU model -> GPUs services keep warm
 
     @functools.cached_property
     def running_jobs(self) -> tuple[Job, ...]:

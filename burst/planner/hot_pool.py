@@ -31,7 +31,7 @@ def size_hot_pools(ctx: PlanContext) -> None:
     if not any(pool_capacity(c.group) for c in caps):
         return
     targets = warm_pool_targets([c.group for c in caps], ctx.forecasts, ctx.policy, ctx.policies, ctx.now,
-                                on_demand_share=_on_demand_share(ctx))
+                                on_demand_share=_on_demand_share(ctx), service_gpus=ctx.snapshot.service_warm_gpus)
     for target in targets:
         _resize(ctx, target)
     _rotate(ctx)

@@ -14,7 +14,7 @@ function below that writes one line of `reasons` naming itself and its numbers:
 | ahead | the need over the lead time | peaks over [now, now + lead]: the median at the target, the cost-chosen quantile at full capacity |
 | replicas | `replicas` | max(now, ahead), within min_replicas .. max_replicas |
 | scale-in | `replicas` | when serving + starting exceed it: down only when both needs, and every need of the last 120 s, are below; 10% a tick |
-| hot capacity | `warm_nodes`, `standby` | the forecast's spread (its top quantile over the cold lead) above `replicas` |
+| hot capacity | `warm_nodes`, `standby` | the forecast's spread (its top quantile over the cold lead) above `replicas`; warm nodes also for the past surges they are worth (`burst.planner.surges`) |
 | spot | `spot`, `hedge`, `fallback` | the service's spot share, a 10% hedge (SkyServe's SpotHedge) |
 
 How a caller counts a decision: it keeps `replicas` serving or starting, of
@@ -48,6 +48,7 @@ from burst.planner.service_sizing import (
     needs_standby,
     replicas_for_rate,
 )
+from burst.planner.surges import SurgeProfile, warm_nodes_for_surges
 
 OBSERVED_WINDOW = timedelta(seconds=60)
 """The span the observed rate is measured over: the requests in [now - 60 s, now) / 60."""
@@ -89,6 +90,9 @@ class ServiceState:
     replacement does not serve yet. `recent_need` is the highest need
     (`ServiceDecision.need`) the caller's decisions gave over the last
     `STABILISATION_S` (`RecentNeeds` keeps it): scale-in keeps that many.
+    `surges` is the service's record of past surges and `warm_node_hour_usd`
+    a stopped warm node's price: with both, the warm pool also covers the
+    surges that record makes worth a warm node (`burst.planner.surges`).
     """
 
     service: Service
@@ -109,6 +113,8 @@ class ServiceState:
     hedge_running: int = 0
     spot_lost: int = 0
     recent_need: int = 0
+    surges: SurgeProfile | None = None
+    warm_node_hour_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None:
@@ -310,6 +316,23 @@ def need_ahead(state: ServiceState, now: Need, lead: Lead) -> Need:
         surge.shift)
 
 
+def need_ahead_with_pool(state: ServiceState, now: Need, lead: Lead) -> Need:
+    """Rule `ahead` when warm nodes are held (`lead` a wake): the need over the wake lead while the warm nodes
+    cover what is needed over a cold boot's lead; when that need exceeds the replicas over the wake lead plus
+    the warm nodes, the need over the cold lead (replicas beyond the pool boot cold, so they start a cold lead
+    ahead, and replicas started take warm nodes first). Without warm nodes, the need over `lead` alone."""
+    ahead = need_ahead(state, now, lead)
+    cold = cold_lead(state)
+    if lead.seconds >= cold.seconds or ahead.replicas is None:
+        return ahead
+    beyond = need_ahead(state, now, cold)
+    if beyond.replicas is None or beyond.replicas <= ahead.replicas + state.warm_nodes:
+        return ahead
+    return Need(beyond.replicas, beyond.rate, f"{beyond.reason}: more than {ahead.replicas} over the "
+                                              f"{lead.seconds:g} s wake lead + {state.warm_nodes} warm nodes",
+                beyond.shift)
+
+
 def decide_replicas(service: Service, now: Need, ahead: Need) -> tuple[ClampedReplicas, str]:
     """Rule `replicas`: decide the needed count, max(now, ahead), within the service's bounds (naming the bound
     that applied)."""
@@ -404,12 +427,19 @@ def hot_capacity(state: ServiceState, replicas: int, ahead: Need) -> HotCapacity
         return HotCapacity(0, 0, "hot capacity: pools off, no warm nodes and no standby replicas")
     margin, words = surge_margin(state, replicas, ahead)
     room = max(0, state.service.max_replicas - replicas)
+    wake = lead_time_s(state.wake_s, state.service.replica_start_s)
+    ready_within = state.service.ready_within_s
+    standby = needs_standby(state.service, wake)
+    if not standby and state.surges is not None and state.warm_node_hour_usd is not None:
+        pool = warm_nodes_for_surges(
+            state.surges, replicas=replicas, capacity_rps=state.capacity_rps,
+            warm_node_hour_usd=state.warm_node_hour_usd, saved_s=max(0.0, state.boot_s - state.wake_s),
+            unserved_request_cost_usd=state.service.unserved_request_cost_usd)
+        margin, words = max(margin, pool.warm_nodes), f"{words}; {pool.reason}"
     if margin > room:
         words += f", capped at max_replicas - replicas = {room}"
         margin = room
-    wake = lead_time_s(state.wake_s, state.service.replica_start_s)
-    ready_within = state.service.ready_within_s
-    if needs_standby(state.service, wake):
+    if standby:
         return HotCapacity(0, margin, f"hot capacity: {words}; a warm node would serve after wake + load = {wake:g} s "
                                       f"> ready_within {ready_within:g} s, so {margin} standby replicas, no warm nodes")
     return HotCapacity(margin, 0, f"hot capacity: {words}; a warm node serves within ready_within ({wake:g} s <= "
@@ -463,7 +493,7 @@ def plan_service(state: ServiceState) -> ServiceDecision:
     `hot capacity` and `spot` in turn (module docstring), each figure explained by a reason line."""
     now = need_now(state)
     lead = scale_up_lead(state)
-    ahead = need_ahead(state, now, lead)
+    ahead = need_ahead_with_pool(state, now, lead)
     clamped, replicas_reason = decide_replicas(state.service, now, ahead)
     replicas, scale_in_reason = scale_in(state, clamped, now, ahead, lead)
     hot = hot_capacity(state, replicas, ahead)

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
+from burst.planner.surges import SurgeProfile
 from burst.sim.service_engine import Controller, Observation, Replay, Target, observed_rates
 from burst.sim.service_forecasts import ForecastTrack
 from burst.sim.service_setup import ServiceSetup
@@ -52,6 +53,8 @@ AWS_OUT_MINUTES = 3
 AWS_IN_MINUTES = 15
 AWS_IN_SHARE = 0.9
 BURST_PERIOD_S = float(TICK_S)
+SURGE_DAYS = 14.0
+"""Days of the series before now that burst's surge record covers (as its forecasts' training window)."""
 """burst plans every tick: `plan_service` is cheap, and a surge seen 45 s sooner is served 45 s sooner."""
 
 
@@ -230,6 +233,21 @@ class Burst:
         self.idle_ttl_s = setup.boot_s
         self.last: ServiceDecision | None = None
         self.recent = RecentNeeds()
+        self.surges: SurgeProfile | None = None
+        self.surges_day: int | None = None
+
+    def surge_profile(self, at: datetime) -> SurgeProfile:
+        """The series' surges over the `SURGE_DAYS` of whole steps before `at`, remade once a simulated day (as
+        the daemon remakes it with its daily history read)."""
+        series = self.setup.series
+        day = int((at - series.origin).total_seconds() // 86400)
+        if self.surges is None or day != self.surges_day:
+            k = int((at - series.origin).total_seconds() // series.step_s)
+            first = max(0, k - int(SURGE_DAYS * 86400 // series.step_s))
+            rates = series.counts[first:k] / series.step_s
+            window = self.setup.boot_s + self.setup.service.replica_start_s
+            self.surges, self.surges_day = SurgeProfile.of(rates, series.step_s, window), day
+        return self.surges
 
     def state(self, obs: Observation) -> ServiceState:
         """What the planner is told: the fleet as the last decision counts it (the planner's module doc)."""
@@ -244,7 +262,8 @@ class Burst:
             spot_replica_hour_usd=s.spot_usd_h * s.service.gpus_per_replica, boot_s=s.boot_s, wake_s=s.wake_s,
             forecast=self.track.at(obs.at) if self.track is not None else None, standby=standby,
             spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=beyond, spot_lost=lost,
-            recent_need=self.recent.peak(obs.at))
+            recent_need=self.recent.peak(obs.at), surges=self.surge_profile(obs.at) if self.pools else None,
+            warm_node_hour_usd=s.warm_node_usd_h * s.service.gpus_per_replica)
 
     def decide(self, obs: Observation) -> Target | None:
         """Every `BURST_PERIOD_S`, the planner's decision as a target: every replica it wants running, spot ones apart."""
