@@ -42,7 +42,9 @@ at each lead; the quantiles of those errors, pooled over leads within
 `POOL_S` (and within half the lead, so the first leads, which err least, are
 not widened by those hours on), are offsets on the re-anchored P50 in the same
 log space (with a small floor, bands that scale with the rate, narrow at night
-and wide at the daily peak).
+and wide at the daily peak). Beyond the first hour the P90 offset is taken at
+a conformal level rising to `FAR_P90_LEVEL`: errors a day ahead come in runs,
+which a 0.9 quantile of six days' folds undercovers.
 
 Declared events (`burst.model.ServiceEvent`, or a `SpecialEvent`'s whole
 days): an event with an expected `multiplier` scales every quantile over its
@@ -87,6 +89,11 @@ EPS_SHARE = 0.05
 """The log-space floor `eps` as a share of the training window's mean rate where no calibration chose one."""
 EPS_SHARES = (0.05, 0.3, 2.0)
 """The floors a calibration chooses among, as shares of the training window's mean rate (`calibrate`)."""
+FAR_P90_LEVEL = 0.92
+"""The conformal level of the P90 offsets from `POOL_S` ahead on (0.9 within the anchor's span, rising between):
+a day ahead the folds' errors come in runs as long as a day, so their six days hold few independent samples and
+their 0.9 quantile covers less of the next day than 90%; within the hour the anchor points are many and nearly
+independent."""
 FOLD_ORIGINS = 12
 """The selection's fold origins (12 h apart: the last six days), fewer than the GPU-demand forecaster's 20 so a
 refit on 14 days takes seconds; the older ones trained on under a week and are not calibrated on anyway."""
@@ -364,12 +371,13 @@ class FoldRows:
         return x, z, np.log((self.actual + eps) / (self.tpl + eps))
 
     def calibration(self, eps: float, half: int) -> Calibration:
-        """`calibration_of` these rows with floor `eps` and pools of `half` leads."""
+        """`calibration_of` these rows with floor `eps` and pools of `half` leads, the P90's level rising from
+        0.9 after the anchor's span to `FAR_P90_LEVEL` at `half`."""
         x, z, y = self.logs(eps)
         seen = ~np.isnan(y)
         leads = y.shape[1]
         return calibration_of([x[seen[:, j]] for j in range(leads)], [y[seen[:, j], j] for j in range(leads)], half,
-                              [z[seen[:, j]] for j in range(leads)])
+                              [z[seen[:, j]] for j in range(leads)], FAR_P90_LEVEL, self.anchor)
 
     def p90(self, cal: Calibration, eps: float) -> np.ndarray:
         """The re-anchored P90 `cal` gives at every row and lead."""
@@ -449,13 +457,15 @@ def _weights(px: np.ndarray, pz: np.ndarray, py: np.ndarray) -> tuple[float, flo
 
 
 def calibration_of(xs: Sequence[Sequence[float] | np.ndarray], ys: Sequence[Sequence[float] | np.ndarray],
-                   half: int, zs: Sequence[Sequence[float] | np.ndarray] | None = None) -> Calibration:
+                   half: int, zs: Sequence[Sequence[float] | np.ndarray] | None = None, far_p90: float = 0.9,
+                   near: int = 0) -> Calibration:
     """Per lead j: the weights w[j] of x (the anchor hour's log ratio) and v[j] of z (the last step's departure
     from it, when `zs` is given) fitted on the pooled samples within min(`half`, j / 2) leads (`_weights`:
     through the origin, x and z clipped to +-`MAX_LOG_RATIO`, each weight to [0, 1]); each quantile's offset the
     conformal quantile of y - w[j] x - v[j] z there. Computed at every lead of the first `half / 6`, then at every
     `half / 6`-th, and interpolated between (neighbouring pools share most samples). No sample at all: no
-    anchoring and no spread.
+    anchoring and no spread. The P90 offset is the conformal quantile at 0.9 up to lead `near`, rising to
+    `far_p90` at lead `half` (`FAR_P90_LEVEL`).
 
     The pools narrow towards lead 0 because the first leads err least: pooled with leads hours on, the next
     step's band is as wide as theirs. The last step's weight lets a series whose level moves in steps (a GPU
@@ -480,7 +490,9 @@ def calibration_of(xs: Sequence[Sequence[float] | np.ndarray], ys: Sequence[Sequ
         residuals = py - w * px - (v * pz if v else 0.0)
         at_w.append(w)
         at_v.append(v)
-        for q, value in zip(QUANTILES, conformal_quantiles(residuals, QUANTILES), strict=True):
+        far = min(1.0, max(0.0, (j - near) / max(1, half - near)))
+        levels = [0.9 + (far_p90 - 0.9) * far if q == 0.9 else q for q in QUANTILES]
+        for q, value in zip(QUANTILES, conformal_quantiles(residuals, levels), strict=True):
             at_q[q].append(value)
     lead = np.arange(leads)
     return Calibration(tuple(float(v) for v in np.interp(lead, grid, at_w)),
