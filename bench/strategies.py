@@ -170,6 +170,11 @@ WAIVED = CostVerdict.WORSE_SERVICE.value
 """The verdict of a cost target waived by the service gate (`burst.sim.frontier.cost_verdict`)."""
 
 
+COST_BASELINES = ("reactive", "reactive-hotpool", "karpenter", "karpenter-do-not-disrupt", "karpenter-balanced",
+                  "karpenter-ml", "karpenter-balanced-ml")
+"""The baselines burst's cost is held to (each behind the service gate)."""
+
+
 def target_rows(result: Comparison, boot_s: float) -> list[Target]:
     """The issue's must-show targets for burst on this window (those whose reference ran): figure, reference, holds."""
     res = result.results
@@ -184,7 +189,7 @@ def target_rows(result: Comparison, boot_s: float) -> list[Target]:
 
     check("(burst - floor) <= 0.5 x (reactive - floor), $", b.cost_usd - floor.cost_usd,
           0.5 * (r.cost_usd - floor.cost_usd), b.cost_usd - floor.cost_usd <= 0.5 * (r.cost_usd - floor.cost_usd))
-    for other in ("reactive", "karpenter", "karpenter-do-not-disrupt"):
+    for other in COST_BASELINES:
         o = res.get(other)
         if o is not None:
             check(f"cost <= {other}, $", b.cost_usd, o.cost_usd, cost_verdict(Point.of(b), Point.of(o)))
