@@ -6,7 +6,9 @@
   than booting again).
 - `reactive`: the Kubernetes HPA v2 with its defaults (`Hpa`): a 15 s sync, a 10% tolerance, scale-up at most
   max(100%, 4 pods) per 15 s, the highest recommendation of the last 300 s on scale-down; pods land on the
-  Cluster Autoscaler's cold nodes, a node emptied stays 10 minutes (scale-down-unneeded-time) for reuse.
+  Cluster Autoscaler's cold nodes, a node emptied stays 10 minutes (scale-down-unneeded-time) for reuse. One
+  replica fills its node, so of the Cluster Autoscaler's scale-down rules (`burst.sim.strategies`: under 50%
+  utilisation and its pods fit elsewhere, one non-empty node at a time) only the empty node's applies here.
 - `reactive-overprovision`: `reactive` plus the Cluster Autoscaler's overprovisioning: placeholder pods for
   10% of the P95 replicas of the window's first week keep that many nodes booted, so a new replica only loads
   its model; a placeholder that a replica displaces reboots a node.
