@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from burst.model import ANY_MODEL, CapacityType, Job, NodeGroup, Policy, Tier
 from burst.planner.context import GroupCapacity, PlanContext
+from burst.planner.shapes import fitting_shapes
 
 
 def spot_eligible(job: Job, policy: Policy) -> bool:
@@ -27,7 +28,8 @@ def spot_allowed(ctx: PlanContext, job: Job, policy: Policy) -> bool:
 
 
 def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCapacity]:
-    """Groups the job may run on, steady first, then elastic by price per GPU-hour (then id)."""
+    """Groups the job may run on, steady first, then elastic by price per GPU-hour (then id); of a GPU model offered
+    in several node sizes, only the shapes the job fits (`burst.planner.shapes.fitting_shapes`)."""
     eligible_spot = spot_allowed(ctx, job, policy)
     out = []
     for cap in ctx.groups.values():
@@ -40,7 +42,7 @@ def candidate_groups(ctx: PlanContext, job: Job, policy: Policy) -> list[GroupCa
             continue
         out.append(cap)
     out.sort(key=lambda c: (c.group.tier is not Tier.STEADY, c.gpu_price, c.group.id))
-    return out
+    return fitting_shapes(job.gpus or 1, out)
 
 
 def serves(group: NodeGroup, gpu_model: str) -> bool:

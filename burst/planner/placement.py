@@ -6,7 +6,9 @@ For each pending job, in fair order (`fairshare.fair_order`), the step tries in 
    price per GPU-hour: a `place_job` action;
 2. capacity already booting (or launched earlier in this plan): the job waits
    for it and nothing new is launched;
-3. a launch in the cheapest feasible elastic group: one `scale_up` per group,
+3. a launch in the cheapest feasible elastic group (of a GPU model offered in
+   several node sizes, the one whose launch costs the job least:
+   `burst.planner.shapes`): one `scale_up` per group,
    summing every job it is for. A group cooling down after a failed launch or
    a spot interruption (`Snapshot.unavailable`) is passed over, so the job
    falls back to the next group (on-demand after spot) instead of waiting on
@@ -50,6 +52,7 @@ from burst.planner.gpu_scheduler import Binding
 from burst.planner.make_room import RoomMaker
 from burst.planner.moves import checkpoints_within_notice
 from burst.planner.power import saves_power, wake_room
+from burst.planner.shapes import by_marginal_cost
 from burst.planner.spot_spread import spread_spot, spreads
 
 STEP_PLACE = "place"
@@ -216,8 +219,9 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
     waiting: dict[str, int] = defaultdict(int)
     refused: dict[tuple[TenantName, Refusal, str], list[JobId]] = {}  # (tenant, kind, reason) -> jobs left unplanned
     refused_gpus: dict[tuple[TenantName, Refusal, str], int] = {}
-    # Per (tenant, GPU model, spot allowed): the candidate groups, and whether the spot spread may reorder them.
-    candidates_cache: dict[tuple[TenantName, str | None, bool], tuple[list[GroupCapacity], bool]] = {}
+    # Per (tenant, GPU model, spot allowed, whole GPUs): the candidate groups (the shapes a job fits depend on its
+    # width), and whether the spot spread may reorder them.
+    candidates_cache: dict[tuple[TenantName, str | None, bool, int], tuple[list[GroupCapacity], bool]] = {}
     # A refusal depends only on the job's shape and the plan's state, and the state changes only when
     # a job is served: while none has been, a job shaped like one refused before is refused alike.
     served = 0
@@ -231,11 +235,11 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
         if policy is None:
             policy = policy_of[tenant] = ctx.policy(tenant)
         # spot_allowed, inlined (this runs for every pending job each plan)
-        key = (tenant, job.gpu_model, job.fault_tolerant and spot_eligible(job, policy) and job.id not in barred)
         whole = job.gpus or 1  # Job.whole_gpus, inlined
+        key = (tenant, job.gpu_model, job.fault_tolerant and spot_eligible(job, policy) and job.id not in barred, whole)
         # The shape is built only once some job has been refused. Demand is read as `gpu_demand_of` does,
         # here and below: caching it on each job of a fresh snapshot costs more than it saves.
-        shape = (*key, whole, float(job.gpus or job.gpu_share or 0.0)) if refused_shapes else None
+        shape = (*key, float(job.gpus or job.gpu_share or 0.0)) if refused_shapes else None
         before = refused_shapes.get(shape) if shape is not None else None
         if before is not None and before[0] == served:
             kind, reason = before[1], before[2]
@@ -258,7 +262,7 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
                 served += 1
                 continue
             kind, reason = refusals.best()
-            refused_shapes[shape or (*key, whole, gpu_demand_of(job))] = (served, kind, reason)
+            refused_shapes[shape or (*key, gpu_demand_of(job))] = (served, kind, reason)
         ctx.refuse(job, kind)
         ids = refused.get((tenant, kind, reason))
         if ids is None:
@@ -486,7 +490,7 @@ def _try_launch(
 ) -> bool:
     budgeted = _has_budget(policy)
     demand = gpu_demand_of(job)
-    for cap in candidates:
+    for cap in by_marginal_cost(job.whole_gpus, candidates):
         if cap.group.tier is Tier.STEADY and not saves_power(cap.group):
             if job.whole_gpus > cap.gpn * cap.group.max_size:
                 refusals.add(Refusal.TOO_LARGE, f"{job.whole_gpus} GPUs exceed {cap.group.id}'s whole size")
