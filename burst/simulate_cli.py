@@ -42,10 +42,12 @@ from burst.strategy_option import strategy_option
               help="burst.yaml whose node groups, initial sizes, spot hazards, prices and policies to simulate "
                    "(default: a set-up sized from the trace: on-prem at the P50 of its demand, one on-demand and "
                    "one spot cloud group at catalog prices).")
-@click.option("--setup", "setup_name", type=click.Choice(["main", "spot-scarcity", "second-price"]), default=None,
+@click.option("--setup", "setup_name", type=click.Choice(["main", "spot-scarcity", "second-price", "multi-shape"]),
+              default=None,
               help="A named set-up sized from the trace, as the strategy benchmark replays it: main (the default), "
-                   "spot-scarcity (each spot offering holds a quarter of its group) or second-price (the cloud groups "
-                   "in us-west-2). Not with --config.")
+                   "spot-scarcity (each spot offering holds a quarter of its group), second-price (the cloud groups "
+                   "in us-west-2) or multi-shape (GCP A100 nodes of 1 and 8 GPUs, each on-demand and spot, in place "
+                   "of the p4d groups). Not with --config.")
 @strategy_option()
 @click.option("--start", default=None, help="Replay jobs submitted from this ISO instant (default: the first job).")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -10,7 +10,9 @@ then:
 - work that cannot move (not spot-eligible: not fault-tolerant, or its tenant
   bars spot) is placed at submission first-fit on whole nodes: the steady
   tier's nodes first, then open on-demand nodes, else a new on-demand node of
-  the cheapest on-demand group. A job wider than a node takes whole nodes for
+  the cheapest shape the job fits (of each node size, the cheapest on-demand
+  group's; among the sizes that hold the job on one node, or the widest for a
+  job wider than every node, the one whose nodes for it cost least). A job wider than a node takes whole nodes for
   each full node's worth of GPUs and first-fit for the rest, all within one
   tier: on the steady tier when every piece fits there, else every piece in
   the cloud. No controller the floor is measured against can split one job
@@ -37,6 +39,7 @@ waterfall is measured against: `structural` is floor - oracle.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,16 +64,36 @@ class _Node:
     jobs: set[int] = field(default_factory=set)
 
 
-def _cloud_shape(setup: SimSetup) -> tuple[float, float]:
-    """(GPUs per node, boot latency in s) of the node cannot-move overflow opens: the cheapest on-demand group's
-    (or the cheapest elastic group's without one)."""
+@dataclass(frozen=True)
+class _Shape:
+    """A cloud node the floor can open: its GPUs, boot latency (s) and price (USD per node-hour)."""
+
+    gpus: float
+    boot_s: float
+    usd_per_hour: float
+
+
+def _cloud_shapes(setup: SimSetup) -> list[_Shape]:
+    """The node shapes cannot-move overflow may open: each node size's cheapest on-demand group (or elastic group,
+    without on-demand ones); the steady tier's node without a cloud."""
     elastic: list[NodeGroup] = [g for g in setup.groups if g.tier is Tier.ELASTIC]
     od = [g for g in elastic if g.capacity_type is CapacityType.ON_DEMAND] or elastic
     if not od:
         steady = [g for g in setup.groups if g.tier is Tier.STEADY]
-        return (float(steady[0].gpus_per_node) if steady else float(DEFAULT_GPUS_PER_NODE)), 0.0
-    cheapest = min(od, key=lambda g: (setup.catalog.group_price(g) / g.gpus_per_node, g.id))
-    return float(cheapest.gpus_per_node), float(cheapest.boot_latency_s)
+        return [_Shape(float(steady[0].gpus_per_node) if steady else float(DEFAULT_GPUS_PER_NODE), 0.0, 0.0)]
+    cheapest: dict[int, NodeGroup] = {}
+    for g in sorted(od, key=lambda g: (setup.catalog.group_price(g) / g.gpus_per_node, g.id)):
+        cheapest.setdefault(g.gpus_per_node, g)
+    return [_Shape(float(g.gpus_per_node), float(g.boot_latency_s), setup.catalog.group_price(g))
+            for g in cheapest.values()]
+
+
+def _cheapest_fitting(shapes: Sequence[_Shape], demand: float) -> _Shape:
+    """The shape a new node for a job of `demand` GPUs takes: of those it fits (one node holds it; a job wider than
+    every node fits the widest only), the one whose nodes for it cost least per hour, the wider on a tie."""
+    widest = max(s.gpus for s in shapes)
+    fitting = [s for s in shapes if demand <= s.gpus + 1e-9 or s.gpus == widest]
+    return min(fitting, key=lambda s: (math.ceil(demand / s.gpus - 1e-9) * s.usd_per_hour, -s.gpus))
 
 
 def _chunks(demand: float, per_node: float) -> list[float]:
@@ -138,9 +161,11 @@ class _Sweep:
     opening order), where each cannot-move job sits, and the GPU-seconds accrued so far on each part."""
 
     onprem: list[_Node]
-    per_node: float
+    shapes: list[_Shape]
     steady_gpus: float
     cloud: list[_Node] = field(default_factory=list)
+    cloud_gpus: float = 0.0  # GPUs of the open cloud nodes
+    boot_gpu_s: float = 0.0  # GPU-seconds of the cloud nodes' boots
     placed: dict[int, list[tuple[_Node, float]]] = field(default_factory=dict)
     eligible_now: float = 0.0
     onprem_used: float = 0.0  # cannot-move GPUs held on the steady tier
@@ -163,7 +188,7 @@ class _Sweep:
             return
         acc = self.acc
         spare_onprem = max(0.0, self.steady_gpus - self.onprem_used)
-        spare_cloud = max(0.0, len(self.cloud) * self.per_node - self.cloud_used)
+        spare_cloud = max(0.0, self.cloud_gpus - self.cloud_used)
         on_onprem = min(self.eligible_now, spare_onprem)
         on_cloud = min(self.eligible_now - on_onprem, spare_cloud)
         acc["onprem_n"] += self.onprem_used * dt
@@ -171,7 +196,7 @@ class _Sweep:
         acc["od_n"] += self.cloud_used * dt
         acc["od_e"] += on_cloud * dt
         if self.last < self.span_s:
-            acc["od_open"] += len(self.cloud) * self.per_node * dt
+            acc["od_open"] += self.cloud_gpus * dt
         else:
             acc["od_tail"] += (self.cloud_used + on_cloud) * dt
             acc["steady_tail"] += (self.onprem_used + on_onprem) * dt
@@ -187,20 +212,25 @@ class _Sweep:
                 self.cloud_used -= gpus
                 if not node.jobs:
                     self.cloud.remove(node)
+                    self.cloud_gpus -= node.gpus
             else:
                 self.onprem_used -= gpus
 
     def place(self, i: int, demand: float, t: float) -> None:
         """Job `i` starts: first-fit on the steady tier when every piece fits there, else on open cloud nodes,
-        opening (and booting) a node for each piece that fits nowhere."""
-        pieces = _chunks(demand, self.per_node)
+        opening (and booting) a node of the cheapest shape the job fits (`_cheapest_fitting`) for each piece that
+        fits nowhere. Pieces are that shape's nodes' worth."""
+        shape = _cheapest_fitting(self.shapes, demand)
+        pieces = _chunks(demand, shape.gpus)
         hosts = _first_fit(self.onprem, pieces, opens=False) or _first_fit(self.cloud, pieces, opens=True)
         assert hosts is not None  # the cloud always opens what it lacks
         spots: list[tuple[_Node, float]] = []
         for piece, host in zip(pieces, hosts, strict=True):
             if host is None:
-                host = _Node(self.per_node, opened_s=t, cloud=True)
+                host = _Node(shape.gpus, opened_s=t, cloud=True)
                 self.cloud.append(host)
+                self.cloud_gpus += shape.gpus
+                self.boot_gpu_s += shape.boot_s * shape.gpus
                 self.boots += 1
             host.used += piece
             host.jobs.add(i)
@@ -216,11 +246,10 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
     """The floor bound (see the module docstring) for `jobs` submitted in [start, end), billed over [start, end)."""
     steady_groups = [g for g in setup.groups if g.tier is Tier.STEADY]
     steady_rate = sum(setup.catalog.group_price(g) * setup.initial.get(g.id, 0) for g in steady_groups)
-    per_node, boot_s = _cloud_shape(setup)
     span_s = (end - start).total_seconds()
     onprem = [_Node(float(g.gpus_per_node)) for g in steady_groups for _ in range(setup.initial.get(g.id, 0))]
     span = _span(setup, jobs, start, end)
-    sweep = _Sweep(onprem, per_node, sum(n.gpus for n in onprem), span_s=span_s)
+    sweep = _Sweep(onprem, _cloud_shapes(setup), sum(n.gpus for n in onprem), span_s=span_s)
     for t, kind, i in span.events:
         sweep.accrue(t)
         demand = span.kept[i].gpu_demand
@@ -234,7 +263,7 @@ def floor(setup: SimSetup, jobs: Sequence[Job], *, start: datetime, end: datetim
     # every job has ended at the last event, so no node is open after it
     steady_per_gpu_s = steady_rate / sweep.steady_gpus / 3600.0 if sweep.steady_gpus else 0.0
     return _result(setup, span, sweep, steady_usd=steady_rate * span_s / 3600.0
-                   + steady_per_gpu_s * sweep.acc["steady_tail"], span_s=span_s, boot_gpu_s=sweep.boots * boot_s * per_node)
+                   + steady_per_gpu_s * sweep.acc["steady_tail"], span_s=span_s, boot_gpu_s=sweep.boot_gpu_s)
 
 
 def _result(setup: SimSetup, span: _Span, sweep: _Sweep, *, steady_usd: float, span_s: float,

@@ -192,13 +192,75 @@ def with_second_price(setup: SimSetup) -> SimSetup:
     return in_region(setup, SECOND_PRICE_REGION)
 
 
+MULTI_SHAPE_REGION = "us-central1"
+MULTI_SHAPE_INSTANCE_TYPES = {1: "a2-highgpu-1g", 8: "a2-highgpu-8g"}
+"""The cloud shapes of the multi-shape set-up, by GPUs per node: GCP A100 (40 GB) nodes the shipped catalog prices
+at the same rate per GPU, so only a node's size tells them apart."""
+
+
+def with_shapes(setup: SimSetup, instance_types: Mapping[int, str] = MULTI_SHAPE_INSTANCE_TYPES,
+                region: str = MULTI_SHAPE_REGION, provider: str = "gcp") -> SimSetup:
+    """The set-up with its cloud groups replaced by one on-demand and one spot group per shape of `instance_types`
+    (GPUs per node -> instance type of the catalog in `region`), every shape able to hold as many GPUs as the
+    cloud groups it replaces; the steady tier, policies and spot hazard per node-hour stay as they are.
+
+    The groups run on the simulated cloud (provider `sim`) at `provider`'s catalog prices."""
+    cloud = [g for g in setup.groups if g.tier is Tier.ELASTIC]
+    if not cloud:
+        return setup
+    cloud_gpus = max(g.max_size * g.gpus_per_node for g in cloud)
+    hazard = max((setup.spot_hazard_per_hour.get(g.id, 0.0) for g in cloud), default=DEFAULT_SPOT_HAZARD_PER_HOUR)
+    template = cloud[0]
+    added: list[NodeGroup] = []
+    for gpus, instance_type in sorted(instance_types.items()):
+        row = setup.catalog.find(provider, instance_type, region)
+        if row is None:
+            raise KeyError(f"no {provider} price for {instance_type} in {region}")
+        shape = GpuShape(gpu_model=row.gpu_model, gpus_per_node=gpus, gpu_memory_gib=row.gpu_memory_gib)
+        for capacity, suffix in ((CapacityType.ON_DEMAND, "od"), (CapacityType.SPOT, "spot")):
+            added.append(dataclasses.replace(
+                template, id=f"cloud-{gpus}g-{suffix}", capacity_type=capacity, shape=shape, region=region,
+                instance_type=instance_type, max_size=max(1, math.ceil(cloud_gpus / gpus)), min_size=0))
+    groups = (*(g for g in setup.groups if g.tier is not Tier.ELASTIC), *added)
+    prices = ", ".join(f"{g.id} ({g.instance_type}) ${setup.catalog.group_price(g):.2f}/node-h, up to {g.max_size}"
+                       for g in added)
+    return dataclasses.replace(
+        setup, groups=groups,
+        initial={**{k: v for k, v in setup.initial.items() if k not in {g.id for g in cloud}},
+                 **{g.id: 0 for g in added}},
+        spot_hazard_per_hour={g.id: hazard for g in added if g.capacity_type is CapacityType.SPOT},
+        capacity={k: v for k, v in setup.capacity.items() if k not in {g.id for g in cloud}},
+        assumptions=(*(a for a in setup.assumptions if not a.startswith("cloud: ")),
+                     f"cloud: {provider} {region} on-demand and spot per shape from the shipped catalog: {prices}"),
+    )
+
+
+def with_multi_shape(setup: SimSetup) -> SimSetup:
+    """The set-up with a 1-GPU and an 8-GPU cloud shape (`MULTI_SHAPE_INSTANCE_TYPES`), each on-demand and spot."""
+    return with_shapes(setup)
+
+
+def only_shape(setup: SimSetup, gpus_per_node: int) -> SimSetup:
+    """The set-up without its elastic groups of any other node size (the multi-shape set-up restricted to one)."""
+    dropped = {g.id for g in setup.groups if g.tier is Tier.ELASTIC and g.gpus_per_node != gpus_per_node}
+    return dataclasses.replace(
+        setup, groups=tuple(g for g in setup.groups if g.id not in dropped),
+        initial={k: v for k, v in setup.initial.items() if k not in dropped},
+        spot_hazard_per_hour={k: v for k, v in setup.spot_hazard_per_hour.items() if k not in dropped},
+        capacity={k: v for k, v in setup.capacity.items() if k not in dropped},
+        assumptions=(*setup.assumptions, f"cloud restricted to {gpus_per_node}-GPU nodes"),
+    )
+
+
 NAMED_SETUPS: dict[str, Callable[[SimSetup], SimSetup]] = {
     "main": lambda setup: setup,
     "spot-scarcity": with_spot_scarcity,
     "second-price": with_second_price,
+    "multi-shape": with_multi_shape,
 }
 """The set-ups `burst simulate --setup` and the strategy benchmark replay, each a change to the default set-up
-sized from the trace (`default_setup`): as it is, with scarce spot, or with the cloud in the second-price region."""
+sized from the trace (`default_setup`): as it is, with scarce spot, with the cloud in the second-price region, or
+with a 1-GPU and an 8-GPU cloud shape (GCP us-central1) in place of the one p4d shape."""
 
 
 def named_setup(name: str, stats: TraceStats) -> SimSetup:
@@ -262,6 +324,8 @@ __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL_S",
     "DEFAULT_FAULT_TOLERANT_FRACTION",
     "DEFAULT_SPOT_HAZARD_PER_HOUR",
+    "MULTI_SHAPE_INSTANCE_TYPES",
+    "MULTI_SHAPE_REGION",
     "NAMED_SETUPS",
     "SECOND_PRICE_REGION",
     "SimSetup",
@@ -270,6 +334,9 @@ __all__ = [
     "setup_from_config",
     "with_fault_tolerance",
     "in_region",
+    "only_shape",
+    "with_multi_shape",
+    "with_shapes",
     "with_hot_pool",
     "with_second_price",
     "with_spot_scarcity",
