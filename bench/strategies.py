@@ -19,8 +19,15 @@ node-hour. Two variants replay the same windows:
   waiting for spot costs time;
 - `second-price`: the cloud groups in us-west-2, where p4d spot costs
   $8.00/node-h rather than $2.47 (`burst.sim.setup.with_second_price`).
+- `multi-shape`: GCP A100 nodes of 1 and 8 GPUs (`a2-highgpu-1g`,
+  `a2-highgpu-8g`, us-central1), each on-demand and spot, in place of the p4d
+  groups (`burst.sim.setup.with_multi_shape`). Beside its section, burst
+  replays every window on it and on its 8-GPU shape alone (`only_shape`): the
+  target is (burst - oracle) <= 0.8 x (burst on the 8-GPU shape - oracle) on
+  at least 4 of the 6 windows, with no worse P95 delay (`--multi-shape` runs
+  only that comparison, on the chosen windows, and writes nothing).
 
-The variants replay the windows of `VARIANT_WINDOWS` (itp-cluster02 and
+The variants' sections replay the windows of `VARIANT_WINDOWS` (itp-cluster02 and
 itp-cluster05), which keeps the whole run within a few minutes on two cores.
 
 The docs run also replays the main set-up's windows under two further seeds
@@ -77,7 +84,7 @@ from burst.sim.engine import GAP_PARTS, StrategyResult
 from burst.sim.frontier import NOT_COMPARED, SERVICE_GATE_S, CostVerdict, Point, cost_verdict, dominated_by
 from burst.sim.registry import check, default_names, offered_names
 from burst.sim.report import BOUND_NAMES, frontier_figure
-from burst.sim.setup import NAMED_SETUPS, named_setup, with_fault_tolerance
+from burst.sim.setup import NAMED_SETUPS, named_setup, only_shape, with_fault_tolerance
 from burst.sim.traces import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +118,39 @@ TTC_SLACK_S = 15.0  # time to capacity on cold boots may exceed the boot latency
 OUTSIDE_TARGETS = ("static-p50",)
 """Strategies no target reads: static-p50 does not finish its work (its run keeps its window)."""
 
-VARIANTS = NAMED_SETUPS  # main, spot-scarcity, second-price: `burst simulate --setup NAME` replays each too
+VARIANTS = NAMED_SETUPS  # main, spot-scarcity, second-price, multi-shape: `burst simulate --setup NAME` replays each
+MULTI_SHAPE = "multi-shape"
+MULTI_SHAPE_RATIO = 0.8
+MULTI_SHAPE_WINDOWS = 4
+"""The multi-shape target: (burst - oracle) <= MULTI_SHAPE_RATIO x (burst on the 8-GPU shape alone - oracle), with
+no worse P95 delay, on at least MULTI_SHAPE_WINDOWS of the windows of FULL."""
+MULTI_SHAPE_STRATEGIES = ("burst", "floor", "oracle")
+
+
+def multi_shape_row(file: str, days: float, multi: Comparison, wide: Comparison) -> tuple[str, bool]:
+    """One window of the multi-shape comparison: burst on both shapes and on the 8-GPU shape alone, each over its
+    own oracle. Returns the table row and whether the target holds there."""
+    b, f, o = (multi.results[n] for n in MULTI_SHAPE_STRATEGIES)
+    b8, f8, o8 = (wide.results[n] for n in MULTI_SHAPE_STRATEGIES)
+    gap, gap8 = b.cost_usd - o.cost_usd, b8.cost_usd - o8.cost_usd
+    holds = gap <= MULTI_SHAPE_RATIO * gap8 and b.delay_p95_s <= b8.delay_p95_s
+    return (f"| {file}, {days:g} d | {fmt(b.cost_usd)} | {fmt(b8.cost_usd)} | {fmt(o.cost_usd)} | {fmt(f.cost_usd)} "
+            f"| {fmt(f8.cost_usd)} | {fmt(gap)} | {fmt(gap8)} | {ratio(gap, gap8):.2f} | {fmt(b.delay_p95_s)} "
+            f"| {fmt(b8.delay_p95_s)} | {b.lost_gpu_hours:,.1f} | {b8.lost_gpu_hours:,.1f} "
+            f"| {'yes' if holds else '**no**'} |"), holds
+
+
+def multi_shape_section(rows: Sequence[str], held: int) -> list[str]:
+    """The multi-shape comparison's table and its target's count."""
+    verdict = "met" if held >= MULTI_SHAPE_WINDOWS else "not met"
+    return ["## Two node shapes", "",
+            "burst on the `multi-shape` set-up (GCP `a2-highgpu-1g` and `a2-highgpu-8g`, on-demand and spot) and on "
+            "the same set-up with only the 8-GPU shape (`burst-8g`), each against its own oracle. Target: (burst - "
+            f"oracle) <= {MULTI_SHAPE_RATIO:g} x (burst-8g - oracle) with no worse P95 delay on at least "
+            f"{MULTI_SHAPE_WINDOWS} windows: it holds on {held} of {len(rows)} ({verdict}).", "",
+            "| window | burst $ | burst-8g $ | oracle $ | floor $ | floor (8g) $ | burst - oracle | burst-8g - oracle "
+            "| ratio | burst P95 delay s | burst-8g P95 delay s | burst lost GPU-h | burst-8g lost GPU-h | holds |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", *rows, ""]
 
 
 def peak_rss_mib() -> float:
@@ -402,6 +441,8 @@ def main() -> int:
     parser.add_argument("--frontier-png", type=Path, default=None, metavar="PATH",
                         help=f"also draw the main set-up's cost-delay frontier to PATH (the docs run draws "
                              f"{FRONTIER_PNG.relative_to(ROOT)})")
+    parser.add_argument("--multi-shape", action="store_true",
+                        help="only burst on the multi-shape set-up against its 8-GPU shape alone; writes nothing")
     parser.add_argument("--workers", type=int, default=2, help="processes running strategies at once (default 2: the CI machine's cores)")
     args = parser.parse_args()
     check((*SPEED_STRATEGIES, *SEED_STRATEGIES, CLAIRVOYANT))  # the subsets measured here are registered strategies
@@ -417,8 +458,9 @@ def main() -> int:
         parser.error(f"--strategy {bad[0]}: expected one of {', '.join(offered_names())}")
     if args.window:
         runs = tuple(r for r in runs if r[0] in args.window)
-    partial = bool(args.window or args.strategy)
-    variants = ["main"] if args.small or args.speed or args.no_variants else list(VARIANTS)
+    partial = bool(args.window or args.strategy or args.multi_shape)
+    variants = ([] if args.multi_shape else ["main"] if args.small or args.speed or args.no_variants
+                else list(VARIANTS))
     writes = not (args.small or args.speed or args.no_variants or partial)
     extra = args.seeds if args.seeds is not None else DOC_SEEDS if writes else 0
     if extra < 0:
@@ -471,6 +513,20 @@ def main() -> int:
                 f"| {ratio(b.cost_usd, karpenter.cost_usd) if karpenter else math.nan:.2f} "
                 f"| {ratio(b.cost_usd - res['floor'].cost_usd, r.cost_usd - res['floor'].cost_usd) if 'floor' in res else math.nan:.2f} "
                 f"| {ratio(b.wait_p95_s, r.wait_p95_s):.2f} {loss_cells(b, r)}| {held} of {total}{note} |")
+    multi_rows: list[str] = []
+    multi_held = 0
+    for file, start, days in runs if writes or args.multi_shape else ():
+        since = datetime.fromisoformat(start) if start else None
+        trace = load_trace(data_dir() / "traces" / file).window(since, days=days)
+        setup = named_setup(MULTI_SHAPE, trace.stats())
+        t0 = time.perf_counter()
+        multi, wide = (compare(trace, MULTI_SHAPE_STRATEGIES, setup=s, seed=args.seed, days=days, workers=args.workers)
+                       for s in (setup, only_shape(setup, 8)))
+        total_wall += time.perf_counter() - t0
+        row, holds = multi_shape_row(file, days, multi, wide)
+        multi_rows.append(row)
+        multi_held += holds
+        print(f"{MULTI_SHAPE} vs 8-GPU shape {file}: {time.perf_counter() - t0:.1f} s wall", file=sys.stderr)
     summary = (f"Total wall {total_wall:.1f} s with {args.workers} worker process(es); peak memory of the largest "
                f"process {peak_rss_mib():.0f} MiB.")
     if args.speed:
@@ -487,6 +543,7 @@ def main() -> int:
               "|---|---|---:|---:|---:|---:|---:|---|---:|---|", *summary_rows, ""]
     extras = (seeds_section(seed_lines, seeds) if seed_lines else []) + (headroom_section(headroom) if headroom else [])
     extras += frontier_doc(frontier, FRONTIER_PNG.name) if frontier else []
+    extras += multi_shape_section(multi_rows, multi_held) if multi_rows else []
     for path in [FRONTIER_PNG] * writes + ([args.frontier_png] if args.frontier_png else []):
         if frontier:
             write_frontier(frontier, path)
