@@ -8,8 +8,8 @@ eight on an 8-GPU one, the seven it leaves idle included. So:
 
 - a job fits a shape when one node holds it; a job wider than every node of
   its model fits the widest shape only (it takes whole nodes of it). A job is
-  never spread over nodes of a smaller shape while a larger one would hold it
-  on one node (`fitting_shapes`);
+  never spread over nodes of a smaller shape while a larger one of the same
+  capacity type would hold it on one node (`fitting_shapes`);
 - among the groups of one model of several shapes, a launch goes first to the
   group whose launch costs least for the job: the nodes it needs times the
   node's price (`by_marginal_cost`).
@@ -37,18 +37,25 @@ def _shapes_by_model(candidates: list[GroupCapacity]) -> dict[str, set[int]]:
 
 def fitting_shapes(gpus: int, candidates: list[GroupCapacity]) -> list[GroupCapacity]:
     """`candidates` without the elastic groups whose shape a job of `gpus` GPUs does not fit (see the module doc):
-    for a model of several shapes, those whose node is smaller than the job while a node of another holds it (or,
-    for a job wider than every node of the model, those that are not the widest). Order is kept; a list with one
-    shape per model comes back as it is."""
+    for a model of several shapes, those whose node is smaller than the job while a group of the same model and
+    capacity type holds it on one node (or, for a job wider than every such node, those that are not the widest).
+    Order is kept; a list with one shape per model comes back as it is.
+
+    Shapes are compared within a capacity type: a job whose tenant may not take spot (or not more of it) still
+    runs on smaller on-demand nodes when only a spot group is wide enough."""
     sizes = _shapes_by_model(candidates)
     if all(len(s) < 2 for s in sizes.values()):
         return candidates
+    widest: dict[tuple[str, str], int] = {}
+    for cap in candidates:
+        if cap.group.tier is Tier.ELASTIC:
+            kind = (cap.group.shape.gpu_model, cap.group.capacity_type.value)
+            widest[kind] = max(widest.get(kind, 0), cap.gpn)
 
     def fits(cap: GroupCapacity) -> bool:
         if cap.group.tier is not Tier.ELASTIC:
             return True
-        of_model = sizes[cap.group.shape.gpu_model]
-        return gpus <= cap.gpn or cap.gpn == max(of_model)
+        return gpus <= cap.gpn or cap.gpn == widest[(cap.group.shape.gpu_model, cap.group.capacity_type.value)]
 
     return [c for c in candidates if fits(c)]
 
