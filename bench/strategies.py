@@ -1,6 +1,6 @@
 """Benchmark: every strategy on windows of the real traces, with the cost gap waterfall and the issue's targets.
 
-    python bench/strategies.py            # the docs: Philly and ITP clusters 01..05, plus the two variants
+    python bench/strategies.py            # the docs: Philly and ITP clusters 01..05, plus the three variants
     python bench/strategies.py --small    # a one-day slice of one trace (CI keeps the script from rotting)
     python bench/strategies.py --speed    # the speed target: 60 days of itp-cluster04, the original strategies
     python bench/strategies.py --no-variants  # the docs' main set-up only (faster; writes nothing)
@@ -12,7 +12,7 @@ shipped catalog's (burst/data/prices.csv: p4d.24xlarge us-east-1 on-demand and
 spot, on-prem from the catalog's cost model); the set-up is the default one
 sized from each trace (see burst.sim.setup): 50% of each tenant's jobs
 fault-tolerant, checkpoints every 30 min, 0.01 spot interruptions per
-node-hour. Two variants replay the same windows:
+node-hour. Three variants replay the same windows:
 
 - `spot-scarcity`: each spot offering holds at most 25% of its group's max
   size; launches beyond it fail (`burst.sim.setup.with_spot_scarcity`), so
@@ -103,7 +103,7 @@ FULL = (
     ("itp-cluster05.csv", None, 14.0),
 )
 VARIANT_WINDOWS = ("itp-cluster02.csv", "itp-cluster05.csv")
-"""The windows the two variants replay (the main set-up replays every window of FULL)."""
+"""The windows the variants replay (the main set-up replays every window of FULL)."""
 SMALL = (("itp-cluster02.csv", None, 1.0),)
 SPEED = (("itp-cluster04.csv", None, 60.0),)
 SPEED_STRATEGIES = ("burst", "burst-no-forecast", "reactive", "reactive-hotpool", "static-peak", "static-p50", "oracle")
