@@ -33,6 +33,8 @@ def test_a_one_gpu_job_launches_the_one_gpu_node_though_the_wide_one_is_a_little
     prices = TablePrices({"small": 3.0, "big": 23.92})
     snap = Snapshot(groups=(SMALL, BIG), nodes=(), jobs=(job("j1", gpus=1),), targets={"small": 0, "big": 0})
     assert _launches(snap, prices) == [("small", 1)]
+    (up,) = [a for a in plan(snap, [], {}, prices, now=T0, ids=PlanIds("p1")).actions if a.kind is ActionKind.SCALE_UP]
+    assert "small is the cheapest launch for its jobs among the A100 node sizes (1-GPU nodes at $3.00/node-h" in up.reason
 
 
 def test_an_eight_gpu_job_takes_one_wide_node_not_eight_small_ones() -> None:

@@ -273,6 +273,18 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
     _launch_and_hold(ctx, launches, waiting, refused, refused_gpus)
 
 
+def _why_group(ctx: PlanContext, cap: GroupCapacity) -> str:
+    """Why a scale-up launched in `cap`'s group: the cheapest per GPU-hour, or, where its GPU model comes in
+    several node sizes, the launch that cost its jobs least (`burst.planner.shapes`)."""
+    group = cap.group
+    sizes = {c.gpn for c in ctx.groups.values()
+             if c.group.tier is Tier.ELASTIC and c.group.shape.gpu_model == group.shape.gpu_model}
+    if len(sizes) > 1:
+        return (f"{group.id} is the cheapest launch for its jobs among the {group.shape.gpu_model} node sizes "
+                f"({cap.gpn}-GPU nodes at ${cap.gpu_price * cap.gpn:.2f}/node-h, ${cap.gpu_price:.2f}/GPU-h)")
+    return f"{group.id} is the cheapest feasible group at ${cap.gpu_price:.2f}/GPU-h"
+
+
 def _launch_and_hold(ctx: PlanContext, launches: dict[str, _LaunchSummary], waiting: dict[str, int],
                      refused: dict[tuple[TenantName, Refusal, str], list[JobId]],
                      refused_gpus: dict[tuple[TenantName, Refusal, str], int]) -> None:
@@ -292,8 +304,7 @@ def _launch_and_hold(ctx: PlanContext, launches: dict[str, _LaunchSummary], wait
                     f"{summary.jobs} pending job(s) ({tenants}) need {summary.gpus} GPU(s) that ready and booting "
                     f"capacity cannot hold; "
                     + (f"wake {summary.nodes} powered-off on-prem node(s) of {group_id}" if cap.group.tier is Tier.STEADY
-                       else f"{group_id} is the cheapest feasible group at ${cap.gpu_price:.2f}/GPU-h"
-                       + ctx.spread_notes.get(group_id, ""))
+                       else _why_group(ctx, cap) + ctx.spread_notes.get(group_id, ""))
                     + f" ({cap.target} -> {cap.target + summary.nodes} nodes)"
                 ),
             )
