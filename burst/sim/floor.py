@@ -35,6 +35,15 @@ simulated run's remainders, only GPUs that work holds are paid, each at its
 node's price per GPU (the steady tier's at its own): no idle GPU, no boot. The floor's spend, split the way
 the cost gap reads it (`burst.sim.engine.Spend`), is what every strategy's
 waterfall is measured against: `structural` is floor - oracle.
+
+What it is not a bound for: a strategy that stops and restarts work that
+cannot move (the plain `karpenter` rows when they consolidate a node under
+such a job, `reactive` draining a node on a spot notice): each restart is a
+new placement, where the floor places such a job once, at its submission,
+first-fit; nor a strategy that holds work past its submission (any queue
+wait), which the floor never does. Such a strategy can cost less than the
+floor on a window (burst does on philly.csv: `docs/benchmarks/strategies.md`),
+so the floor is a reference point, and `(strategy - floor)` can be negative.
 """
 
 from __future__ import annotations
