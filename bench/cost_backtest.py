@@ -26,6 +26,7 @@ $BURST_DATA_DIR (default ../shared/data).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +37,7 @@ from typing import Any
 from benchdoc import write_doc
 
 from burst.projection.arrivals import job_mix
+from burst.projection.calibration import shifted_week
 from burst.projection.demand import HISTORY_S, fit_forecast, series_of_jobs
 from burst.projection.project import project
 from burst.settings import data_dir
@@ -73,12 +75,14 @@ def one_week(name: str, week: int, paths: int = MIN_PATHS) -> dict[str, Any]:
     actual_jobs = [j for j in trace.jobs if cut <= j.submitted_at < cut + WEEK]
     actual = simulate(strategy_run(STRATEGY, setup, stats), with_fault_tolerance(actual_jobs, setup, 0),
                       start=cut, end=cut + WEEK, prior=history)
+    naive = simulate(strategy_run(STRATEGY, setup, stats), with_fault_tolerance(shifted_week(history, cut), setup, 0),
+                     start=cut, end=cut + WEEK, prior=history)
     p10, p50, p90 = (proj.baseline.cost(q) for q in (0.1, 0.5, 0.9))
     real_demand = [p.demand_gpus for p in trace_demand(trace.jobs, cut, cut + WEEK, 3600.0)]
     path_demand = [24.0 * sum(p) / len(p) for p in proj.paths]  # GPU-hours per day of each sampled path
     return {"trace": name, "week": week, "start": cut, "p10": p10, "p50": p50, "p90": p90, "actual": actual.cost_usd,
             "error": abs(p50 - actual.cost_usd) / actual.cost_usd if actual.cost_usd else float("nan"),
-            "inside": p10 <= actual.cost_usd <= p90, "model": forecast.model.split(" (")[0],
+            "inside": p10 <= actual.cost_usd <= p90, "naive": naive.cost_usd, "model": forecast.model.split(" (")[0],
             "level": dependence.level, "wait_p95": proj.baseline.median_run.wait_p95_s,
             "actual_wait_p95": actual.wait_p95_s,
             "demand": [quantile(path_demand, q) for q in (0.1, 0.5, 0.9)],
@@ -110,6 +114,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--paths", type=int, default=MIN_PATHS,
                         help="demand paths sampled per week (default: the fewest burst cost takes, to keep the run short)")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="also write each week's raw figures (JSON) to this file")
     args = parser.parse_args()
     traces = tuple(args.trace or FULL)
     cases = [(SMALL[0], 1)] if args.small else [(n, w) for n in traces for w in weeks_of(n)]
@@ -121,6 +127,8 @@ def main() -> None:
             print(f"[{len(rows)}/{len(cases)}] {row['trace']} from {row['start']:%Y-%m-%d}: P10/P50/P90 "
                   f"{row['p10']:,.0f} / {row['p50']:,.0f} / {row['p90']:,.0f}, actual {row['actual']:,.0f}",
                   file=sys.stderr, flush=True)
+    if args.rows:
+        args.rows.write_text(json.dumps(rows, default=str, indent=1), encoding="utf-8")
     lines = ["| trace | week from | forecast | level corr. | P10 $ | P50 $ | P90 $ | actual $ | P50 error | "
              "actual in P10-P90 | wait P95 s (median run / actual) |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
