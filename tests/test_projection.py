@@ -216,15 +216,16 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     assert replay.cost_by_tenant == result.baseline.median_run.cost_by_tenant
     started = replay.ledger[0].at  # the first tick that charges it (its node has booted)
     assert job.submitted_at < started <= job.submitted_at + timedelta(seconds=300 + 2 * 60)
-    breach = result.baseline.exceeds_at["prod"]
-    assert breach is not None
+    passed = result.baseline.exceeds_at["prod"]
+    assert passed is not None and passed.budget == "usd_per_month"
+    breach = passed.at
     expected = started + timedelta(hours=100.0 / OD)  # 100 $ left at 21.96 $/h: 4.55 h
     assert abs((breach - expected).total_seconds()) <= 60.0  # within one loop interval (the ledger's sampling)
     body = result.to_json()
     assert body["by_tenant"]["prod"]["budget_usd_month"] == 500.0
     assert body["by_tenant"]["prod"]["exceeds_budget_at"] == breach.isoformat()
     assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history",
-                         "capacity"}
+                         "capacity", "history"}
     assert body["capacity"] is None, "no steady tier, no capacity advice"
 
 

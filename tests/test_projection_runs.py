@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from burst.model import Budget, Forecast, Policy, SpotPolicy
 from burst.projection.arrivals import JobTemplate
-from burst.projection.budget import breach_at, spend_points
+from burst.projection.budget import breaches
 from burst.projection.project import project
 from burst.projection.runs import Batch, demand_jobs, per_bin, run_all
 from burst.projection.whatif import WhatIf, run_for
@@ -63,9 +63,10 @@ def test_a_run_keeps_its_ledgers_bins_and_breaches_not_its_rows() -> None:
                          end=T0 + timedelta(hours=HOURS), seed=3, keep_ledger=True)
         assert again.cost_usd == run.cost_usd  # the same run, now with its ledger rows
         assert spend.bins == {line: tuple(v) for line, v in per_bin(again.ledger, T0, HOURS * 3600.0)[1].items()}
-        expected = breach_at(spend_points(again.ledger, "batch"), 90.0, start=T0, month_to_date_usd=10.0)
-        assert spend.exceeds_at == {"batch": expected}  # prod has no policy, so no budget: nothing to pass
-        breached += expected is not None
+        expected = breaches(again.ledger, {"batch": Budget(usd_per_month=90.0)}, start=T0,
+                            month_to_date={"batch": 10.0})
+        assert spend.exceeds_at == expected  # prod has no policy, so no budget: nothing to pass
+        breached += expected["batch"] is not None
     assert 0 < breached < len(base.runs), "some runs pass the budget and some do not: the breach is per run"
     assert base.exceeds_at["batch"] == base.spend[base.median_index].exceeds_at["batch"]
 

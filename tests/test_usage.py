@@ -153,7 +153,7 @@ def test_cost_json_has_the_documented_schema_and_the_report_embeds_its_plots(con
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
     assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history",
-                         "capacity"}
+                         "capacity", "history"}
     assert body["horizon_h"] == 12.0
     assert set(body["capacity"]) == {"steady_gpus", "above_share", "add_gpus", "cloud_usd_per_gpu_hour",
                                      "cloud_avoided_usd_month", "onprem_running_usd_month", "capex_usd",
@@ -167,7 +167,8 @@ def test_cost_json_has_the_documented_schema_and_the_report_embeds_its_plots(con
     assert set(body["total_usd"]) == {"p10", "p50", "p90"}
     assert set(body["by_tier"]) == {"steady", "elastic_on_demand", "elastic_spot", "hot_pool"}
     for entry in body["by_tenant"].values():
-        assert set(entry) == {"p10", "p50", "p90", "budget_usd_month", "exceeds_budget_at"}
+        assert set(entry) == {"p10", "p50", "p90", "budget_usd_hour", "budget_usd_month", "exceeds_budget_at",
+                              "exceeds_budget"}
     assert set(body["what_if"]) == {"no-spot"}
     assert set(body["what_if"]["no-spot"]) == {"horizon_h", "total_usd", "by_tenant", "by_tier"}
     page = (report / "index.html").read_text()

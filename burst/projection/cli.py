@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from burst.catalog import COST_LINES
+from burst.projection.budget import HOURLY, Breach, has_budget
 from burst.state_option import StateLocation, open_for_command
 from burst.store_pg import location_exists, shown
 from burst.tables import print_table
 from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 
 if TYPE_CHECKING:
-    from burst.model import Job
+    from burst.model import Budget, Job
     from burst.projection.capacity import CapacityAdvice
     from burst.projection.project import Progress
     from burst.sim.setup import SimSetup
@@ -159,7 +161,7 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
             projection = project(
                 setup, stats, forecast, mix, start=start, horizon_s=horizon_s, strategy=strategy, what_ifs=what_ifs,
                 seed=seed, month_to_date=month_to_date, prior=history, workers=workers, on_progress=advance,
-                paths=paths, dependence=dependence,
+                paths=paths, dependence=dependence, history_s=series.history_s,
             )
     except (WhatIfError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -283,7 +285,8 @@ def _print_projection(projection: Any) -> None:
     console = Console(width=None)
     base = projection.baseline
     table = Table(title=f"candidates: {projection.horizon_s / 3600:g} h from {projection.start:%Y-%m-%d %H:%M} UTC, "
-                        f"{len(projection.paths)} demand paths")
+                        f"{len(projection.paths)} demand paths",
+                  caption=None if projection.thin is None else f"[bold]{escape(projection.thin)}[/bold]")
     for col in ("option", "USD/hour (P50)", "P10 total $", "P50 total $", "P90 total $", "wait P50 s", "wait P95 s"):
         table.add_column(col, justify="left" if col == "option" else "right")
     for s in projection.scenarios():
@@ -299,18 +302,32 @@ def _print_projection(projection: Any) -> None:
         table.add_row(s.name, *(" / ".join(_money(s.line_cost(ln, q)) for q in QUANTILES) for ln in COST_LINES))
     console.print(table)
     table = Table(title="per tenant (baseline; idle capacity and hot pools are on no tenant)")
-    for col in ("tenant", "P10 $", "P50 $", "P90 $", "budget $/month", "exceeds budget at (median run)"):
+    for col in ("tenant", "P10 $", "P50 $", "P90 $", "budget $/hour", "budget $/month", "exceeds budget at (median run)"):
         table.add_column(col, justify="left" if col == "tenant" else "right")
     for t in base.tenants():
         budget = base.budgets.get(t)
-        breach = base.exceeds_at.get(t)
-        table.add_row(t, *(_money(base.tenant_cost(t, q)) for q in QUANTILES),
-                      "" if budget is None else _money(budget), breach.isoformat() if breach else "")
+        table.add_row(t, *(_money(base.tenant_cost(t, q)) for q in QUANTILES), *budget_cells(budget),
+                      breach_cell(budget, base.exceeds_at.get(t)))
     console.print(table)
     click.echo(f"P10/P50/P90: quantiles of the costs of {len(projection.paths)} sampled demand paths' runs, each line and "
                f"tenant on its own (they need not add up); steps correlated as the forecast's errors were "
                f"({projection.dependence.source})")
     _print_capacity(projection.capacity)
+
+
+def budget_cells(budget: Budget | None) -> tuple[str, str]:
+    """The hourly and monthly budget cells of the per-tenant table ("none" where the policy sets no cap)."""
+    def shown(cap: float | None) -> str:
+        return "none" if cap is None else _money(cap)
+
+    return ("none", "none") if budget is None else (shown(budget.usd_per_hour), shown(budget.usd_per_month))
+
+
+def breach_cell(budget: Budget | None, breach: Breach | None) -> str:
+    """When the median run first passes a budget and which, "not within the horizon", or "" without a budget."""
+    if breach is not None:
+        return f"{breach.at:%Y-%m-%d %H:%M} UTC ({'hourly' if breach.budget == HOURLY else 'monthly'})"
+    return "not within the horizon" if budget is not None and has_budget(budget) else ""
 
 
 def _print_capacity(cap: CapacityAdvice | None) -> None:

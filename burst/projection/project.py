@@ -40,9 +40,10 @@ from datetime import datetime
 from typing import Any
 
 from burst.catalog import COST_LINES, SPOT_MEDIAN_WINDOW_S
-from burst.model import CapacityType, Forecast, Job, Tier
+from burst.model import Budget, CapacityType, Forecast, Job, Tier
 from burst.planner.steady import advice_prices
 from burst.projection.arrivals import JobTemplate, usable_mix
+from burst.projection.budget import Breach
 from burst.projection.capacity import CapacityAdvice, capacity_advice
 from burst.projection.runs import Batch, RunSpend, demand_jobs, run_all
 from burst.projection.whatif import WhatIf, run_for
@@ -53,6 +54,8 @@ from forecasting.paths import COMONOTONE, DEFAULT_PATHS, Dependence, quantile, s
 
 BASELINE = "baseline"
 QUANTILES = (0.1, 0.5, 0.9)
+THIN_HISTORY_S = 7 * 86400.0
+"""Below this much demand history a projection says its band is wide (`thin_history`)."""
 
 Progress = Callable[[str, int], None]
 """Called with (option, index of the demand path whose run just finished), once per run."""
@@ -69,8 +72,8 @@ class Scenario:
     name: str
     runs: tuple[StrategyResult, ...]  # one per sampled path, in path order, without their ledger rows (`spend`)
     horizon_h: float
-    budgets: dict[str, float | None]
-    exceeds_at: dict[str, datetime | None]
+    budgets: dict[str, Budget]
+    exceeds_at: dict[str, Breach | None]
     spend: tuple[RunSpend, ...] = ()  # per run, in path order: what is kept of its cost ledger
 
     @property
@@ -108,8 +111,7 @@ class Scenario:
             "by_tenant": {
                 t: {
                     **{_q(q): round(self.tenant_cost(t, q), 4) for q in QUANTILES},
-                    "budget_usd_month": self.budgets.get(t),
-                    "exceeds_budget_at": (lambda at: at.isoformat() if at else None)(self.exceeds_at.get(t)),
+                    **_budget_json(self.budgets.get(t), self.exceeds_at.get(t)),
                 }
                 for t in self.tenants()
             },
@@ -119,6 +121,14 @@ class Scenario:
     def usd_per_hour(self) -> float:
         """The P50 total per hour of the horizon."""
         return self.cost(0.5) / self.horizon_h if self.horizon_h else 0.0
+
+
+def _budget_json(budget: Budget | None, breach: Breach | None) -> dict[str, Any]:
+    """A tenant's budgets and its projected breach (the median run's) as `--json` writes them."""
+    return {"budget_usd_hour": budget.usd_per_hour if budget else None,
+            "budget_usd_month": budget.usd_per_month if budget else None,
+            "exceeds_budget_at": breach.at.isoformat() if breach else None,
+            "exceeds_budget": breach.budget if breach else None}
 
 
 @dataclass
@@ -135,25 +145,46 @@ class Projection:
     spot_from_history: dict[tuple[str, str, str], float] = field(default_factory=dict)
     paths: tuple[tuple[float, ...], ...] = ()
     dependence: Dependence = COMONOTONE
+    history_s: float | None = None  # the demand history the forecast was fitted on, when known
 
     def to_json(self) -> dict[str, Any]:
         """The `burst cost --json` object: the baseline's keys, `paths`, `what_if`, `spot_from_history` and
-        `capacity`.
+        `capacity` and `history`.
 
         `paths` is how many demand paths were sampled and how their steps were
         correlated; `spot_from_history` maps "provider/instance_type/region" to
         the spot USD/hour the projection used from the history
         (`spot_from_history`'s rule); offerings not in it were priced at the
-        catalog's flat spot price. `capacity` is the capacity advice (`CapacityAdvice.to_json`: its
+        catalog's flat spot price. `history` is how many days of demand history the forecast rests on and,
+        below a week, why the band is wide (`thin_history`). `capacity` is the capacity advice (`CapacityAdvice.to_json`: its
         `steady_tier` has the keys of `burst plan --json`'s, window included), None without a steady tier.
         """
         return {**self.baseline.to_json(), "paths": {"count": len(self.paths), **self.dependence.to_json()},
                 "what_if": {n: s.to_json() for n, s in self.what_if.items()},
                 "spot_from_history": {"/".join(k): round(v, 6) for k, v in sorted(self.spot_from_history.items())},
-                "capacity": None if self.capacity is None else self.capacity.to_json()}
+                "capacity": None if self.capacity is None else self.capacity.to_json(),
+                "history": {"days": None if self.history_s is None else round(self.history_s / 86400.0, 4),
+                            "thin": thin_history(self.history_s)}}
+
+    @property
+    def thin(self) -> str | None:
+        """Why the band is wide when the history is under a week (`thin_history`), else None."""
+        return thin_history(self.history_s)
 
     def scenarios(self) -> list[Scenario]:
         return [self.baseline, *self.what_if.values()]
+
+
+def thin_history(history_s: float | None) -> str | None:
+    """What to say, in the table and the report, of a forecast fitted on under `THIN_HISTORY_S` of history (None
+    with a week or more, or when the history's length is not known)."""
+    if history_s is None or history_s >= THIN_HISTORY_S:
+        return None
+    span = f"{history_s / 3600:.0f} hours" if history_s < 2 * 86400 else f"{history_s / 86400:.1f} days"
+    unseen = "a weekly or a daily cycle" if history_s < 86400 else "a weekly cycle"
+    return (f"thin history: the forecast rests on {span} of demand history, less than a week, so the P10-P90 band is "
+            f"wide and rests on little: the forecast cannot see {unseen}, and its quantiles are calibrated on few of "
+            "its own past forecasts (none under two days of history)")
 
 
 def spot_from_history(setup: SimSetup, start: datetime) -> tuple[SimSetup, dict[tuple[str, str, str], float]]:
@@ -213,9 +244,11 @@ def project(
     on_progress: Progress | None = None,
     paths: int = DEFAULT_PATHS,
     dependence: Dependence = COMONOTONE,
+    history_s: float | None = None,
 ) -> Projection:
     """Project the cost of `forecast` over [start, start + horizon_s) from `paths` sampled demand paths (module
-    doc); deterministic for a seed, whatever `workers` is (how the runs run: `burst.projection.runs`)."""
+    doc); deterministic for a seed, whatever `workers` is (how the runs run: `burst.projection.runs`).
+    `history_s` is how much demand history `forecast` was fitted on (`thin_history`)."""
     setup, spot_used = spot_from_history(setup, start)
     demand = [tuple(p) for p in sample_paths(forecast, dependence, paths, seed=seed, steps=_steps(forecast, horizon_s))]
     usable_mix(mix)  # fail on a mix no path can draw jobs from, and on a what-if the set-up cannot take, before any run
@@ -228,13 +261,12 @@ def project(
                   demand=tuple(demand), step_s=_step_s(forecast), start=start, horizon_s=horizon_s, mix=tuple(mix),
                   seed=seed, prior=tuple(prior), month_to_date=dict(month_to_date or {}))
     results = run_all(batch, workers=workers, done=on_progress)
-    budgets = batch.budgets()
     scenarios: list[Scenario] = []
     for name in names:
         runs = tuple(results[(name, i)][0] for i in range(len(demand)))
         spend = tuple(results[(name, i)][1] for i in range(len(demand)))
         tenants = sorted({t for r in runs for t in r.cost_by_tenant} | set(setup.policies))
-        scenario = Scenario(name, runs, horizon_s / 3600.0, {t: budgets.get(t) for t in tenants}, {}, spend)
+        scenario = Scenario(name, runs, horizon_s / 3600.0, {t: setup.policy(t).budget for t in tenants}, {}, spend)
         breaches = spend[scenario.median_index].exceeds_at
         scenario.exceeds_at = {t: breaches.get(t) for t in tenants}
         scenarios.append(scenario)
@@ -249,6 +281,7 @@ def project(
         spot_from_history=spot_used,
         paths=tuple(demand),
         dependence=dependence,
+        history_s=history_s,
         assumptions=(*setup.assumptions, spot_rule(spot_used),
                      f"demand: {forecast.model} forecast of the pooled history; {len(demand)} demand paths sampled "
                      f"from its per-step quantiles (seed {seed}), steps correlated as its errors were "
@@ -286,4 +319,4 @@ def _capacity(setup: SimSetup, forecast: Forecast, horizon_s: float, p50: Strate
 
 
 __all__ = ["BASELINE", "QUANTILES", "Progress", "Projection", "Scenario", "demand_jobs", "path_jobs", "project",
-           "spot_from_history", "spot_rule"]
+           "spot_from_history", "spot_rule", "thin_history"]

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 
 from burst import plots
 from burst.catalog import COST_LINES
+from burst.model import Budget
 from burst.plots import Theme
+from burst.projection.budget import HOURLY, Breach, has_budget
 from burst.projection.project import QUANTILES, Projection, Scenario
 from burst.projection.runs import bin_s, bin_starts
 from forecasting.models import DemandSeries
@@ -71,7 +73,8 @@ def render(projection: Projection, *, history: DemandSeries | None = None, chang
     end = projection.start + timedelta(seconds=projection.horizon_s)
     lede = (f"{projection.horizon_s / 3600:,.0f} h from {_utc(projection.start)} to {_utc(end)}; demand forecast by "
             f"{html.escape(projection.forecast.model)}. Options: {html.escape(', '.join(s.name for s in scenarios))}.")
-    sections: list[tuple[str, str]] = [("Options", candidates_table(projection, changes))]
+    thin = "" if projection.thin is None else f'<p class="thin-history"><strong>{html.escape(projection.thin)}.</strong></p>'
+    sections: list[tuple[str, str]] = [("Options", thin + candidates_table(projection, changes))]
     sections.append(("Demand: history and forecast", plots.picture(
         lambda th: _demand(th, projection, history), "demand history and the forecast band")
         + '<p class="note">GPUs demanded (running and pending), summed over tenants, per hour. The projection replays '
@@ -124,14 +127,26 @@ def candidates_table(projection: Projection, changes: Mapping[str, str]) -> str:
 
 
 def tenant_table(base: Scenario) -> str:
+    """Each tenant's P10/P50/P90 cost, its hourly and monthly budgets, and when the median run first passes one."""
     rows = []
     for t in base.tenants():
         budget = base.budgets.get(t)
         breach = base.exceeds_at.get(t)
-        rows.append("<tr>" + plots.cell(t) + "".join(plots.cell(plots.usd(base.tenant_cost(t, q))) for q in QUANTILES)
-                    + plots.cell("none" if budget is None else plots.usd(budget) + "/month")
-                    + plots.cell("not within the horizon" if breach is None else _utc(breach)) + "</tr>")
-    return plots.table(("tenant", "P10", "P50", "P90", "budget", "exceeds budget at (median run)"), rows)
+        hourly, monthly = (None, None) if budget is None else (budget.usd_per_hour, budget.usd_per_month)
+        rows.append(f'<tr data-tenant="{html.escape(t)}">' + plots.cell(t)
+                    + "".join(plots.cell(plots.usd(base.tenant_cost(t, q))) for q in QUANTILES)
+                    + plots.cell("none" if hourly is None else plots.usd(hourly) + "/hour", "budget_usd_hour", hourly)
+                    + plots.cell("none" if monthly is None else plots.usd(monthly) + "/month", "budget_usd_month", monthly)
+                    + plots.cell(_breach(budget, breach), "exceeds_budget_at", breach.at.isoformat() if breach else None)
+                    + "</tr>")
+    return plots.table(("tenant", "P10", "P50", "P90", "budget per hour", "budget per month",
+                        "exceeds budget at (median run)"), rows)
+
+
+def _breach(budget: Budget | None, breach: Breach | None) -> str:
+    if breach is not None:
+        return f"{_utc(breach.at)} ({'hourly' if breach.budget == HOURLY else 'monthly'} budget)"
+    return "not within the horizon" if budget is not None and has_budget(budget) else "no budget"
 
 
 def _advice(projection: Projection) -> str:

@@ -10,7 +10,7 @@ back the run's result without its cost ledger rows (a month of ten busy
 tenants is about a million rows a run, half a GB in memory: fifty of them do
 not fit in most machines) but with what the projection reads from them
 (`RunSpend`): the USD per cost line in each day of the horizon (`per_bin`)
-and when each tenant's spend passes its monthly budget (`breach_at`). Pairs
+and when each tenant's spend first passes its hourly or monthly budget (`breaches`). Pairs
 are submitted largest path first (by its GPU-hours), so the runs left when
 the pool drains are short ones. None of this changes a result: each pair's
 run is a pure function of the batch, the name and the index.
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from burst.catalog import COST_LINES
-from burst.model import Job
+from burst.model import Budget, Job
 from burst.projection.arrivals import JobTemplate, synthetic_jobs
-from burst.projection.budget import breach_at, spend_points
+from burst.projection.budget import Breach, breaches
 from burst.projection.whatif import WhatIf, run_for
 from burst.sim.engine import StrategyResult, simulate
 from burst.sim.setup import SimSetup, with_fault_tolerance
@@ -44,7 +44,7 @@ class RunSpend:
     """What a projection keeps of one run's cost ledger."""
 
     bins: dict[str, tuple[float, ...]]  # USD per cost line in each bin of the horizon (`per_bin`)
-    exceeds_at: dict[str, datetime | None]  # per tenant with a budget: when its spend passes it (`breach_at`)
+    exceeds_at: dict[str, Breach | None]  # per tenant with a budget: when its spend first passes one (`breaches`)
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,11 @@ class Batch:
     def end(self) -> datetime:
         return self.start + timedelta(seconds=self.horizon_s)
 
-    def budgets(self) -> dict[str, float | None]:
-        """The monthly budget of every tenant a run can charge (the mix's) and every tenant with a policy."""
+    def budgets(self) -> dict[str, Budget]:
+        """The budgets (hourly and monthly) of every tenant a run can charge (the mix's) and every tenant with a
+        policy."""
         tenants = {t.tenant for t in self.mix} | set(self.setup.policies)
-        return {t: self.setup.policy(t).budget.usd_per_month for t in sorted(tenants)}
+        return {t: self.setup.policy(t).budget for t in sorted(tenants)}
 
 
 def demand_jobs(path: Sequence[float], step_s: float, start: datetime, mix: Sequence[JobTemplate], setup: SimSetup,
@@ -132,9 +133,7 @@ def bin_starts(start: datetime, horizon_s: float) -> list[datetime]:
 def spend_of(ledger: Sequence[CostEntry], batch: Batch) -> RunSpend:
     """What the projection keeps of a run's `ledger` (module doc)."""
     _, bins = per_bin(ledger, batch.start, batch.horizon_s)
-    exceeds = {t: breach_at(spend_points(ledger, t), budget, start=batch.start,
-                            month_to_date_usd=batch.month_to_date.get(t, 0.0))
-               for t, budget in batch.budgets().items() if budget is not None}
+    exceeds = breaches(ledger, batch.budgets(), start=batch.start, month_to_date=batch.month_to_date)
     return RunSpend({line: tuple(v) for line, v in bins.items()}, exceeds)
 
 
