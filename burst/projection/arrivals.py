@@ -3,8 +3,10 @@
 How a path becomes jobs (`synthetic_jobs`):
 
 - the *mix* is the history's jobs as templates (tenant, GPUs or GPU share,
-  GPU model, duration), taken as they are: the projection keeps the trace's
-  empirical size and duration mix and its tenant shares;
+  GPU model, duration, and whether the job is fault-tolerant and how it
+  checkpoints), taken as they are: the projection keeps the trace's empirical
+  size and duration mix, its tenant shares and the share of each tenant's
+  work that may move to spot;
 - each forecast step [t, t + step) owes ``demand(t) * step`` GPU-seconds of
   new work: by Little's law, work arriving at D GPU-seconds per second keeps D
   GPUs busy once the arrivals have run for a typical duration;
@@ -20,8 +22,10 @@ How a path becomes jobs (`synthetic_jobs`):
   with a heavy-tailed mix (one job of thousands of GPU-hours among many
   small ones) that is the size of a quiet week's whole demand.
 
-Jobs come out PENDING and not fault-tolerant; the simulator's
-`with_fault_tolerance` marks the policy's share of them, as it does for a
+Jobs come out PENDING, fault-tolerant where their template was (a job the
+history recorded as checkpointing keeps its interval, so the spot policy
+judges it as it judged the original); the simulator's `with_fault_tolerance`
+marks the policy's `fault_tolerant_fraction` of the others, as it does for a
 trace. Everything is a pure function of its arguments.
 """
 
@@ -44,6 +48,9 @@ class JobTemplate:
     duration_s: float
     gpu_share: float | None = None
     gpu_model: str | None = None
+    fault_tolerant: bool = False
+    checkpoint_interval_s: float | None = None
+    checkpoint_duration_s: float | None = None
 
     @property
     def gpu_seconds(self) -> float:
@@ -51,9 +58,11 @@ class JobTemplate:
 
 
 def job_mix(jobs: Iterable[Job]) -> tuple[JobTemplate, ...]:
-    """The templates of `jobs` with a known duration, in (submission, id) order."""
+    """The templates of `jobs` with a known duration, in (submission, id) order, each keeping its job's fault
+    tolerance and checkpointing (what decides whether the spot policy lets it move)."""
     ordered = sorted((j for j in jobs if j.duration_s and j.duration_s > 0), key=lambda j: (j.submitted_at, j.id))
-    return tuple(JobTemplate(j.tenant, j.gpus, float(j.duration_s or 0.0), j.gpu_share, j.gpu_model) for j in ordered)
+    return tuple(JobTemplate(j.tenant, j.gpus, float(j.duration_s or 0.0), j.gpu_share, j.gpu_model,
+                             j.fault_tolerant, j.checkpoint_interval_s, j.checkpoint_duration_s) for j in ordered)
 
 
 def equilibrium_delay(mix: Sequence[JobTemplate], rng: random.Random) -> float:
@@ -94,7 +103,8 @@ def synthetic_jobs(
             at = at0 + timedelta(seconds=rng.random() * step_s)
             out.append(
                 Job(id=f"{t.tenant}-{prefix}-{len(out)}", tenant=t.tenant, gpus=t.gpus, gpu_share=t.gpu_share,
-                    gpu_model=t.gpu_model, submitted_at=at, duration_s=t.duration_s)
+                    gpu_model=t.gpu_model, submitted_at=at, duration_s=t.duration_s, fault_tolerant=t.fault_tolerant,
+                    checkpoint_interval_s=t.checkpoint_interval_s, checkpoint_duration_s=t.checkpoint_duration_s)
             )
             owed -= t.gpu_seconds
     out.sort(key=lambda j: (j.submitted_at, j.id))

@@ -9,31 +9,48 @@ spot: false              # false: no spot groups at all (their work goes on dema
 hot_pool_nodes: 4        # a fixed pool of N stopped nodes in the cheapest on-demand group (0: no pool)
 steady_gpus_delta: +16   # GPUs added to (or, negative, removed from) the first steady group, in whole nodes
 region: us-west-2        # every elastic group moved to this region (priced there)
+prices:                  # USD per node-hour, by node group id or by instance type
+  cloud-a100-spot: 1.80  # a cloud group: the price of its own capacity type (spot here)
+  p4d.24xlarge: {on_demand: 20.0, spot: 2.0}   # an instance type, in every region: either price or both
 ```
+
+`prices` re-prices the catalog the simulated runs bill from, so each run
+charges the new price for every node-hour of the groups it names: the cost
+line those groups bill (`elastic_on_demand` or `elastic_spot`) moves, and
+what the planner buys may move with it (it plans on the same prices). A
+group's price is its offering's (provider, instance type, region) for its
+capacity type, so a group key is refused when another group of the set-up
+shares that offering and capacity type (price the instance type instead); an
+on-prem group is refused too (owned GPUs are priced by the on-prem cost
+model, `catalog.onprem` in burst.yaml). An instance type key sets its price
+in every region and for every provider the catalog lists it under.
 
 `load_what_if` validates the whole file before anything is applied and raises
 `WhatIfError` with ``FILE:LINE: message`` naming the key; `apply_what_if`
 returns a new set-up (set-ups are frozen: nothing is ever half-applied), and
 raises `WhatIfError` when the set-up cannot take the change (no steady group,
-no price in the region).
+no price in the region, a `prices` key it has no group or instance type of).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from burst.catalog import UnknownInstanceType
-from burst.model import CapacityType, Policy, Tier
+from burst.catalog import Catalog, PriceRow, UnknownInstanceType, is_onprem
+from burst.model import CapacityType, NodeGroup, Policy, Tier
 from burst.sim.registry import strategy_run
 from burst.sim.setup import SimSetup
 from burst.sim.strategies import StrategyRun
 from burst.sim.traces import TraceStats
 
-KEYS = ("name", "spot", "hot_pool_nodes", "steady_gpus_delta", "region")
+KEYS = ("name", "spot", "hot_pool_nodes", "steady_gpus_delta", "region", "prices")
+PRICE_KINDS = {"on_demand": CapacityType.ON_DEMAND, "spot": CapacityType.SPOT}
+"""The capacity types an instance type's `prices` entry may set, by their key."""
 
 
 class WhatIfError(ValueError):
@@ -50,6 +67,8 @@ class WhatIf:
     steady_gpus_delta: int | None = None
     region: str | None = None
     file: str = ""
+    group_prices: Mapping[str, float] = field(default_factory=dict)  # USD per node-hour, by group id
+    type_prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # by instance type, by PRICE_KINDS
 
 
 def load_what_if(path: Path) -> WhatIf:
@@ -91,8 +110,37 @@ def load_what_if(path: Path) -> WhatIf:
     region = data.get("region")
     if region is not None and (not isinstance(region, str) or not region.strip()):
         raise WhatIfError(f"{where('region')}: region must be a non-empty string, got {region!r}")
+    group_prices, type_prices = _prices(data.get("prices"), where("prices"))
     return WhatIf(name=name.strip(), spot=spot, hot_pool_nodes=pool, steady_gpus_delta=delta,
-                  region=region.strip() if region else None, file=file)
+                  region=region.strip() if region else None, file=file, group_prices=group_prices,
+                  type_prices=type_prices)
+
+
+def _price(value: Any, what: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise WhatIfError(f"{where}: prices: {what} must be a price in USD per node-hour > 0, got {value!r}")
+    return float(value)
+
+
+def _prices(doc: Any, where: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """A `prices` mapping split into group prices (a number) and instance type prices (a mapping of
+    `PRICE_KINDS`); which keys are groups and which instance types is checked against the set-up when applied."""
+    if doc is None:
+        return {}, {}
+    if not isinstance(doc, dict) or not doc:
+        raise WhatIfError(f"{where}: prices must map node group ids or instance types to prices, got {doc!r}")
+    groups: dict[str, float] = {}
+    types: dict[str, dict[str, float]] = {}
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            unknown = sorted(str(k) for k in value if k not in PRICE_KINDS)
+            if unknown or not value:
+                raise WhatIfError(f"{where}: prices: instance type {key!r} takes {' and/or '.join(PRICE_KINDS)}, "
+                                  f"got {', '.join(unknown) or 'nothing'}")
+            types[str(key)] = {k: _price(v, f"{key}.{k}", where) for k, v in value.items()}
+        else:
+            groups[str(key)] = _price(value, str(key), where)
+    return groups, types
 
 
 def describe(what_if: WhatIf) -> str:
@@ -109,11 +157,16 @@ def describe(what_if: WhatIf) -> str:
         parts.append(f"{what_if.steady_gpus_delta:+d} on-prem GPUs in the steady tier (whole nodes)")
     if what_if.region:
         parts.append(f"elastic groups moved to {what_if.region}")
+    for gid, usd in sorted(what_if.group_prices.items()):
+        parts.append(f"{gid} at ${usd:g}/node-hour")
+    for itype, kinds in sorted(what_if.type_prices.items()):
+        parts.append(f"{itype} at " + ", ".join(f"${usd:g}/h {kind.replace('_', '-')}" for kind, usd in sorted(kinds.items())))
     return "; ".join(parts) or "nothing"
 
 
 def apply_what_if(setup: SimSetup, what_if: WhatIf) -> SimSetup:
-    """The set-up with the what-if's group changes (spot, steady size, region); the pool goes in `run_for`."""
+    """The set-up with the what-if's group and price changes (spot, steady size, region, prices); the pool goes in
+    `run_for`."""
     where = what_if.file or what_if.name
     groups = list(setup.groups)
     initial = dict(setup.initial)
@@ -165,8 +218,64 @@ def apply_what_if(setup: SimSetup, what_if: WhatIf) -> SimSetup:
                 groups[i] = moved_group
                 moved.append(g.id)
         notes.append(f"elastic groups {', '.join(moved) or '(none)'} in {what_if.region}")
+    catalog = setup.catalog
+    if what_if.group_prices or what_if.type_prices:
+        catalog, priced = repriced(catalog, groups, what_if, where)
+        notes.append(priced)
     return dataclasses.replace(setup, groups=tuple(groups), initial=initial, default_policy=default_policy,
-                               policies=policies, assumptions=(*setup.assumptions, "; ".join(notes)))
+                               policies=policies, catalog=catalog, assumptions=(*setup.assumptions, "; ".join(notes)))
+
+
+def repriced(catalog: Catalog, groups: list[NodeGroup], what_if: WhatIf, where: str) -> tuple[Catalog, str]:
+    """`catalog` with the what-if's `prices` (module doc) applied to the offerings of `groups`, and a note saying
+    what each key priced; `WhatIfError` for a key that is neither a cloud group of `groups` nor a listed instance
+    type, or a group whose offering another group shares."""
+    rows = {row.key: row for row in catalog.rows()}
+    notes = []
+    for itype, kinds in sorted(what_if.type_prices.items()):
+        keys = [k for k, row in rows.items() if row.instance_type == itype]
+        if not keys:
+            raise WhatIfError(f"{where}: prices: {itype!r} is neither a node group of the set-up nor an instance type "
+                              "in the price catalog")
+        for k in keys:
+            for kind, usd in kinds.items():
+                rows[k] = _priced(rows[k], PRICE_KINDS[kind], usd, what_if.name)
+        notes.append(f"{itype} priced " + ", ".join(f"{kind} {usd:g} $/h" for kind, usd in sorted(kinds.items())))
+    by_id = {g.id: g for g in groups}
+    for gid, usd in sorted(what_if.group_prices.items()):
+        group = by_id.get(gid)
+        if group is None:
+            raise WhatIfError(f"{where}: prices: {gid!r} is not a node group of the set-up ({', '.join(by_id)}); "
+                              "an instance type takes on_demand and/or spot prices")
+        if is_onprem(group):
+            raise WhatIfError(f"{where}: prices: {gid} is on-prem: owned GPUs are priced by the on-prem cost model "
+                              "(catalog.onprem in burst.yaml), not by a node price")
+        sharing = [g.id for g in groups if g.id != gid and g.capacity_type is group.capacity_type
+                   and (g.provider, g.instance_type, g.region) == (group.provider, group.instance_type, group.region)]
+        if sharing:
+            raise WhatIfError(f"{where}: prices: {gid} shares its offering ({group.instance_type} in {group.region}, "
+                              f"{group.capacity_type.value}) with {', '.join(sharing)}: price {group.instance_type!r} "
+                              "instead")
+        row = _row_of(catalog, group, where)
+        rows[(group.provider, group.instance_type, group.region)] = dataclasses.replace(
+            _priced(rows.get(row.key, row), group.capacity_type, usd, what_if.name), provider=group.provider)
+        notes.append(f"{gid} priced {usd:g} $/h")
+    priced = Catalog(rows.values(), onprem=catalog.onprem, spot_history=catalog.spot_history,
+                     storage=catalog.storage_rows(), root_volume_gb=catalog.root_volume_gb)
+    return priced, "; ".join(notes)
+
+
+def _priced(row: PriceRow, capacity_type: CapacityType, usd: float, name: str) -> PriceRow:
+    if capacity_type is CapacityType.SPOT:
+        return dataclasses.replace(row, spot_usd_per_hour=usd, source=f"what-if {name}")
+    return dataclasses.replace(row, on_demand_usd_per_hour=usd, source=f"what-if {name}")
+
+
+def _row_of(catalog: Catalog, group: NodeGroup, where: str) -> PriceRow:
+    try:
+        return catalog.row(group.provider, group.instance_type, group.region)
+    except UnknownInstanceType as exc:
+        raise WhatIfError(f"{where}: prices: {group.id}: {exc}") from None
 
 
 def run_for(strategy: str, setup: SimSetup, stats: TraceStats, what_if: WhatIf | None = None) -> StrategyRun:
@@ -181,4 +290,5 @@ def run_for(strategy: str, setup: SimSetup, stats: TraceStats, what_if: WhatIf |
     return strategy_run("burst-fixed-pool", changed, stats, fixed_pool_nodes=what_if.hot_pool_nodes)
 
 
-__all__ = ["KEYS", "WhatIf", "WhatIfError", "apply_what_if", "describe", "load_what_if", "run_for"]
+__all__ = ["KEYS", "PRICE_KINDS", "WhatIf", "WhatIfError", "apply_what_if", "describe", "load_what_if", "repriced",
+           "run_for"]
