@@ -12,12 +12,14 @@ import pytest
 
 from burst.catalog import DEFAULT_ONPREM
 from burst.model import CapacityType, GpuShape, Job, NodeGroup, Policy, SpotPolicy, Tier
-from burst.projection.arrivals import job_mix, synthetic_jobs
+from burst.projection.arrivals import JobTemplate, job_mix, synthetic_jobs
+from burst.projection.demand import fit_forecast, floored
 from burst.projection.project import project
 from burst.projection.runs import demand_jobs
 from burst.projection.whatif import WhatIf, WhatIfError, apply_what_if, describe, load_what_if, run_for
 from burst.sim.engine import StrategyResult, simulate
 from burst.sim.setup import SimSetup
+from forecasting.models import DemandSeries
 from tests.test_projection import CATALOG, NO_STATS, OD, SPOT, T0, constant_forecast, tiny_setup
 
 HOURS = 10
@@ -212,3 +214,43 @@ def test_a_projection_prices_the_spot_work_the_policies_allow_and_no_spot_moves_
     assert result.baseline.line_cost("elastic_spot", 0.1) > 0
     assert result.what_if["no-spot"].line_cost("elastic_spot", 0.9) == 0.0
     assert result.what_if["no-spot"].cost(0.5) > result.baseline.cost(0.5)
+
+
+# ------------------------------------------------------------------ a tenant's P10
+
+
+QUICKSTART_HOURS = (8.9, 17.5, 99.9, 133.8, 88.7, 57.2, 54.8, 45.4, 43.0, 52.2, 28.8)  # its 11 h of pooled demand
+
+
+def _short_series() -> DemandSeries:
+    stamps = tuple(T0 - timedelta(hours=len(QUICKSTART_HOURS) - k) for k in range(len(QUICKSTART_HOURS)))
+    return DemandSeries("all", "any", stamps, QUICKSTART_HOURS, 3600.0)
+
+
+def test_under_a_day_of_history_no_step_is_forecast_below_the_historys_lowest_hour() -> None:
+    forecast, dependence = fit_forecast(_short_series(), 24 * 3600.0)
+    # The fallback holds the last hour (28.8) with a band of the hourly changes: their 10th percentile is -32.86,
+    # so its P10 is max(0, 28.8 - 32.86) = 0 at every step; floored at the lowest hour, 8.9.
+    assert forecast.quantiles[0.1] == (8.9,) * 24
+    assert forecast.quantiles[0.5] == (28.8,) * 24
+    assert dependence.level == 1.0, "no past forecasts: every step moves together"
+    assert "floored at the history's lowest demand (8.9 GPUs)" in forecast.model
+    assert floored(forecast, 0.0) is forecast, "a floor no quantile is under changes nothing"
+
+
+def test_a_tenant_with_work_in_every_hour_of_the_history_has_a_p10_above_zero() -> None:
+    # Every step moves together, so a path sits at one quantile level all day. Unfloored, a path under the P10 level
+    # owes nothing all day: at seed 8, 3 of the 20 (P10 of 20 runs: 0.9 of the way from the 2nd lowest to the 3rd),
+    # so every tenant's P10 is $0. Floored at 8.9 GPUs, the P10 level owes 8.9 GPUs an hour and no path is empty.
+    forecast, dependence = fit_forecast(_short_series(), 24 * 3600.0)
+    bare = dataclasses.replace(forecast, quantiles={**forecast.quantiles, 0.1: (0.0,) * 24})
+    mix = [JobTemplate("batch", 8, 3600.0), JobTemplate("prod", 1, 7200.0), JobTemplate("research", 4, 3600.0)]
+    kwargs = {"start": T0, "horizon_s": 24 * 3600.0, "strategy": STRATEGY, "paths": 20, "seed": 8,
+              "dependence": dependence}
+    setup = tiny_setup(**_policies())
+    before = project(setup, NO_STATS, bare, mix, **kwargs)  # type: ignore[arg-type]
+    after = project(setup, NO_STATS, forecast, mix, **kwargs)  # type: ignore[arg-type]
+    assert sum(1 for p in before.paths if not any(p)) == 3
+    assert [before.baseline.tenant_cost(t, 0.1) for t in ("batch", "prod", "research")] == [0.0, 0.0, 0.0]
+    assert all(any(p) for p in after.paths)
+    assert all(after.baseline.tenant_cost(t, 0.1) > 0.0 for t in ("batch", "prod", "research"))
