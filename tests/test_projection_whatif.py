@@ -175,7 +175,7 @@ def test_prices_load_from_the_file_and_refuse_what_they_cannot_price(tmp_path: P
         apply_what_if(setup, WhatIf("x", type_prices={"z9.huge": {"spot": 1.0}}))
     twin = dataclasses.replace(setup.groups[1], id="od2")
     shared = dataclasses.replace(setup, groups=(*setup.groups, twin), initial={**setup.initial, "od2": 0})
-    with pytest.raises(WhatIfError, match="od shares its offering .* with od2: price 'p4d.24xlarge' instead"):
+    with pytest.raises(WhatIfError, match="od is priced from the same offering .* as od2: price 'p4d.24xlarge' instead"):
         apply_what_if(shared, WhatIf("x", group_prices={"od": 1.0}))
     assert setup.catalog.group_price(setup.groups[2]) == SPOT, "the baseline's catalog is left alone"
 

@@ -18,9 +18,10 @@ prices:                  # USD per node-hour, by node group id or by instance ty
 charges the new price for every node-hour of the groups it names: the cost
 line those groups bill (`elastic_on_demand` or `elastic_spot`) moves, and
 what the planner buys may move with it (it plans on the same prices). A
-group's price is its offering's (provider, instance type, region) for its
-capacity type, so a group key is refused when another group of the set-up
-shares that offering and capacity type (price the instance type instead); an
+group is priced from its offering's catalog row (provider, instance type,
+region) for its capacity type, so a group key is refused when another group
+of the set-up is priced from the same row and capacity type (price the
+instance type instead); an
 on-prem group is refused too (owned GPUs are priced by the on-prem cost
 model, `catalog.onprem` in burst.yaml). An instance type key sets its price
 in every region and for every provider the catalog lists it under.
@@ -250,15 +251,14 @@ def repriced(catalog: Catalog, groups: list[NodeGroup], what_if: WhatIf, where: 
         if is_onprem(group):
             raise WhatIfError(f"{where}: prices: {gid} is on-prem: owned GPUs are priced by the on-prem cost model "
                               "(catalog.onprem in burst.yaml), not by a node price")
-        sharing = [g.id for g in groups if g.id != gid and g.capacity_type is group.capacity_type
-                   and (g.provider, g.instance_type, g.region) == (group.provider, group.instance_type, group.region)]
+        key = _row_of(catalog, group, where).key
+        sharing = [g.id for g in groups if g.id != gid and not is_onprem(g) and g.capacity_type is group.capacity_type
+                   and (found := catalog.find(g.provider, g.instance_type, g.region)) is not None and found.key == key]
         if sharing:
-            raise WhatIfError(f"{where}: prices: {gid} shares its offering ({group.instance_type} in {group.region}, "
-                              f"{group.capacity_type.value}) with {', '.join(sharing)}: price {group.instance_type!r} "
-                              "instead")
-        row = _row_of(catalog, group, where)
-        rows[(group.provider, group.instance_type, group.region)] = dataclasses.replace(
-            _priced(rows.get(row.key, row), group.capacity_type, usd, what_if.name), provider=group.provider)
+            raise WhatIfError(f"{where}: prices: {gid} is priced from the same offering ({group.instance_type} in "
+                              f"{group.region}, {group.capacity_type.value}) as {', '.join(sharing)}: price "
+                              f"{group.instance_type!r} instead")
+        rows[key] = _priced(rows[key], group.capacity_type, usd, what_if.name)
         notes.append(f"{gid} priced {usd:g} $/h")
     priced = Catalog(rows.values(), onprem=catalog.onprem, spot_history=catalog.spot_history,
                      storage=catalog.storage_rows(), root_volume_gb=catalog.root_volume_gb)
