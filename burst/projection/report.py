@@ -11,7 +11,7 @@ the assumptions.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,27 +75,34 @@ def render(projection: Projection, *, history: DemandSeries | None = None, chang
             f"{html.escape(projection.forecast.model)}. Options: {html.escape(', '.join(s.name for s in scenarios))}.")
     thin = "" if projection.thin is None else f'<p class="thin-history"><strong>{html.escape(projection.thin)}.</strong></p>'
     sections: list[tuple[str, str]] = [("Options", thin + candidates_table(projection, changes))]
-    sections.append(("Demand: history and forecast", plots.picture(
-        lambda th: _demand(th, projection, history), "demand history and the forecast band")
+    draw = figures(projection, history)
+    sections.append(("Demand: history and forecast", plots.picture(draw["demand"], "demand history and the forecast band")
         + '<p class="note">GPUs demanded (running and pending), summed over tenants, per hour. The projection replays '
           f"synthetic jobs drawn to follow each of {len(projection.paths)} demand paths sampled from the forecast "
           f"(steps correlated as its errors were: {html.escape(projection.dependence.source)}).</p>"))
     sections.append((f"Cost per {_bin_name(projection.horizon_s)}, by cost line (baseline)", plots.picture(
-        lambda th: _cost_per_bin(th, projection), f"baseline cost per {_bin_name(projection.horizon_s)} by cost line, "
-                                                  f"with the {band} band")
+        draw["cost"], f"baseline cost per {_bin_name(projection.horizon_s)} by cost line, with the {band} band")
         + f'<p class="note">Bars: the median run (the run whose total is the {_q(0.5)} of the {len(base.runs)} sampled '
           f"demand paths' runs), from the controller's cost ledger (held GPUs per tenant plus idle and hot-pool "
           f"overhead). Whiskers: the {band} of each day's total over the runs.</p>"))
-    sections.append(("Per tenant (baseline)", plots.picture(lambda th: _per_tenant(th, base),
+    sections.append(("Per tenant (baseline)", plots.picture(draw["tenants"],
                                                             f"baseline cost per tenant, P50 bars with {band} whiskers")
                      + tenant_table(base)))
     sections.append(("Per cost line, each option beside the baseline", plots.picture(
-        lambda th: _per_line(th, scenarios), "P50 cost per option stacked by cost line")
+        draw["lines"], "P50 cost per option stacked by cost line")
         + '<p class="note">Idle capacity and hot pools are overhead no tenant pays, so tenant figures add up to less '
           "than these totals.</p>"))
     sections.append(("Capacity planning", _advice(projection)))
     sections.append(("Assumptions", "<ul>" + "".join(f"<li>{html.escape(a)}</li>" for a in projection.assumptions) + "</ul>"))
     return plots.page("burst cost projection", lede, sections)
+
+
+def figures(projection: Projection, history: DemandSeries | None = None) -> dict[str, Callable[[Theme], Figure]]:
+    """The report's plots, in page order, each drawn in a theme: demand (history, forecast band, sampled paths), cost
+    per day or hour by cost line, cost per tenant, and cost per line for each option."""
+    return {"demand": lambda th: _demand(th, projection, history), "cost": lambda th: _cost_per_bin(th, projection),
+            "tenants": lambda th: _per_tenant(th, projection.baseline),
+            "lines": lambda th: _per_line(th, projection.scenarios())}
 
 
 def _utc(at: datetime) -> str:
@@ -179,7 +186,7 @@ def _demand(theme: Theme, projection: Projection, history: DemandSeries | None) 
         shown = [(t, v) for t, v in zip(history.timestamps, history.values, strict=True) if t >= since]
         if shown:
             ax.step(plots.dates(t for t, _ in shown), [v for _, v in shown], where="post", color=theme.text, linewidth=0.9,
-                     label="history")
+                    label="history", gid="history")
     times = plots.dates(f.timestamps)
     qs = sorted(f.quantiles)
     if times:
@@ -188,22 +195,26 @@ def _demand(theme: Theme, projection: Projection, history: DemandSeries | None) 
         ax.fill_between(times, f.quantiles[low_q], f.quantiles[high_q], step="post", color="#1f77b4", alpha=0.25,
                         linewidth=0, label=f"forecast {_q(low_q)}–{_q(high_q)}")
         for i, path in enumerate(projection.paths[:SAMPLED_SHOWN]):
-            ax.step(times[: len(path)], path, where="post", color=theme.muted, linewidth=0.6, alpha=0.7,
+            ax.step(times[: len(path)], path, where="post", color=theme.muted, linewidth=0.6, alpha=0.7, gid="sampled-path",
                     label=f"{min(SAMPLED_SHOWN, len(projection.paths))} of {len(projection.paths)} sampled paths"
                     if i == 0 else None)
-        ax.step(times, f.quantiles[0.5], where="post", color="#1f77b4", linewidth=1.4, label="forecast P50")
+        ax.step(times, f.quantiles[0.5], where="post", color="#1f77b4", linewidth=1.4, label="forecast P50",
+                gid="forecast-p50")
         for q in qs:
             if q > 0.9:
                 ax.step(times, f.quantiles[q], where="post", color="#1f77b4", linewidth=0.8, linestyle=":",
                         label=f"forecast {_q(q)}")
     (start,) = plots.dates([projection.start])
     ax.axvline(start, color=theme.muted, linewidth=0.9, linestyle="--")
-    ax.annotate(" projection starts", (start, 1.0), xycoords=("data", "axes fraction"), va="top",
-                fontsize=8, color=theme.muted)
+    left, right = ax.get_xlim()
+    late = start - left > (right - left) / 2  # then the label reads leftwards from the line, inside the axes
+    ax.annotate("projection starts " if late else " projection starts", (start, 1.0),
+                xycoords=("data", "axes fraction"), va="top", ha="right" if late else "left", fontsize=8,
+                color=theme.muted)
     plots.utc_time_axis(ax)
     ax.set_ylabel("GPUs demanded")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    plots.legend_above(fig, ax)
     return fig
 
 
@@ -265,7 +276,7 @@ def _per_tenant(theme: Theme, base: Scenario) -> Figure:
     ax.set_xlabel("USD over the horizon")
     plots.usd_axis(ax, "x")
     ax.grid(axis="y", visible=False)
-    ax.legend(loc="lower right", fontsize=8)
+    plots.legend_above(fig, ax)
     return fig
 
 
@@ -280,4 +291,4 @@ def _per_line(theme: Theme, scenarios: Sequence[Scenario]) -> Figure:
     return fig
 
 
-__all__ = ["candidates_table", "daily_band", "render", "write_report"]
+__all__ = ["candidates_table", "daily_band", "figures", "render", "tenant_table", "write_report"]
