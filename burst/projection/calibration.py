@@ -10,11 +10,15 @@ week i's band is corrected only from weeks before it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from burst.model import Job
+from burst.sim.engine import StrategyResult, simulate
+from burst.sim.setup import with_fault_tolerance
+from burst.sim.strategies import StrategyRun
 
 WEEK = timedelta(days=7)
 
@@ -45,3 +49,62 @@ class Band:
     def holds(self, actual: float) -> bool:
         """Whether `actual` lies inside [P10, P90]."""
         return self.p10 <= actual <= self.p90
+
+
+def band_score(band: Band, actual: float) -> float:
+    """How far `actual` fell outside `band`, as a log ratio: > 0 outside, <= 0 inside (the CQR score).
+
+    max(log(P10 / actual), log(actual / P90)): the factor by which the band
+    would have had to widen at both ends to hold `actual`. A zero P10 holds
+    any actual from below; a zero actual is outside any band with P10 > 0.
+    """
+    if actual <= 0:
+        return -math.inf if band.p10 <= 0 else math.inf
+    below = math.log(band.p10 / actual) if band.p10 > 0 else -math.inf
+    above = math.log(actual / band.p90) if band.p90 > 0 else math.inf
+    return max(below, above)
+
+
+def conformal_widening(scores: Sequence[float], coverage: float = 0.8) -> float | None:
+    """The split-conformal quantile of past `scores` for `coverage`: the ceil((n + 1) coverage)-th smallest.
+
+    None while there are too few scores for it (that rank would exceed n: at
+    0.8, fewer than 4), where the guarantee would need an unbounded band.
+    """
+    n = len(scores)
+    rank = math.ceil((n + 1) * coverage - 1e-9)
+    if n == 0 or rank > n:
+        return None
+    return sorted(scores)[rank - 1]
+
+
+def calibrated_bands(bands: Sequence[Band], actuals: Sequence[float], coverage: float = 0.8) -> list[Band]:
+    """Each week's band corrected only from the weeks before it: conformal on their `band_score`s.
+
+    `bands` and `actuals` are one series' weeks in time order. Week i's P10 is
+    divided and its P90 multiplied by exp(q), q the conformal quantile of
+    weeks 0..i-1's scores (`conformal_widening`; negative q narrows, never
+    past the P50); a week with too few earlier weeks keeps its own band. The
+    P50 is left as projected.
+    """
+    if len(bands) != len(actuals):
+        raise ValueError(f"{len(bands)} bands for {len(actuals)} actuals")
+    out = []
+    for i, band in enumerate(bands):
+        q = conformal_widening([band_score(b, a) for b, a in zip(bands[:i], actuals[:i], strict=True)], coverage)
+        if q is None:
+            out.append(band)
+            continue
+        factor = math.exp(q)
+        out.append(Band(min(band.p10 / factor, band.p50), band.p50, max(band.p90 * factor, band.p50)))
+    return out
+
+
+def naive_projection(run: StrategyRun, history: Sequence[Job], cut: datetime, shift: timedelta = WEEK) -> StrategyResult:
+    """Last week again: `shifted_week`'s jobs replayed from `cut` for `shift` on `run`'s set-up and strategy.
+
+    Fault tolerance is marked as the simulator marks a trace's jobs (seed 0,
+    per job id), so a job the original week ran as fault-tolerant is so again.
+    """
+    jobs = with_fault_tolerance(shifted_week(history, cut, shift), run.setup, 0)
+    return simulate(run, jobs, start=cut, end=cut + shift, prior=history)
