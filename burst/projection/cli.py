@@ -98,8 +98,9 @@ def _config(config_path: Path | None) -> Any:
               default=None, help="Spot price history CSV (burst/data/spot_history.csv's columns) added to the shipped one; "
                                  "spot is priced at its last 30 days' median.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier (each p10/p50/p90), paths, what_if, "
-                   "spot_from_history, capacity.")
+              help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier (each p10/p50/p90; tenants with "
+                   "their hourly and monthly budgets and when the median run first passes one), paths, what_if, "
+                   "spot_from_history, capacity, history (days, and why the band is wide under a week).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
 def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | str | None,
@@ -113,8 +114,9 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     jobs of the history's size and duration mix, replays them with the real
     planner in the simulator, and prints the P10/P50/P90 of the runs' costs
     per tenant and per line (steady, elastic_on_demand, elastic_spot,
-    hot_pool), queue waits, budget status and capacity advice of the median
-    run; each what-if is run on the same jobs and shown beside the baseline. Spot is priced at the time-weighted median of the
+    hot_pool), queue waits, budgets (hourly and monthly, with when the median
+    run first passes one) and capacity advice of the median run, and under a
+    week of history why the band is wide; each what-if is run on the same jobs and shown beside the baseline. Spot is priced at the time-weighted median of the
     spot price history's last 30 days before the start, per offering, where
     the history covers it (else the catalog's flat spot price). Progress goes
     to stderr.
