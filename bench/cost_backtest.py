@@ -193,8 +193,12 @@ def report(raw: list[dict[str, Any]], paths: int) -> tuple[list[str], str]:
     return body, summary
 
 
-def replay_weeks(traces: tuple[str, ...], small: bool, paths: int, workers: int) -> list[dict[str, Any]]:
-    """`one_week` for every week of `traces` (or the small case), in `workers` processes, progress on stderr."""
+def replay_weeks(traces: tuple[str, ...], small: bool, paths: int, workers: int,
+                 keep: Path | None = None) -> list[dict[str, Any]]:
+    """`one_week` for every week of `traces` (or the small case), in `workers` processes, progress on stderr.
+
+    With `keep`, the weeks done so far are rewritten there (JSON) as each one finishes.
+    """
     cases = [(SMALL[0], 1)] if small else [(n, w) for n in traces for w in weeks_of(n)]
     names, weeks = zip(*cases, strict=True)
     rows = []
@@ -204,6 +208,8 @@ def replay_weeks(traces: tuple[str, ...], small: bool, paths: int, workers: int)
             print(f"[{len(rows)}/{len(cases)}] {row['trace']} from {row['start']:%Y-%m-%d}: P10/P50/P90 "
                   f"{row['p10']:,.0f} / {row['p50']:,.0f} / {row['p90']:,.0f}, actual {row['actual']:,.0f}, naive "
                   f"{row['naive']:,.0f}", file=sys.stderr, flush=True)
+            if keep:
+                keep.write_text(json.dumps(rows, default=str, indent=1), encoding="utf-8")
     return rows
 
 
@@ -216,7 +222,7 @@ def main() -> None:
     parser.add_argument("--paths", type=int, default=MIN_PATHS,
                         help="demand paths sampled per week (default: the fewest burst cost takes, to keep the run short)")
     parser.add_argument("--rows", type=Path, default=None,
-                        help="also write each week's raw figures (JSON) to this file")
+                        help="also write each week's raw figures (JSON) to this file, as each week finishes")
     parser.add_argument("--from-rows", type=Path, default=None,
                         help="replay nothing: render the tables (and, for the full set, the doc) from a --rows file")
     args = parser.parse_args()
@@ -226,12 +232,11 @@ def main() -> None:
                 for r in json.loads(args.from_rows.read_text(encoding="utf-8"))]
         traces = tuple(dict.fromkeys(r["trace"] for r in rows))
     else:
-        rows = replay_weeks(traces, args.small, args.paths, args.workers)
-    if args.rows:
-        args.rows.write_text(json.dumps(rows, default=str, indent=1), encoding="utf-8")
+        rows = replay_weeks(traces, args.small, args.paths, args.workers, args.rows)
     body, summary = report(rows, args.paths)
     print("\n".join(body))
-    if not args.small and traces == FULL:
+    every_week = len(rows) == sum(len(weeks_of(n)) for n in FULL)
+    if not args.small and traces == FULL and every_week:
         about = ("Each week is projected from the history before it, then replayed as it happened (see the script's "
                  "docstring for the method).")
         if args.from_rows:
