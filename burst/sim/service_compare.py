@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from burst.sim.service_engine import Replay, ServiceMetrics, metrics, replay
-from burst.sim.service_forecasts import forecast_track
 from burst.sim.service_setup import ServiceSetup
 from burst.sim.service_strategies import Context, service_strategy
 from burst.sim.service_traces import AZURE_TOKEN_SOURCE
@@ -24,7 +23,7 @@ def service_replay(name: str, setup: ServiceSetup, *, seed: int = 0) -> Replay:
     if strategy.bound is not None:
         return strategy.bound(setup)
     assert strategy.build is not None
-    track = forecast_track(setup.series, setup.service) if strategy.forecasts else None
+    track = strategy.track(setup.series, setup.service) if strategy.track is not None else None
     controller = strategy.build(setup, Context(track))
     initial = strategy.initial(setup) if strategy.initial is not None else None
     return replay(setup, controller, seed=seed, initial=initial)

@@ -10,6 +10,7 @@ strategies of one run share it (`forecast_track` caches it).
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from burst.model import RateForecast, Service
+from burst.model import QUANTILES, RateForecast, Service
 from burst.sim.service_traces import RateSeries
 from forecasting.models import SeriesError
 from forecasting.rates import RateForecaster
@@ -81,6 +82,21 @@ def build_track(series: RateSeries, service: Service, forecaster: Forecaster | N
             out.append(None)
             continue
         out.append(RateForecast(at, quantiles, events_included=bool(service.events)))
+    return ForecastTrack(tuple(issued), tuple(out))
+
+
+def clairvoyant_track(series: RateSeries, service: Service) -> ForecastTrack:
+    """A reference track: at every issue time of `build_track`, the series' true rates over the next
+    `HORIZON_S` from the step in progress (as `RateForecaster.forecast` starts), every quantile equal to them (no spread), so the warm pool is sized from past surges alone.
+    What burst's steps make of a perfect point forecast: a reference, not a bound (the steps are heuristics)."""
+    step, times, rates, start = _series_rates(series)
+    steps = max(1, int(math.ceil(HORIZON_S / step)))
+    issued: list[datetime] = []
+    out: list[RateForecast | None] = []
+    for k in range(start, len(times)):
+        issued.append(times[k])
+        future = tuple(rates[k: k + steps])
+        out.append(RateForecast(tuple(times[k: k + steps]), dict.fromkeys(QUANTILES, future), events_included=True))
     return ForecastTrack(tuple(issued), tuple(out))
 
 

@@ -1,7 +1,8 @@
 """The service controllers the simulator compares, each following its documented rules, and their registry.
 
 - `burst`, `burst-no-forecast`, `burst-no-pool`: `burst.planner.services.plan_service` every 15 s tick (as often as
-  the HPA syncs), with the forecast track (`burst.sim.service_forecasts`), without it, or with pools off. A node freed on scale-in
+  the HPA syncs), with the forecast track (`burst.sim.service_forecasts`), without it, or with pools off;
+  `burst-clairvoyant` (run on request, a reference) with the series' true future rates as its track. A node freed on scale-in
   that no warm pool wants is kept idle for one boot's time (the break-even rule: keeping it longer costs more
   than booting again).
 - `reactive`: the Kubernetes HPA v2 with its defaults (`Hpa`): a 15 s sync, a 10% tolerance, scale-up at most
@@ -34,12 +35,13 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from burst.model import Service
 from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
 from burst.planner.surges import SurgeProfile
 from burst.sim.service_engine import Controller, Observation, Replay, Target, observed_rates
-from burst.sim.service_forecasts import ForecastTrack
+from burst.sim.service_forecasts import ForecastTrack, clairvoyant_track, forecast_track
 from burst.sim.service_setup import ServiceSetup
-from burst.sim.service_traces import TICK_S
+from burst.sim.service_traces import TICK_S, RateSeries
 
 HPA_SYNC_S = 15.0
 HPA_TOLERANCE = 0.1
@@ -325,14 +327,14 @@ Build = Callable[[ServiceSetup, Context], Controller]
 @dataclass(frozen=True)
 class ServiceStrategy:
     """One service strategy: a controller built per service, or a bound computed from the series; `initial`
-    overrides the replicas it starts with; `forecasts` says it reads the forecast track."""
+    overrides the replicas it starts with; `track` makes the forecast track it reads (None: it reads none)."""
 
     name: str
     description: str
     build: Build | None = None
     bound: Callable[[ServiceSetup], Replay] | None = None
     initial: Callable[[ServiceSetup], int] | None = None
-    forecasts: bool = False
+    track: Callable[[RateSeries, Service], ForecastTrack] | None = None
 
 
 def _hpa(setup: ServiceSetup, _: Context) -> Controller:
@@ -345,11 +347,14 @@ def _karpenter_hpa(setup: ServiceSetup, _: Context) -> Controller:
 
 SERVICE_STRATEGIES: dict[str, ServiceStrategy] = {s.name: s for s in (
     ServiceStrategy("burst", "plan_service every 15 s with forecasts and hot pools",
-                    build=lambda s, c: Burst(s, c.track, pools=True), forecasts=True),
+                    build=lambda s, c: Burst(s, c.track, pools=True), track=forecast_track),
     ServiceStrategy("burst-no-forecast", "plan_service without forecasts",
                     build=lambda s, c: Burst(s, None, pools=True)),
     ServiceStrategy("burst-no-pool", "plan_service with forecasts, no warm nodes and no standby",
-                    build=lambda s, c: Burst(s, c.track, pools=False), forecasts=True),
+                    build=lambda s, c: Burst(s, c.track, pools=False), track=forecast_track),
+    ServiceStrategy("burst-clairvoyant", "a reference run on request: plan_service with the series' true future "
+                    "rates in place of forecasts", build=lambda s, c: Burst(s, c.track, pools=True),
+                    track=clairvoyant_track),
     ServiceStrategy("reactive", "Kubernetes HPA v2 defaults on the Cluster Autoscaler's cold nodes", build=_hpa),
     ServiceStrategy("reactive-overprovision", "reactive plus CA overprovisioning placeholders (10% of week-1 P95)",
                     build=lambda s, c: Overprovision(s, initial_replicas(s), overprovision_placeholders(s))),
@@ -376,7 +381,7 @@ SERVICE_DEFAULT = ("burst", "burst-no-forecast", "burst-no-pool", "reactive", "r
                    "aws-predictive", "static-peak", "oracle")
 """What a service run that names no strategy runs, in report order."""
 
-NOT_RUN = {"burst-clairvoyant": "not yet run on services", "burst-fixed-pool": "not yet run on services",
+NOT_RUN = {"burst-fixed-pool": "not yet run on services",
            "burst-periodic-only": "not yet run on services", "burst-victims-most-recent": "not yet run on services",
            "burst-victims-random": "not yet run on services"}
 """Batch strategies with no service form yet, and what a run says of them."""
