@@ -84,7 +84,7 @@ def _config(config_path: Path | None) -> Any:
               help="ISO instant the projection starts at (default: the end of the trace, or with --from-store the "
                    "state's now: its simulated clock's last tick on a sim-clock config).")
 @click.option("--what-if", "what_if_paths", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="What-if YAML (keys name, spot, hot_pool_nodes, steady_gpus_delta, region); repeatable.")
+              help="What-if YAML (keys name, spot, hot_pool_nodes, steady_gpus_delta, region, prices); repeatable.")
 @click.option("--strategy", default="burst", show_default=True, type=click.Choice(["burst", "burst-no-forecast"]),
               help="Strategy simulated: the full planner with forecasts, or without (faster).")
 @click.option("--seed", type=int, default=0, show_default=True,
