@@ -25,8 +25,10 @@ errors (burst.projection.calibration.calibrated_bands): week i's score
 is max(log(P10 / actual), log(actual / P90)) and week i's P10 is divided, its
 P90 multiplied, by exp(q), q the ceil((n + 1) x 0.8)-th smallest of the n
 scores of the weeks before it in the same trace (never its own or a later
-one); with fewer than 4 earlier weeks the rank would pass n and the band stays
-as sampled. The P50 is not corrected: the past weeks' log errors of the P50
+one); with 1 to 3 earlier weeks that rank would pass n (the guarantee would
+need an unbounded band), so q is the largest earlier score and at least 0: the
+band widens to hold every earlier week it missed and never narrows on so few;
+the first week keeps its band as sampled. The P50 is not corrected: the past weeks' log errors of the P50
 change sign from week to week (no bias a correction could take out), so it
 is the sampled runs' median as projected.
 

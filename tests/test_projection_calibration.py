@@ -82,19 +82,25 @@ def test_band_score_is_the_log_factor_the_band_needed_at_both_ends() -> None:
     assert band_score(Band(0.0, 10.0, 20.0), 0.0) == -math.inf and band_score(band, 0.0) == math.inf
 
 
-def test_conformal_widening_needs_four_scores_at_80_percent_then_takes_the_ranked_one() -> None:
-    assert conformal_widening([]) is None and conformal_widening([0.1, 0.2, 0.3]) is None
+def test_conformal_widening_takes_the_ranked_score_or_with_few_scores_the_largest_miss() -> None:
+    assert conformal_widening([]) is None
     assert conformal_widening([0.4, 0.1, 0.3, 0.2]) == 0.4  # ceil(5 x 0.8) = 4th of 4
     assert conformal_widening([0.5, 0.1, 0.3, 0.2, 0.4, 0.0, 0.6, 0.7, 0.8]) == 0.7  # ceil(10 x 0.8) = 8th of 9
+    assert conformal_widening([-0.4, -0.1, -0.3, -0.2]) == -0.1  # four bands that held: narrow
+    # Fewer than four: rank ceil((n + 1) 0.8) > n. Widen to the largest miss; weeks that held never narrow.
+    assert conformal_widening([0.1, -0.2, 0.3]) == 0.3
+    assert conformal_widening([-0.5]) == 0.0
 
 
 def test_each_weeks_band_is_corrected_from_the_weeks_before_it_only() -> None:
     bands = [Band(100.0, 150.0, 200.0)] * 6
     actuals = [250.0, 90.0, 150.0, 120.0, 1000.0, 130.0]
     out = calibrated_bands(bands, actuals)
-    assert out[:4] == bands[:4]  # fewer than four earlier weeks: the band as projected
+    assert out[0] == bands[0]  # no earlier week: the band as projected
+    # Weeks 1-3: fewer than four scores, the largest so far is week 0's, log(250/200) = log 1.25.
     # Week 4: scores log 1.25, log(100/90), log 0.75, log(100/120); the 4th smallest is log 1.25.
-    assert (out[4].p10, out[4].p50, out[4].p90) == pytest.approx((80.0, 150.0, 250.0))
+    for week in (1, 2, 3, 4):
+        assert (out[week].p10, out[week].p50, out[week].p90) == pytest.approx((80.0, 150.0, 250.0))
     # Week 5 adds week 4's score, log(1000/200) = log 5, the 5th smallest of five.
     assert (out[5].p10, out[5].p50, out[5].p90) == pytest.approx((20.0, 150.0, 1000.0))
     # Neither its own actual nor a later one moves a week's band.
@@ -104,6 +110,7 @@ def test_each_weeks_band_is_corrected_from_the_weeks_before_it_only() -> None:
 
 def test_a_band_that_always_held_narrows_but_not_past_its_p50() -> None:
     out = calibrated_bands([Band(100.0, 150.0, 200.0)] * 5, [150.0] * 5)
+    assert out[1:4] == [Band(100.0, 150.0, 200.0)] * 3  # one to three weeks that held: no narrowing
     # Four scores of log 0.75: the P10 over 0.75 (133.3), the P90 times 0.75 (150, the P50).
     assert (out[4].p10, out[4].p90) == pytest.approx((400 / 3, 150.0))
     with pytest.raises(ValueError, match="2 bands for 1 actuals"):

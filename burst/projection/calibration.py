@@ -66,15 +66,21 @@ def band_score(band: Band, actual: float) -> float:
 
 
 def conformal_widening(scores: Sequence[float], coverage: float = 0.8) -> float | None:
-    """The split-conformal quantile of past `scores` for `coverage`: the ceil((n + 1) coverage)-th smallest.
+    """The log factor a band widens by from past `scores`: their split-conformal quantile for `coverage`.
 
-    None while there are too few scores for it (that rank would exceed n: at
-    0.8, fewer than 4), where the guarantee would need an unbounded band.
+    That is the ceil((n + 1) coverage)-th smallest of the n scores, and it may
+    be negative (the band narrows) once there are enough of them (at 0.8, four).
+    With fewer, that rank would pass n and the guarantee would need an
+    unbounded band; the widening is then the largest score, never below 0: the
+    band grows to hold every past week it missed, and no handful of weeks it
+    held narrows it. None with no scores.
     """
     n = len(scores)
-    rank = math.ceil((n + 1) * coverage - 1e-9)
-    if n == 0 or rank > n:
+    if n == 0:
         return None
+    rank = math.ceil((n + 1) * coverage - 1e-9)
+    if rank > n:
+        return max(0.0, max(scores))
     return sorted(scores)[rank - 1]
 
 
@@ -83,9 +89,9 @@ def calibrated_bands(bands: Sequence[Band], actuals: Sequence[float], coverage: 
 
     `bands` and `actuals` are one series' weeks in time order. Week i's P10 is
     divided and its P90 multiplied by exp(q), q the conformal quantile of
-    weeks 0..i-1's scores (`conformal_widening`; negative q narrows, never
-    past the P50); a week with too few earlier weeks keeps its own band. The
-    P50 is left as projected.
+    weeks 0..i-1's scores (`conformal_widening`; a negative q narrows, never
+    past the P50); the first week keeps its own band. The P50 is left as
+    projected.
     """
     if len(bands) != len(actuals):
         raise ValueError(f"{len(bands)} bands for {len(actuals)} actuals")
