@@ -88,6 +88,21 @@ def test_an_immovable_job_at_a_full_on_prem_tier_lands_there_while_a_fault_toler
     assert requeued.work_done_s == 2.25 * 3600.0, "it resumes from the checkpoint asked for the move"
 
 
+def test_a_move_asks_its_own_checkpoint_when_the_last_one_asked_landed_long_ago() -> None:
+    """ft's last asked checkpoint landed 9 min ago (a move asked it, then was not made): evicting on it would lose
+    the 10 min of work since its request, 8 GPUs' worth; the move asks a checkpoint of its own (60 s) instead."""
+    asked = T0 - timedelta(minutes=10)  # after its last periodic checkpoint (2 h into the run, 15 min ago)
+    ft, imm = ft_job(last_checkpoint_at=asked), immovable()
+    first = plan_of(snapshot([ft, imm]))
+    assert kinds(first, "ft") == [ActionKind.REQUEST_CHECKPOINT]
+    # Once that checkpoint has landed, the next plan evicts on it.
+    checkpointing = apply_job_action(ft, first.actions[0], T0)
+    second = plan_of(snapshot([checkpointing, imm]), at=timedelta(seconds=90))
+    assert kinds(second, "ft") == [ActionKind.EVICT_JOB]
+    requeued = apply_job_action(checkpointing, second.actions[0], T0 + timedelta(seconds=90))
+    assert requeued.work_done_s == 2.25 * 3600.0, "it resumes from the checkpoint asked for this move"
+
+
 def test_no_move_when_the_saving_does_not_cover_the_move() -> None:
     """The immovable job declares a 1-minute run: the on-demand it would avoid is less than moving ft costs."""
     p = plan_of(snapshot([ft_job(), immovable(declared_duration_s=60.0)]))

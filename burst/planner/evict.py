@@ -84,16 +84,21 @@ def checkpoint_then_evict(ctx: PlanContext, job: Job, why: str, step: str, *, th
 
 def evict_after_checkpoint(ctx: PlanContext, job: Job, why: str, step: str, *, then: str, empties: bool = False,
                            counts_as_move: bool = False) -> Move | None:
-    """Evict the job at once when a checkpoint asked of its current run has landed; None (nothing done) if not.
+    """Evict the job at once when a checkpoint asked of its current run has landed, and landed lately; None
+    (nothing done) if not.
 
     For moves that ask a checkpoint and evict on a later tick: `checkpoint_then_evict` alone would ask
     again once the work since the request outgrows the checkpoint's duration, which a tick interval longer
-    than the checkpoint makes happen every time.
+    than the checkpoint makes happen every time. A checkpoint that landed more than `FRESH_CHECKPOINT_S` of
+    work ago (asked for a move that was then not made, or by another step) is not this move's: evicting on it
+    would lose all the work since, so the move asks for a checkpoint of its own instead.
     """
     asked, started, takes = job.last_checkpoint_at, job.started_at, job.checkpoint_duration_s
     if asked is None or started is None or takes is None or asked < started or job.state is JobState.CHECKPOINTING:
         return None
     if (ctx.now - asked).total_seconds() < takes:
+        return None
+    if _unsaved_s(job, ctx.now) > takes + FRESH_CHECKPOINT_S:
         return None
     _act(ctx, job, ActionKind.EVICT_JOB, step,
          f"{why}: {then} (the checkpoint asked at {asked:%H:%M:%S} has landed; requeued from it)",
