@@ -21,7 +21,6 @@ from burst.sim.service_engine import (
     Target,
     metrics,
     observed_rates,
-    remove_spot,
     replay,
     slo_minutes_missed,
     ttc_samples,
@@ -175,15 +174,52 @@ def test_a_new_replica_takes_an_idle_node_then_a_warm_one_then_boots() -> None:
     assert fleet.ready_od == 3 and fleet.serving() == 3
 
 
-def test_spot_replicas_are_interrupted_and_replaced_on_demand() -> None:
+def test_spot_replicas_are_interrupted_and_the_controller_replaces_them() -> None:
     setup = setup_of(series([0.0] * 10), spot_hazard_per_h=1e9)  # every spot replica is interrupted at once
     fleet = Fleet(setup, np.random.default_rng(1), idle_ttl_s=0.0, ready_spot=2)
     assert fleet.interrupt(0.0, 15.0) == 2
-    # both serve through their 30 s notice; two on-demand replacements start cold
-    assert fleet.serving() == 2 and fleet.ready_spot == 0 and [s.spot for s in fleet.starting] == [False, False]
+    # both serve through their 30 s notice and nothing replaces them until a target asks
+    assert fleet.serving() == 2 and fleet.ready_spot == 0 and fleet.starting == []
     fleet.advance(30.0)
-    assert fleet.serving() == 0
-    assert fleet.billed() == (2, 0, 0)
+    assert fleet.serving() == 0 and fleet.billed() == (0, 0, 0)
+    fleet.apply(Target(2, spot=2), 30.0)  # replaced on spot: two cold spot boots (300 s + 120 s load)
+    assert [(s.spot, s.ready_at) for s in fleet.starting] == [(True, 450.0), (True, 450.0)]
+    assert fleet.billed() == (0, 2, 0)
+
+
+def test_a_spot_replica_wakes_a_stopped_spot_node() -> None:
+    setup = setup_of(series([0.0] * 100))
+    fleet = Fleet(setup, np.random.default_rng(0), idle_ttl_s=600.0, ready_spot=3)
+    fleet.apply(Target(2, spot=2, warm_nodes=1, warm_spot=1), 0.0)  # the freed spot node is stopped, not ended
+    assert (fleet.ready_spot, fleet.warm_spot, fleet.warm, fleet.idle) == (2, 1, 0, [])
+    assert fleet.billed() == (0, 2, 1)  # two spot nodes running, one stopped (its disk)
+    fleet.apply(Target(1, spot=1, warm_nodes=1, warm_spot=1), 0.0)  # the pool is full: this one is terminated
+    assert (fleet.ready_spot, fleet.warm_spot, fleet.idle) == (1, 1, [])
+    fleet.apply(Target(3, spot=3, warm_nodes=1, warm_spot=1), 30.0)
+    # one wakes the stopped spot node (60 s + 120 s load), one boots cold (300 s + load); the pool is refilled by
+    # a spot node booting to be stopped, billed at the spot price meanwhile
+    assert sorted(s.ready_at for s in fleet.starting) == [210.0, 450.0]
+    assert all(s.spot for s in fleet.starting) and fleet.warm_spot == 0
+    assert fleet.billed() == (0, 4, 0)
+    fleet.advance(330.0)
+    assert fleet.warm_spot == 1 and fleet.billed() == (0, 3, 1)
+
+
+def test_each_capacity_type_moves_to_its_own_target() -> None:
+    setup = setup_of(series([0.0] * 100))
+    fleet = Fleet(setup, np.random.default_rng(0), idle_ttl_s=0.0, ready_spot=5, ready_od=2)
+    fleet.apply(Target(6, spot=4), 0.0)  # only spot is above its share
+    assert (fleet.ready_spot, fleet.ready_od) == (4, 2)
+    fleet.apply(Target(4, spot=3), 0.0)  # both are: the dearer on-demand one and a spot one go
+    assert (fleet.ready_spot, fleet.ready_od) == (3, 1)
+    # an on-demand replica standing for a lost spot one: the spot replacement starts, and the on-demand one
+    # stays until it serves
+    fleet = Fleet(setup, np.random.default_rng(0), idle_ttl_s=0.0, ready_spot=3, ready_od=2)
+    fleet.apply(Target(5, spot=4), 0.0)
+    assert (fleet.ready_spot, fleet.ready_od, [s.spot for s in fleet.starting]) == (3, 2, [True])
+    fleet.advance(420.0)
+    fleet.apply(Target(5, spot=4), 420.0)
+    assert (fleet.ready_spot, fleet.ready_od, fleet.starting) == (4, 1, [])
 
 
 # ------------------------------------------------------------------ the CLI
@@ -340,13 +376,6 @@ def test_unserved_requests_are_put_down_to_a_cause() -> None:
     # tick 6 loses 30 after tick 5 served 2: scale-in too early
     causes = unserved_causes(setup, run)
     assert causes == pytest.approx({"boots too slow": 30 / 75, "scale-in too early": 30 / 75, "not asked for": 15 / 75})
-
-
-def test_scale_in_removes_the_capacity_type_above_its_share() -> None:
-    assert remove_spot(spot_now=5, od_now=2, want_spot=4, want_od=2)  # only spot is above its share
-    assert not remove_spot(spot_now=4, od_now=3, want_spot=4, want_od=2)  # only on-demand is
-    assert not remove_spot(spot_now=5, od_now=3, want_spot=4, want_od=2)  # both: the dearer on-demand one
-    assert remove_spot(spot_now=3, od_now=0, want_spot=1, want_od=0)  # no on-demand one left
 
 
 def test_cli_report_writes_a_services_page(tmp_path: Path) -> None:

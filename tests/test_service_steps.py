@@ -260,6 +260,10 @@ def test_spot_share_split_and_hedge() -> None:
     assert "floor(6 x 0.8) = 4 of the need on spot, 2 on demand, + a hedge of 1" in reason(d, "spot")
     big = plan_service(state(service(spot_share=0.8, max_replicas=30), observed_rps=70.0, spot_replica_hour_usd=1.0))
     assert (big.replicas, big.spot, big.hedge) == (20, 18, 2)  # 16 + ceil(1.6)
+    # the spot share of the warm pool is kept as stopped spot nodes, for the spot replicas a rise starts
+    assert big.warm_nodes == 2 and big.warm_spot == 1  # floor(2 x 0.8)
+    assert "1 of the 2 warm nodes stopped spot nodes" in reason(big, "spot")
+    assert plan_service(state(observed_rps=70.0, spot_replica_hour_usd=1.0)).warm_spot == 0  # no spot share
 
 
 def test_spot_lost_to_a_notice_beyond_the_hedge_is_replaced_on_demand() -> None:

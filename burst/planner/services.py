@@ -15,14 +15,14 @@ function below that writes one line of `reasons` naming itself and its numbers:
 | replicas | `replicas` | max(now, ahead), within min_replicas .. max_replicas |
 | scale-in | `replicas` | when serving + starting exceed it: down only when both needs, and every need of the last 120 s, are below; 10% a tick |
 | hot capacity | `warm_nodes`, `standby` | the forecast's spread (its top quantile over the cold lead) above `replicas`; warm nodes also for the past surges they are worth (`burst.planner.surges`) |
-| spot | `spot`, `hedge`, `fallback` | the service's spot share, a 10% hedge (SkyServe's SpotHedge) |
+| spot | `spot`, `hedge`, `fallback`, `warm_spot` | the service's spot share, a 10% hedge (SkyServe's SpotHedge); the same share of the warm nodes |
 
 How a caller counts a decision: it keeps `replicas` serving or starting, of
 which `spot - hedge` on spot and `replicas - (spot - hedge)` on demand; beyond
 them `hedge` more spot replicas, `fallback` on-demand ones standing for spot
 replicas lost to a notice, and `standby` running on-demand replicas as hot
 capacity (`ServiceDecision.running` is the sum); and `warm_nodes` stopped
-nodes. It turns surplus serving replicas into standby ones before it stops
+nodes, `warm_spot` of them stopped spot nodes that a new spot replica wakes. It turns surplus serving replicas into standby ones before it stops
 any, and promotes standby ones first when `replicas` rises. On the next tick
 it reports the standby ones as `standby` and the hedge and fallback ones still
 running as `hedge_running`, so that they are not counted against the need.
@@ -141,7 +141,8 @@ class ServiceDecision:
     `spot`: of them on spot, plus `hedge` spot replicas beyond them; `standby`:
     running replicas kept beyond `replicas` as hot capacity; `warm_nodes`:
     stopped warm nodes to keep; `fallback`: on-demand replicas beyond
-    `replicas` standing for spot replicas lost to a notice; `need`: max(now,
+    `replicas` standing for spot replicas lost to a notice; `warm_spot`: of
+    `warm_nodes`, the stopped spot nodes; `need`: max(now,
     ahead) within the bounds, before scale-in held any back (what
     `RecentNeeds` keeps); `reasons`: one line per rule, naming it and its
     numbers.
@@ -155,6 +156,7 @@ class ServiceDecision:
     hedge: int = 0
     fallback: int = 0
     need: int = 0
+    warm_spot: int = 0
 
     @property
     def on_demand(self) -> int:
@@ -455,9 +457,10 @@ class SpotSplit:
     hedge: int
     fallback: int
     reason: str
+    warm_spot: int = 0
 
 
-def spot_split(state: ServiceState, replicas: int, standby: int) -> SpotSplit:
+def spot_split(state: ServiceState, replicas: int, standby: int, warm_nodes: int = 0) -> SpotSplit:
     """Rule `spot` (SkyServe's SpotHedge): decide how many replicas run on spot.
 
     When the service allows a spot share and a spot group is offered cheaper
@@ -466,7 +469,10 @@ def spot_split(state: ServiceState, replicas: int, standby: int) -> SpotSplit:
     ceil(`SPOT_HEDGE_SHARE` x it) spot replicas beyond the need, within
     max_replicas with the standby ones. Spot replicas lost to a notice beyond
     the hedge are replaced on demand (`fallback`) until their spot
-    replacements serve. The caller spreads spot replicas across spot groups.
+    replacements serve. The same share of the warm nodes is kept as stopped
+    spot nodes (`warm_spot`), so that the spot part of a rise wakes as the
+    on-demand part does instead of booting cold. The caller spreads spot
+    replicas across spot groups.
     """
     service = state.service
     spot_price = state.spot_replica_hour_usd
@@ -482,10 +488,12 @@ def spot_split(state: ServiceState, replicas: int, standby: int) -> SpotSplit:
     fallback = min(base, max(0, state.spot_lost - hedge))
     lost = "" if not state.spot_lost else (f"; {state.spot_lost} lost to a notice, {fallback} beyond the hedge "
                                            f"replaced on demand")
+    warm_spot = math.floor(warm_nodes * service.spot_share + _WHOLE_TOLERANCE)
     return SpotSplit(base + hedge, hedge, fallback, (
         f"spot: floor({replicas} x {service.spot_share:g}) = {base} of the need on spot, {replicas - base} on demand, "
         f"+ a hedge of {hedge} (ceil({SPOT_HEDGE_SHARE:g} x {base}) within max_replicas) -> {base + hedge} spot "
-        f"({state.spot_ready} serving now){lost}"))
+        f"({state.spot_ready} serving now){lost}; {warm_spot} of the {warm_nodes} warm nodes stopped spot nodes"),
+        warm_spot)
 
 
 def plan_service(state: ServiceState) -> ServiceDecision:
@@ -497,11 +505,11 @@ def plan_service(state: ServiceState) -> ServiceDecision:
     clamped, replicas_reason = decide_replicas(state.service, now, ahead)
     replicas, scale_in_reason = scale_in(state, clamped, now, ahead, lead)
     hot = hot_capacity(state, replicas, ahead)
-    spot = spot_split(state, replicas, hot.standby)
+    spot = spot_split(state, replicas, hot.standby, hot.warm_nodes)
     reasons = (now.reason, ahead.reason, replicas_reason, scale_in_reason, hot.reason, spot.reason)
     return ServiceDecision(replicas=replicas, spot=spot.spot, standby=hot.standby, warm_nodes=hot.warm_nodes,
                            reasons=tuple(r for r in reasons if r), hedge=spot.hedge, fallback=spot.fallback,
-                           need=clamped.replicas)
+                           need=clamped.replicas, warm_spot=spot.warm_spot)
 
 
 class RecentNeeds:

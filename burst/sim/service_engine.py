@@ -5,20 +5,28 @@ Fleet rules (the same for every strategy):
 
 - a new on-demand replica takes, in order, a booted idle node (model load
   only), a stopped warm node (wake, then load) or a cold node (boot, then
-  load); a spot replica always boots a cold spot node;
+  load); a spot replica wakes a stopped spot node when the controller keeps
+  some (`Target.warm_spot`), else boots a cold spot node (EC2 stops and
+  starts the Spot Instances of a persistent request, and a GCP Spot VM whose
+  termination action is STOP restarts; a restart needs spot capacity, which
+  the replay always finds);
 - a node is billed at its compute price from the moment it is requested
   (boots are paid) until it is terminated or stopped; a stopped warm node pays
   its boot disk; a warm node made from scratch pays one boot first;
-- scale-in removes starting replicas before ready ones (latest first), and the
-  capacity type above its share first; a freed on-demand node is stopped into
-  the warm pool while the controller wants more warm nodes, else stays idle for
-  the controller's `idle_ttl_s` (the Cluster Autoscaler's unneeded time) where
-  a later replica reuses it, else is terminated;
+- each capacity type is moved to its own target (`spot` spot replicas, the
+  rest on demand), so a spot replica lost to a notice is replaced on spot;
+  scale-in removes starting replicas before ready ones (latest first); a
+  freed on-demand node is stopped into the warm pool while the controller
+  wants more warm on-demand nodes, else stays idle for the controller's
+  `idle_ttl_s` (the Cluster Autoscaler's unneeded time) where a later replica
+  reuses it, else is terminated; a freed spot node is stopped into the spot
+  pool while the controller wants more warm spot nodes, else terminated;
 - `idle_nodes` in a target are placeholders (the Cluster Autoscaler's
   overprovisioning): booted nodes kept empty, rebooted when a replica takes one;
 - each spot replica is interrupted at the set-up's hazard per hour (seeded
-  draws); after a notice of `notice_s` it is gone, and an on-demand replica
-  replaces it at the notice.
+  draws); it serves through its notice of `notice_s`, then is gone; what
+  replaces it is the controller's next target (burst's: a spot replica, and
+  an on-demand stand-in for each one lost beyond its hedge).
 
 Metrics (`metrics`): each series value spread evenly over its step; the rate a
 controller sees at t is the requests in [t - 60 s, t) / 60; ready capacity =
@@ -56,12 +64,14 @@ class Observation:
 @dataclass(frozen=True)
 class Target:
     """What a controller wants: `replicas` serving or starting (spot and standby included), `spot` of them on
-    spot, `warm_nodes` stopped warm nodes, `idle_nodes` booted empty placeholder nodes."""
+    spot, `warm_nodes` stopped warm nodes (`warm_spot` of them stopped spot nodes), `idle_nodes` booted empty
+    placeholder nodes."""
 
     replicas: int
     spot: int = 0
     warm_nodes: int = 0
     idle_nodes: int = 0
+    warm_spot: int = 0
 
 
 class Controller(Protocol):
@@ -70,14 +80,6 @@ class Controller(Protocol):
     idle_ttl_s: float
 
     def decide(self, obs: Observation) -> Target | None: ...
-
-
-def remove_spot(spot_now: int, od_now: int, want_spot: int, want_od: int) -> bool:
-    """Decide whether scale-in removes a spot replica: when spot alone is above its share, or when no on-demand
-    replica is left; otherwise an on-demand one (the dearer, when both or neither are above their share)."""
-    if od_now == 0:
-        return True
-    return spot_now > want_spot and od_now <= want_od
 
 
 @dataclass
@@ -99,6 +101,8 @@ class Fleet:
     starting: list[_Start] = field(default_factory=list)
     warm: int = 0
     warm_prep: list[float] = field(default_factory=list)
+    warm_spot: int = 0
+    warm_spot_prep: list[float] = field(default_factory=list)
     idle: list[float] = field(default_factory=list)
     placeholders: int = 0
     placeholder_prep: list[float] = field(default_factory=list)
@@ -126,6 +130,10 @@ class Fleet:
             done = sum(1 for x in self.warm_prep if x <= t)
             self.warm += done
             self.warm_prep = [x for x in self.warm_prep if x > t]
+        if self.warm_spot_prep:
+            done = sum(1 for x in self.warm_spot_prep if x <= t)
+            self.warm_spot += done
+            self.warm_spot_prep = [x for x in self.warm_spot_prep if x > t]
         if self.placeholder_prep:
             done = sum(1 for x in self.placeholder_prep if x <= t)
             self.placeholders += done
@@ -136,8 +144,8 @@ class Fleet:
             self.idle = [x for x in self.idle if x > t]
 
     def interrupt(self, t: float, tick_s: float) -> int:
-        """Draw this tick's spot interruptions; each noticed replica serves until its notice ends and an
-        on-demand replica replaces it now. Returns how many were interrupted."""
+        """Draw this tick's spot interruptions; each noticed replica serves until its notice ends (a starting one
+        is gone at once). Returns how many were interrupted."""
         spot_starting = [s for s in self.starting if s.spot]
         n = self.ready_spot + len(spot_starting)
         if n == 0 or self.setup.spot_hazard_per_h <= 0:
@@ -150,7 +158,6 @@ class Fleet:
             else:
                 victim = spot_starting.pop(int(self.rng.integers(len(spot_starting))))
                 self.starting.remove(victim)
-            self._launch_one(t, spot=False)
         return k
 
     def _launch_one(self, t: float, *, spot: bool) -> None:
@@ -163,32 +170,43 @@ class Fleet:
         elif not spot and self.warm:
             self.warm -= 1
             up = t + self.setup.wake_s
+        elif spot and self.warm_spot:
+            self.warm_spot -= 1
+            up = t + self.setup.wake_s
         else:
             up = t + self.setup.boot_s
         self.starting.append(_Start(up + self.load_s, up, spot))
         self.launches.append(t)
 
-    def _free_node(self, t: float, spot: bool, warm_target: int) -> None:
+    def _free_node(self, t: float, spot: bool, target: Target) -> None:
         if spot:
+            if self.warm_spot + len(self.warm_spot_prep) < target.warm_spot:
+                self.warm_spot += 1
             return
-        if self.warm + len(self.warm_prep) < warm_target:
+        if self.warm + len(self.warm_prep) < target.warm_nodes - target.warm_spot:
             self.warm += 1
         elif self.idle_ttl_s > 0:
             self.idle.append(t + self.idle_ttl_s)
 
-    def _remove_one(self, t: float, spot: bool, warm_target: int) -> None:
+    def _remove_one(self, t: float, spot: bool, target: Target) -> bool:
+        """Remove one replica of the capacity type: the latest starting one, else a ready one while the ready
+        replicas stay at or above the target (a swap of type keeps its old replica until the new one serves).
+        Returns whether one was removed."""
         pool = [s for s in self.starting if s.spot == spot]
         if pool:
             victim = max(pool, key=lambda s: s.ready_at)
             self.starting.remove(victim)
             if victim.node_up_at <= t:
-                self._free_node(t, spot, warm_target)
-            return
+                self._free_node(t, spot, target)
+            return True
+        if (self.ready_spot if spot else self.ready_od) == 0 or self.ready_spot + self.ready_od <= target.replicas:
+            return False
         if spot:
             self.ready_spot -= 1
         else:
             self.ready_od -= 1
-        self._free_node(t, spot, warm_target)
+        self._free_node(t, spot, target)
+        return True
 
     def apply(self, target: Target, t: float) -> None:
         """Move the fleet toward `target` at `t` (module doc, fleet rules)."""
@@ -196,25 +214,24 @@ class Fleet:
         od_now = self.ready_od + len(self.starting) - (spot_now - self.ready_spot)
         want_spot = min(target.spot, target.replicas)
         want_od = target.replicas - want_spot
-        add = target.replicas - (spot_now + od_now)
-        if add > 0:
-            spot_add = min(add, max(0, want_spot - spot_now))
-            for _ in range(spot_add):
-                self._launch_one(t, spot=True)
-            for _ in range(add - spot_add):
-                self._launch_one(t, spot=False)
-        elif add < 0:
-            for _ in range(-add):
-                spot = remove_spot(spot_now, od_now, want_spot, want_od)
-                self._remove_one(t, spot, target.warm_nodes)
-                spot_now, od_now = (spot_now - 1, od_now) if spot else (spot_now, od_now - 1)
+        for _ in range(want_spot - spot_now):
+            self._launch_one(t, spot=True)
+        for _ in range(want_od - od_now):
+            self._launch_one(t, spot=False)
+        for spot, surplus in ((False, od_now - want_od), (True, spot_now - want_spot)):  # the dearer type first
+            for _ in range(surplus):
+                if not self._remove_one(t, spot, target):
+                    break
         self._pools(target, t)
 
     def _pools(self, target: Target, t: float) -> None:
-        while self.warm + len(self.warm_prep) < target.warm_nodes:
+        warm_od = target.warm_nodes - target.warm_spot
+        while self.warm + len(self.warm_prep) < warm_od:
             self.warm_prep.append(t + self.setup.boot_s)
-        if self.warm > target.warm_nodes:
-            self.warm = max(target.warm_nodes, 0)
+        self.warm = min(self.warm, max(warm_od, 0))
+        while self.warm_spot + len(self.warm_spot_prep) < target.warm_spot:
+            self.warm_spot_prep.append(t + self.setup.boot_s)
+        self.warm_spot = min(self.warm_spot, max(target.warm_spot, 0))
         while self.placeholders + len(self.placeholder_prep) < target.idle_nodes:
             self.placeholder_prep.append(t + self.setup.boot_s)
         extra = self.placeholders + len(self.placeholder_prep) - target.idle_nodes
@@ -229,7 +246,7 @@ class Fleet:
         """What a controller sees now."""
         spot_starting = sum(1 for s in self.starting if s.spot)
         return Observation(t, at, rate, self.ready_od + self.ready_spot, len(self.starting), self.ready_spot,
-                           spot_starting, self.warm, len(self.idle) + self.placeholders)
+                           spot_starting, self.warm + self.warm_spot, len(self.idle) + self.placeholders)
 
     def serving(self) -> int:
         """Replicas serving now: the ready ones and the noticed spot ones still inside their notice."""
@@ -238,10 +255,10 @@ class Fleet:
     def billed(self) -> tuple[int, int, int]:
         """Nodes billed now: (on-demand compute, spot compute, stopped warm)."""
         spot_starting = sum(1 for s in self.starting if s.spot)
-        spot = self.ready_spot + spot_starting + len(self.dying)
+        spot = self.ready_spot + spot_starting + len(self.dying) + len(self.warm_spot_prep)
         od = (self.ready_od + len(self.starting) - spot_starting + len(self.idle) + self.placeholders
               + len(self.placeholder_prep) + len(self.warm_prep))
-        return od, spot, self.warm
+        return od, spot, self.warm + self.warm_spot
 
 
 @dataclass(frozen=True)

@@ -276,7 +276,8 @@ class Burst:
         decision = plan_service(self.state(obs))
         self.last = decision
         self.recent.add(obs.at, decision.need)
-        return Target(decision.running, spot=decision.spot, warm_nodes=decision.warm_nodes)
+        return Target(decision.running, spot=decision.spot, warm_nodes=decision.warm_nodes,
+                      warm_spot=decision.warm_spot)
 
 
 def oracle_replay(setup: ServiceSetup) -> Replay:
