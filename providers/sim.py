@@ -26,11 +26,14 @@ injected clock and a seed, so every run is reproducible:
   instant. `next_event_at()` says when the next one is due, so an event-driven
   simulator can jump its clock there.
 * **Spot.** With a hazard `h` per hour, a node that becomes READY draws an
-  exponential time to interruption (from a generator seeded by `seed` and the
-  node id, so one node's draw does not depend on the others); at that instant
-  an INTERRUPTION event is emitted with `deadline = at + interruption_notice_s`;
-  at the deadline the node goes READY -> INTERRUPTED -> TERMINATING and, as an
-  ASG keeps desired capacity, a replacement is launched.
+  exponential time to interruption; at that instant an INTERRUPTION event is
+  emitted with `deadline = at + interruption_notice_s`; at the deadline the node
+  goes READY -> INTERRUPTED -> TERMINATING and, as an ASG keeps desired
+  capacity, a replacement is launched. The k-th time a node of a group becomes
+  READY takes the k-th draw of a stream seeded by `seed` and the group id, not
+  the node id: runs with the same seed and groups that launch, cancel or
+  replace different nodes face the same reclaim luck (common random numbers),
+  so comparing two scaling strategies measures the strategies, not their draws.
 * **Faults.** `inject_error` (one-shot, counted or persistent, optionally per
   group), `fail_offering` (per offering, until cleared), `fail_boots` (the next
   launches fail while booting), `stall_boots` (the next launches never finish booting), `set_capacity` (stock runs out),
@@ -136,7 +139,6 @@ class _SimNode:
     visible_at: datetime
     timers: dict[str, tuple[datetime, int]] = field(default_factory=dict)
     fail_boot: bool = False
-    ready_count: int = 0
 
     @property
     def group_id(self) -> GroupId:
@@ -202,6 +204,7 @@ class SimProvider:
         self._active: dict[NodeId, _SimNode] = {}  # not TERMINATED
         self._active_by_group: dict[GroupId, dict[NodeId, _SimNode]] = {gid: {} for gid in self._groups}
         self._counter: dict[GroupId, int] = dict.fromkeys(self._groups, 0)
+        self._readied: dict[GroupId, int] = dict.fromkeys(self._groups, 0)  # READY transitions so far
         self._targets: dict[GroupId, int] = {}
         self._warm_size: dict[GroupId, int] = {
             gid: 0 if g.capacity_type is CapacityType.SPOT else g.warm_pool.min_size
@@ -832,11 +835,11 @@ class SimProvider:
                 self._n_booting[rec.group_id] += sign
 
     def _became_ready(self, rec: _SimNode) -> None:
-        rec.ready_count += 1
         g = self._groups[rec.group_id]
+        self._readied[g.id] += 1
         hazard = self._hazard[g.id]
         if g.capacity_type is CapacityType.SPOT and hazard > 0:
-            rng = random.Random(f"{self._seed}/{rec.node.id}/{rec.ready_count}")
+            rng = random.Random(f"{self._seed}/{g.id}/{self._readied[g.id]}")
             hours = rng.expovariate(hazard)
             self._schedule(rec, _T_NOTICE, self._now + timedelta(hours=hours))
 
