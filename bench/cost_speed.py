@@ -5,7 +5,9 @@
     python bench/cost_speed.py --small            # short horizons, the fewest paths, no forecasts (CI: under a minute)
 
 Each case runs the `burst` command itself, as a user would, and prints its
-wall time and the CPU seconds it and its worker processes used:
+wall time, the CPU seconds it and its worker processes used, and the
+machine's 1-minute load average before and after it (wall time moves with
+what else the machine runs; CPU seconds much less):
 
 - quickstart: README's first command (`burst run --duration 12h`) in a fresh
   state directory, then `burst cost` on that state (a week ahead, the default
@@ -140,9 +142,10 @@ def main() -> int:
     cases = {"quickstart": quickstart, "month": month}
     print(f"burst cost on {os.cpu_count()} CPU(s){' (--small)' if args.small else ''}:")
     for name in args.part or list(cases):
+        load = os.getloadavg()[0]
         t = cases[name](args.small, extra)
-        print(f"  {name:<10} {t.wall_s:8.1f} s wall, {t.cpu_s:8.1f} CPU s (with its workers); P50 total ${t.p50_usd:,.0f}",
-              flush=True)
+        print(f"  {name:<10} {t.wall_s:8.1f} s wall, {t.cpu_s:8.1f} CPU s (with its workers); P50 total ${t.p50_usd:,.0f}; "
+              f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after", flush=True)
     return 0
 
 

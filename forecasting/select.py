@@ -95,6 +95,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from burst.model import QUANTILES, Forecast, SpecialEvent
 from forecasting.models import (
@@ -356,12 +357,14 @@ class OriginCache:
                 raw = self.own[model](train, steps) if model in self.own else {0.5: self.models[model](train, steps)}
                 self.fits += 1
                 found = {}
+                below: list[float] | None = None  # the quantile under this one, already floored by those under it
                 for q, row in sorted(raw.items()):
                     values = [float(v) for v in row]
                     if len(values) != steps or not all(math.isfinite(v) for v in values):
                         raise SeriesError(f"{model} gave {len(values)} values for {steps} steps, or a non-finite one")
                     # demand is never negative, and a quantile is never below the one under it
-                    found[q] = [max(0.0, v, *(found[p][k] for p in found)) for k, v in enumerate(values)]
+                    found[q] = below = ([max(0.0, v) for v in values] if below is None
+                                        else [max(0.0, v, b) for v, b in zip(values, below, strict=True)])
             self.paths[key] = found
         return {q: row[:steps] for q, row in found.items()}
 
@@ -587,30 +590,53 @@ def _residuals(
 
 def _offsets(residuals: Sequence[Sequence[float]], steps: int, step_s: float) -> dict[float, tuple[float, ...]]:
     """Per quantile, per step: the conformal quantile of the residuals pooled around the step (module doc)."""
+    import numpy as np
+
     half = max(0, int(round(POOL_S / step_s)))
-    total = sum(len(r) for r in residuals)
+    # the residuals step after step in one array: the pool of steps [lo, hi) is its slice [starts[lo], starts[hi])
+    starts = [0]
+    for r in residuals[:steps]:
+        starts.append(starts[-1] + len(r))
+    flat = np.fromiter((v for r in residuals[:steps] for v in r), dtype=float, count=starts[-1])
+    total = starts[-1]
     out: dict[float, list[float]] = {q: [] for q in QUANTILES}
     for k in range(steps):
         width = half
         while True:
-            pool = [r for j in range(max(0, k - width), min(steps, k + width + 1)) for r in residuals[j]]
-            if len(pool) >= min(MIN_RESIDUALS, total) or width >= steps:
+            lo, hi = starts[max(0, k - width)], starts[min(steps, k + width + 1)]
+            if hi - lo >= min(MIN_RESIDUALS, total) or width >= steps:
                 break
             width = max(1, width * 2)
-        pool.sort()
-        at = {q: conformal_quantile(pool, q) if pool else 0.0 for q in QUANTILES}
+        at = _pool_quantiles(flat[lo:hi])
         bias = at[0.5] if _measured(len(residuals[k]), len(residuals[0])) else 0.0
         for q in QUANTILES:
             out[q].append(at[q] - at[0.5] + bias)
     return {q: tuple(v) for q, v in out.items()}
 
 
+def _pool_quantiles(pool: Any) -> dict[float, float]:
+    """`conformal_quantile` of a pool (a numpy array, unsorted) at each of `QUANTILES`: 0.0 for an empty pool.
+    Only the ranks it reads are put in place (`numpy.partition`), so the values are the sorted pool's."""
+    import numpy as np
+
+    n = len(pool)
+    if not n:
+        return dict.fromkeys(QUANTILES, 0.0)
+    index = {q: min(n, max(1, _conformal_rank(n, q))) - 1 for q in QUANTILES}
+    placed = np.partition(pool, sorted(set(index.values())))
+    return {q: float(placed[i]) for q, i in index.items()}
+
+
 def conformal_quantile(sorted_values: Sequence[float], q: float) -> float:
     """The split-conformal q quantile of sorted residuals: the ceil((n+1)q)-th smallest for q >= 0.5, else the
     floor((n+1)q)-th (clamped to the sample)."""
     n = len(sorted_values)
-    rank = math.ceil((n + 1) * q) if q >= 0.5 else math.floor((n + 1) * q)
-    return sorted_values[min(n, max(1, rank)) - 1]
+    return sorted_values[min(n, max(1, _conformal_rank(n, q))) - 1]
+
+
+def _conformal_rank(n: int, q: float) -> int:
+    """The 1-based rank of `conformal_quantile`'s q quantile among n residuals, before clamping to [1, n]."""
+    return math.ceil((n + 1) * q) if q >= 0.5 else math.floor((n + 1) * q)
 
 
 def _fold_weights(folds: Sequence[Fold], steps: int, step_s: float) -> list[list[float]]:
