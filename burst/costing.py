@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from burst.catalog import cost_line
-from burst.model import Job, JobState, Node, NodeGroup, NodeState, WarmState
+from burst.model import Job, JobState, Node, NodeGroup, NodeId, NodeState, WarmState
 from burst.state import CostEntry
 
 
@@ -40,13 +40,18 @@ def attribute_costs(
     *,
     seconds: float,
     at: datetime,
+    ended: Iterable[tuple[Job, tuple[NodeId, ...], float]] = (),
 ) -> list[CostEntry]:
-    """Ledger rows for `seconds` of the given state: tenants pay for held GPUs, the rest is overhead."""
+    """Ledger rows for `seconds` of the given state: tenants pay for held GPUs, the rest is overhead.
+
+    `ended`: jobs that stopped holding GPUs during those seconds, each with the nodes it held and for how many of
+    the seconds; its tenant pays that part of its GPUs, taken from the overhead (the nodes' total is the same)."""
     held: dict[str, dict[str, float]] = {}
-    for job in jobs:
-        node_ids = job.node_ids
-        if node_ids and job.state in HOLDING_STATES:
-            share = job.gpu_demand / len(node_ids)
+    holding = [(job, job.node_ids, 1.0) for job in jobs if job.node_ids and job.state in HOLDING_STATES]
+    holding += [(job, nodes, min(1.0, max(0.0, s / seconds))) for job, nodes, s in ended if nodes and seconds > 0]
+    for job, node_ids, weight in holding:
+        if weight > 0:
+            share = job.gpu_demand / len(node_ids) * weight
             tenant = job.tenant
             for node_id in node_ids:
                 on_node = held.get(node_id)

@@ -535,7 +535,8 @@ class Controller:
     ) -> None:
         try:
             with self.store.transaction():
-                self._record_tick(result, outcomes, snapshot, now, served.rows if served is not None else ())
+                self._record_tick(result, outcomes, snapshot, now, served.rows if served is not None else (),
+                                  job_events)
                 if served is not None:
                     self.store.set_meta(MetaKey.SERVICES, json.dumps([s.to_json() for s in served.statuses]))
                 self.store.record_losses(job_losses(job_events, result, snapshot.jobs, self._group_of, now))
@@ -550,7 +551,8 @@ class Controller:
         return node.group_id if node is not None else None
 
     def _record_tick(self, result: Plan, outcomes: Sequence[Outcome], snapshot: Snapshot, now: datetime,
-                     service_rows: Iterable[tuple[str, str, str, Mapping[str, Any]]] = ()) -> None:
+                     service_rows: Iterable[tuple[str, str, str, Mapping[str, Any]]] = (),
+                     job_events: JobEvents | None = None) -> None:
         failed = {o.action.id: o.detail for o in outcomes if not o.ok}
         rows: list[tuple[str, str, str, Mapping[str, object]]] = list(service_rows)
         for action in result.actions:
@@ -569,10 +571,12 @@ class Controller:
         self._last_tick = now.isoformat()
         self.store.set_meta(MetaKey.LAST_TICK, self._last_tick)
         if self.settings.record_costs and last is not None:
-            seconds = (now - datetime.fromisoformat(last)).total_seconds()
+            since = datetime.fromisoformat(last)
+            seconds = (now - since).total_seconds()
             if seconds > 0:
                 entries = attribute_costs(
-                    self.groups, snapshot.nodes, snapshot.running_jobs, self.prices, seconds=seconds, at=now
+                    self.groups, snapshot.nodes, snapshot.running_jobs, self.prices, seconds=seconds, at=now,
+                    ended=ended_since(job_events, since),
                 )
                 self.store.record_costs(entries)
                 spend = self._spend_this_month(now)
@@ -586,6 +590,20 @@ class Controller:
 
 
 # ---------------------------------------------------------------- pure helpers
+
+
+def ended_since(job_events: JobEvents | None, since: datetime) -> list[tuple[Job, tuple[NodeId, ...], float]]:
+    """The jobs that completed since the last tick, each with the nodes it held and the seconds it held them
+    after `since` (from its start, when later): what the cost ledger bills their tenants for the interval."""
+    if job_events is None:
+        return []
+    out = []
+    for job in job_events.completed:
+        nodes, finished = job_events.ended_on.get(job.id, ((), since))
+        began = max(since, job.started_at) if job.started_at is not None else since
+        if nodes and finished > began:
+            out.append((job, nodes, (finished - began).total_seconds()))
+    return out
 
 FAILED_JOB_STEP = "intake"
 """The decision log's step for jobs the loop failed because it cannot reason about them (`burst.bounds`)."""

@@ -367,6 +367,22 @@ def test_decisions_demand_and_costs_are_recorded() -> None:
     assert by_line["steady"] == pytest.approx(8.0)
 
 
+def test_a_job_that_ends_between_ticks_pays_until_it_ends() -> None:
+    clock = ManualClock(T0)
+    store = Store(":memory:")
+    ctl, _, queue = build(store, clock)
+    queue.submit(job("a", tenant="t1", gpus=4, duration_s=1800.0))
+    ctl.tick()  # placed on the on-prem node at T0
+    clock.advance(60)
+    ctl.tick()  # running
+    clock.advance(3600)
+    ctl.tick()  # it ended 30 minutes into this hour: its tenant pays those, the node's other half hour is overhead
+    spend = store.spend_by_tenant(since=T0)
+    # 4 of the node's 8 GPUs at $8/node-h: 60 s + 1,740 s held = half an hour, $2
+    assert spend["t1"] == pytest.approx(4.0 * 1800.0 / 3600.0)
+    assert store.cost_by_line(since=T0)["steady"] == pytest.approx(8.0 * 3660.0 / 3600.0)  # the node, as before
+
+
 def test_spot_policy_is_honoured_through_the_loop() -> None:
     clock = ManualClock(T0)
     store = Store(":memory:")

@@ -20,6 +20,8 @@ class JobEvents:
     evicted: list[tuple[Job, float]] = field(default_factory=list)  # (job, seconds of work lost) by a plan's eviction
     lost_nodes: dict[str, tuple[NodeId, ...]] = field(default_factory=dict)  # requeued job id -> the nodes its run had
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (job id, tenant, why): out of bounds, now failed
+    ended_on: dict[str, tuple[tuple[NodeId, ...], datetime]] = field(default_factory=dict)  # completed job id -> the
+    # nodes it held and when it finished, so the cost ledger bills its tenant up to then
 
 
 class JobSource(Protocol):

@@ -56,6 +56,7 @@ def observe_jobs(
                 done = progress.complete(job, finish)
                 changed.append(done)
                 events.completed.append(done)
+                events.ended_on[job.id] = (job.node_ids, finish)
                 continue
             if not ready.issuperset(job.node_ids):
                 back, lost = progress.requeue(job, now)
