@@ -82,6 +82,14 @@ class Controller(Protocol):
     def decide(self, obs: Observation) -> Target | None: ...
 
 
+def _finished(booting: list[float], t: float) -> tuple[int, list[float]]:
+    """How many of the nodes booting until the instants in `booting` are up by `t`, and the instants left."""
+    if not booting:
+        return 0, booting
+    left = [x for x in booting if x > t]
+    return len(booting) - len(left), left
+
+
 @dataclass
 class _Start:
     ready_at: float
@@ -126,18 +134,12 @@ class Fleet:
                 else:
                     keep.append(s)
             self.starting = keep
-        if self.warm_prep:
-            done = sum(1 for x in self.warm_prep if x <= t)
-            self.warm += done
-            self.warm_prep = [x for x in self.warm_prep if x > t]
-        if self.warm_spot_prep:
-            done = sum(1 for x in self.warm_spot_prep if x <= t)
-            self.warm_spot += done
-            self.warm_spot_prep = [x for x in self.warm_spot_prep if x > t]
-        if self.placeholder_prep:
-            done = sum(1 for x in self.placeholder_prep if x <= t)
-            self.placeholders += done
-            self.placeholder_prep = [x for x in self.placeholder_prep if x > t]
+        done, self.warm_prep = _finished(self.warm_prep, t)
+        self.warm += done
+        done, self.warm_spot_prep = _finished(self.warm_spot_prep, t)
+        self.warm_spot += done
+        done, self.placeholder_prep = _finished(self.placeholder_prep, t)
+        self.placeholders += done
         if self.dying:
             self.dying = [x for x in self.dying if x > t]
         if self.idle:
