@@ -15,8 +15,11 @@ in the same tick (placed on the steady tier first, bursting to the cloud;
    on what the loop observes: ready and starting replicas, the prices and boot
    of the groups of the service's GPU model, the warm nodes held there;
 4. the replica backend runs `decision.running` replicas (the need, and the
-   standby ones the decision keeps as hot capacity). Spot replicas are the
-   simulator's for now: in the daemon every replica is on demand;
+   standby ones the decision keeps as hot capacity), `decision.spot` of them
+   on spot where the service allows a spot share, a spot group of its GPU
+   model is cheaper than on demand, and the backend runs spot replicas
+   (`runs_spot`: the embedded queue's replica jobs; a Kubernetes
+   Deployment's pods go where its own node selector sends them);
 5. the warm nodes the decision keeps (the forecast's spread, and the past
    surges a warm node is worth: `burst.planner.surges`, from the history
    `ServiceForecasts.surges` keeps) are summed per GPU model into
@@ -56,7 +59,7 @@ from burst.model import (
     WarmState,
 )
 from burst.planner.service_sizing import forecast_level, replica_capacity_rps
-from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
+from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, carried_counts, plan_service
 from burst.service_forecasts import ServiceForecasts
 from burst.workloads.rates import RateSource, RateUnavailable
 from burst.workloads.replicas import ReplicaBackend, ReplicaCounts, ReplicasRefused
@@ -80,7 +83,7 @@ class GroupPrices(Protocol):
 class ServiceStatus:
     """One service at one tick: what the loop saw (`observed_rps`, `ready`, `starting`), forecast
     (`forecast_lead_rps`: the median's peak over the lead time; `forecast_hour_rps`: over the hour) and decided
-    (`desired`: replicas to run; `standby` of them hot capacity), and why (`reason`; `error` when the rate could
+    (`desired`: replicas to run; `standby` of them hot capacity, `spot` of them spot replicas), and why (`reason`; `error` when the rate could
     not be read, `forecast_error` when the forecast could not be made); `capacity_rps` is one replica's
     requests/s at 100%."""
 
@@ -100,6 +103,7 @@ class ServiceStatus:
     capacity_rps: float | None = None
     error: str | None = None
     forecast_error: str | None = None
+    spot: int = 0
 
     @property
     def subject(self) -> str:
@@ -138,13 +142,15 @@ class Fleet:
     wake_s: float
     warm_nodes: int
     warm_replica_hour_usd: float | None = None  # a replica's share of a warm node an hour; None: no pool there
+    spot_replica_hour_usd: float | None = None  # a replica on the cheapest spot group an hour; None: no spot group
 
 
 def fleet_for(service: Service, groups: Sequence[NodeGroup], prices: GroupPrices,
               warm_pools: Mapping[GroupId, tuple[int, WarmState]]) -> Fleet | None:
     """Decide the price and lead of a replica of `service` that bursts: the cheapest on-demand elastic group of
-    its GPU model (per GPU, times `gpus_per_replica`), its boot, its warm pool's wake and size; None when no
-    group of that model exists (the service cannot run)."""
+    its GPU model (per GPU, times `gpus_per_replica`), its boot, its warm pool's wake and size, and the price of
+    one on the cheapest spot group of that model (None without one); None when no group of that model exists
+    (the service cannot run)."""
     elastic = [g for g in groups if g.shape.gpu_model == service.gpu_model and g.tier is Tier.ELASTIC
                and g.capacity_type is CapacityType.ON_DEMAND]
     if not elastic:
@@ -160,7 +166,11 @@ def fleet_for(service: Service, groups: Sequence[NodeGroup], prices: GroupPrices
         state, _ = pool_state(group)
         node = prices.group_price(group) if state is WarmState.RUNNING else prices.standby_price(group)
         warm_usd = node / group.gpus_per_node * service.gpus_per_replica
-    return Fleet(per_gpu * service.gpus_per_replica, group.boot_latency_s, wake, held[0] if held else 0, warm_usd)
+    spot = [prices.group_price(g) / g.gpus_per_node for g in groups
+            if g.shape.gpu_model == service.gpu_model and g.capacity_type is CapacityType.SPOT]
+    spot_usd = min(spot) * service.gpus_per_replica if spot else None
+    return Fleet(per_gpu * service.gpus_per_replica, group.boot_latency_s, wake, held[0] if held else 0, warm_usd,
+                 spot_usd)
 
 
 def peak(forecast: RateForecast | None, now: datetime, seconds: float) -> float | None:
@@ -260,7 +270,7 @@ class ServiceLoop:
         # a decision row when the plan changes (not when an HPA's count differs from it, in capacity mode)
         before = previous.running if previous is not None else counts.total
         try:
-            out.jobs = self.backend.scale(service, decision.running, out.jobs, now)
+            out.jobs = self.backend.scale(service, decision.running, out.jobs, now, spot=decision.spot)
         except ReplicasRefused as exc:
             self._hold(out, service, now, exc.counts, exc.reason, error=exc.reason)
             return
@@ -270,7 +280,7 @@ class ServiceLoop:
             ready=counts.ready, starting=counts.starting, standby=decision.standby, warm_nodes=fleet.warm_nodes,
             observed_rps=rate, forecast_lead_rps=peak(forecast, now, lead), forecast_hour_rps=peak(forecast, now, 3600),
             lead_s=lead, reason="; ".join(decision.reasons), capacity_rps=capacity,
-            forecast_error=self.forecasts.errors.get(key))
+            forecast_error=self.forecasts.errors.get(key), spot=decision.spot if self.backend.runs_spot else 0)
         self.statuses[key] = status
         out.statuses.append(status)
         if decision.running != before:
@@ -282,13 +292,15 @@ class ServiceLoop:
     def _state(self, service: Service, now: datetime, rate: float, counts: ReplicaCounts, fleet: Fleet,
                forecast: RateForecast | None, capacity: float) -> ServiceState:
         key = (service.tenant, service.name)
-        last = self.last.get(key)
-        standby = min(last.standby, counts.ready) if last else 0
+        carried = carried_counts(self.last.get(key), counts.ready, counts.starting, counts.spot_ready,
+                                 counts.spot_starting)
         return ServiceState(
             service=service, now=now, observed_rps=rate, ready=counts.ready, starting=counts.starting,
-            warm_nodes=fleet.warm_nodes, capacity_rps=capacity,
-            replica_hour_usd=fleet.replica_hour_usd, spot_replica_hour_usd=None, boot_s=fleet.boot_s,
-            wake_s=fleet.wake_s, forecast=forecast, standby=standby,
+            warm_nodes=fleet.warm_nodes, capacity_rps=capacity, replica_hour_usd=fleet.replica_hour_usd,
+            spot_replica_hour_usd=fleet.spot_replica_hour_usd if self.backend.runs_spot else None,
+            boot_s=fleet.boot_s, wake_s=fleet.wake_s, forecast=forecast, standby=carried.standby,
+            spot_ready=min(counts.spot_ready, counts.ready), hedge_running=carried.hedge_running,
+            spot_lost=carried.spot_lost,
             recent_need=self.recent[key].peak(now) if key in self.recent else 0,
             surges=self.forecasts.surges(service, now, fleet.boot_s + service.replica_start_s),
             warm_node_hour_usd=fleet.warm_replica_hour_usd)

@@ -81,7 +81,7 @@ def _rps(value: float | None) -> str:
 @click.option("--tenant", default=None, help="Only this tenant's services.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per service.")
 def services_cmd(config_path: Path | None, state: Path | str | None, tenant: str | None, as_json: bool) -> None:
-    """Each inference service at the daemon's last tick: desired, ready, starting and standby replicas, the
+    """Each inference service at the daemon's last tick: desired, ready, starting, standby and spot replicas, the
     observed request rate, the forecast over the next lead time and hour, and the last decision's reason.
 
     Reads the state file `burst run` writes (services run where burst.yaml's `rates:` names where their rates
@@ -97,14 +97,14 @@ def services_cmd(config_path: Path | None, state: Path | str | None, tenant: str
         click.echo(json.dumps(statuses, indent=2))
         return
     table = Table(title=f"services in {shown(path)}")
-    for col in ("service", "desired", "ready", "starting", "standby", "rate req/s", "lead forecast", "hour forecast",
+    for col in ("service", "desired", "ready", "starting", "standby", "spot", "rate req/s", "lead forecast", "hour forecast",
                 "at", "reason"):
         table.add_column(col)
     for s in statuses:
         reason = s["error"] or s["reason"]
         table.add_row(f"{s['tenant']}/{s['name']}", str(s["desired"]), str(s["ready"]), str(s["starting"]),
-                      str(s["standby"]), _rps(s["observed_rps"]), _rps(s["forecast_lead_rps"]),
+                      str(s["standby"]), str(s.get("spot", 0)), _rps(s["observed_rps"]), _rps(s["forecast_lead_rps"]),
                       _rps(s["forecast_hour_rps"]), s["at"][:19], reason)
-    print_table(table, whole=("service",), droppable=("at", "hour forecast", "standby"))
+    print_table(table, whole=("service",), droppable=("at", "hour forecast", "standby", "spot"))
     if not statuses:
         click.echo("no services: burst.yaml's rates: names no rate source, or no tenant policy declares services:")

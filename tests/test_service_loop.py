@@ -13,14 +13,24 @@ from click.testing import CliRunner
 
 from burst.cli import main
 from burst.metrics import ControllerMetrics
-from burst.model import ActionKind, Job, JobState, Policy, Service, Tier, WarmPoolSettings, WarmState
+from burst.model import (
+    ActionKind,
+    CapacityType,
+    Job,
+    JobState,
+    Policy,
+    Service,
+    Tier,
+    WarmPoolSettings,
+    WarmState,
+)
 from burst.reconcile import Controller
 from burst.service_forecasts import ServiceForecasts
 from burst.service_loop import ServiceLoop
 from burst.state import MetaKey, Store
 from burst.workloads.queue import StoreQueue
 from burst.workloads.rates import DailyCycle, RateUnavailable, SyntheticRates
-from burst.workloads.replicas import QueueReplicas, is_replica, stop_order
+from burst.workloads.replicas import QueueReplicas, ReplicaCounts, is_replica, stop_order
 from providers.sim import ManualClock, SimProvider
 
 CHAT = Service(tenant="prod", name="chat", gpu_model="A100", max_replicas=40, ready_within_s=300.0,
@@ -253,3 +263,86 @@ def test_the_services_past_surges_size_the_groups_warm_pool() -> None:
     assert "surges: " in report.services.statuses[0].reason and "rose over x10" in report.services.statuses[0].reason
     (pool,) = [a for a in report.plan.actions if a.kind is ActionKind.SET_WARM_POOL and a.target == "cloud"]
     assert pool.count == 1 and "services' hot capacity of 8 A100 GPU(s)" in pool.reason
+
+
+SPOT = dataclasses.replace(group("spot", capacity_type=CapacityType.SPOT, max_size=8), boot_latency_s=300.0)
+
+
+class SpotPrices:
+    def group_price(self, g: object) -> float:
+        return {"cloud": 24.0, "spot": 8.0}[g.id]  # type: ignore[attr-defined]
+
+    def standby_price(self, g: object) -> float:
+        return 1.0
+
+
+def test_a_spot_share_runs_its_replicas_on_the_spot_group_and_a_reclaimed_one_is_placed_again() -> None:
+    """Spot share 0.5 at 20 req/s: the need is ceil(20 / 2.8) = 8, floor(8 x 0.5) = 4 of it on spot plus a hedge
+    of ceil(0.1 x 4) = 1, so 5 replica jobs are marked spot and placed on the spot group, the others on demand;
+    a reclaimed spot node's replicas are requeued and placed again, still marked spot."""
+    store, clock = Store(":memory:"), ManualClock(T0)
+    chat = dataclasses.replace(CHAT, spot_share=0.5, gpus_per_replica=8)
+    sim = SimProvider([CLOUD, SPOT], clock=clock, cluster="test")
+    rates = flat(20.0)
+    loop = ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=False))
+    ctl = Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
+                     policies=lambda: {"prod": Policy(tenant="prod", priority=10, services=(chat,))},
+                     prices=SpotPrices(), clock=clock, cluster="test", services=loop)
+    report = ctl.tick()
+    (status,) = report.services.statuses  # type: ignore[union-attr]
+    decision = loop.last[("prod", "chat")]
+    assert (decision.replicas, decision.spot, decision.hedge) == (8, 5, 1)
+    assert "spot: floor(8 x 0.5) = 4 of the need on spot" in status.reason
+    replicas = [j for j in store.jobs(states=[JobState.PENDING]) if is_replica(j)]
+    assert len(replicas) == decision.running and sum(j.spot_replica for j in replicas) == 5
+    launched = {a.target: a.count for a in report.plan.actions if a.kind is ActionKind.SCALE_UP}
+    assert launched == {"spot": 5, "cloud": decision.running - 5}  # one 8-GPU node per replica
+    clock.advance(301)  # the nodes boot and the replicas start
+    ctl.tick()
+    clock.advance(121)
+    ctl.tick()
+    running = store.jobs(states=[JobState.RUNNING])
+    on = {j.id: sim.node(j.node_ids[0]).group_id for j in running if is_replica(j)}  # type: ignore[union-attr]
+    assert sorted(on.values()) == ["cloud"] * (decision.running - 5) + ["spot"] * 5
+    assert all((on[j.id] == "spot") == j.spot_replica for j in running if is_replica(j))
+    counts = loop.backend.counts(chat, running, clock.now)
+    assert (counts.ready, counts.spot_ready) == (decision.running, 5)
+    victim = next(j for j in store.jobs(states=[JobState.RUNNING]) if j.spot_replica)
+    sim.inject_interruption(victim.node_ids[0], notice_s=0.0)
+    clock.advance(60)
+    ctl.tick()
+    requeued = store.get_job(victim.id)
+    assert requeued is not None and requeued.state is JobState.PENDING and requeued.spot_replica
+    again = loop.backend.counts(chat, [j for j in store.jobs() if is_replica(j) and j.active], clock.now)
+    assert (again.spot_ready, again.spot_starting, again.total) == (4, 1, decision.running)
+    clock.advance(301)  # the group's replacement node boots and the replica is placed on it
+    ctl.tick()
+    back = store.get_job(victim.id)
+    assert back is not None and back.state is JobState.RUNNING and back.node_ids != victim.node_ids
+    assert sim.node(back.node_ids[0]).group_id == "spot"  # type: ignore[union-attr]
+
+
+def test_each_kind_of_replica_moves_to_its_count_and_a_swap_keeps_the_old_replica_until_the_new_one_serves() -> None:
+    store = Store(":memory:")
+    backend = QueueReplicas(StoreQueue(store))
+    jobs = backend.scale(CHAT, 3, [], T0)
+    assert [j.spot_replica for j in jobs] == [False] * 3
+    serving_at = T0 + timedelta(seconds=CHAT.replica_start_s)
+
+    def started(js: list[Job], at: datetime) -> list[Job]:
+        return [dataclasses.replace(j, state=JobState.RUNNING, started_at=at) if j.started_at is None else j
+                for j in js]
+
+    jobs = started(jobs, T0)
+    later = serving_at + timedelta(seconds=60)
+    jobs = backend.scale(CHAT, 3, jobs, later, spot=2)  # 2 of 3 on spot: the spot ones start, none stops yet
+    assert sum(j.spot_replica for j in jobs) == 2 and len(jobs) == 5
+    assert backend.counts(CHAT, jobs, later) == ReplicaCounts(ready=3, starting=2, spot_ready=0, spot_starting=2)
+    jobs = started(jobs, later)
+    loaded = later + timedelta(seconds=CHAT.replica_start_s)
+    jobs = backend.scale(CHAT, 3, jobs, loaded, spot=2)  # the spot ones serve: 2 on-demand ones go
+    assert sorted(j.spot_replica for j in jobs) == [False, True, True]
+    cancelled = [j for j in store.jobs(states=[JobState.CANCELLED])]
+    assert len(cancelled) == 2 and not any(j.spot_replica for j in cancelled)
+    jobs = backend.scale(CHAT, 1, jobs, loaded, spot=2)  # spot capped at the total: 1 spot, 0 on demand
+    assert [j.spot_replica for j in jobs] == [True]

@@ -68,6 +68,9 @@ class Job:
     # history (`duration_s` is what the job really takes, known to the queue and the simulator, never planned on).
     declared_duration_s: float | None = None
     do_not_disrupt: bool = False  # never moved to save money (spot notices, failures and preemption still move it)
+    # A service's replica its service's spot share puts on spot: it may run there though it is not fault tolerant (a
+    # reclaimed replica loses no work, only its capacity until it is replaced).
+    spot_replica: bool = False
 
     def __post_init__(self) -> None:
         if self.gpus < 0 or (self.gpus == 0 and self.gpu_share is None):

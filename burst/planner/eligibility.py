@@ -13,7 +13,10 @@ from burst.planner.shapes import fitting_shapes
 
 
 def spot_eligible(job: Job, policy: Policy) -> bool:
-    """Whether a job may go to spot at all: fault-tolerant, tenant allows spot, checkpoints often enough."""
+    """Whether a job may go to spot at all: a spot replica (its service's spot share put it there), or
+    fault-tolerant, its tenant allowing spot, checkpointing often enough."""
+    if job.spot_replica:
+        return True
     if not (job.fault_tolerant and policy.spot.allowed):
         return False
     required = policy.spot.required_checkpoint_interval_s

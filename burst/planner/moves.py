@@ -61,8 +61,8 @@ NOTICE_BUDGET_S = REBALANCE_BUDGET_S - SAFETY_MARGIN_S
 def checkpoints_within_notice(job: Job) -> bool:
     """Whether a reclaim notice costs `job` nothing but a restart: its measured checkpoint fits the notice
     (`burst.planner.notice` asks for one and moves it once saved); otherwise it loses the work since its last
-    periodic checkpoint (a job that never measured one included)."""
-    return job.checkpoint_duration_s is not None and job.checkpoint_duration_s <= NOTICE_BUDGET_S
+    periodic checkpoint (a job that never measured one included). A spot replica holds no work to lose."""
+    return job.spot_replica or job.checkpoint_duration_s is not None and job.checkpoint_duration_s <= NOTICE_BUDGET_S
 
 
 def interruption_loss_s(job: Job, remaining_s: float) -> float:

@@ -236,7 +236,8 @@ def _place_jobs(ctx: PlanContext, jobs: Iterable[Job], rules: _CostRules | None)
             policy = policy_of[tenant] = ctx.policy(tenant)
         # spot_allowed, inlined (this runs for every pending job each plan)
         whole = job.gpus or 1  # Job.whole_gpus, inlined
-        key = (tenant, job.gpu_model, job.fault_tolerant and spot_eligible(job, policy) and job.id not in barred, whole)
+        key = (tenant, job.gpu_model, (job.fault_tolerant or job.spot_replica) and spot_eligible(job, policy)
+               and job.id not in barred, whole)
         # The shape is built only once some job has been refused. Demand is read as `gpu_demand_of` does,
         # here and below: caching it on each job of a fresh snapshot costs more than it saves.
         shape = (*key, float(job.gpus or job.gpu_share or 0.0)) if refused_shapes else None

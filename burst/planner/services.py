@@ -345,6 +345,29 @@ def decide_replicas(service: Service, now: Need, ahead: Need) -> tuple[ClampedRe
     return clamped, f"replicas: {terms} = {needed}, {clamped.reason}{bound} -> {clamped.replicas}"
 
 
+@dataclass(frozen=True)
+class Carried:
+    """How a caller tells the planner about its last decision's extra replicas (`ServiceState`'s `standby`,
+    `hedge_running` and `spot_lost`)."""
+
+    standby: int
+    hedge_running: int
+    spot_lost: int
+
+
+def carried_counts(last: ServiceDecision | None, ready: int, starting: int, spot_ready: int,
+                   spot_starting: int) -> Carried:
+    """Decide, from the last decision and the replicas seen now, which of them are its extras: its standby
+    replicas (within those ready), those it ran beyond the need (its spot hedge and on-demand fallback, within
+    the rest that serve or start) and the spot replicas it asked for that neither serve nor start (lost to a
+    notice). No last decision: none."""
+    if last is None:
+        return Carried(0, 0, 0)
+    standby = min(last.standby, ready)
+    beyond = min(last.hedge + last.fallback, max(0, ready + starting - standby))
+    return Carried(standby, beyond, max(0, last.spot - spot_ready - spot_starting))
+
+
 def counted_replicas(state: ServiceState) -> int:
     """The replicas counted against the need: ready + starting, less standby ones and those run beyond the need
     (`hedge_running`)."""
@@ -532,9 +555,11 @@ class RecentNeeds:
 
 
 __all__ = [
+    "Carried",
     "RateForecast",
     "RecentNeeds",
     "ServiceDecision",
     "ServiceState",
+    "carried_counts",
     "plan_service",
 ]

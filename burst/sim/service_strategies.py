@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from burst.model import Service
-from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
+from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, carried_counts, plan_service
 from burst.planner.surges import SurgeProfile
 from burst.sim.service_engine import Controller, Observation, Replay, Target, observed_rates
 from burst.sim.service_forecasts import ForecastTrack, clairvoyant_track, forecast_track
@@ -255,17 +255,15 @@ class Burst:
 
     def state(self, obs: Observation) -> ServiceState:
         """What the planner is told: the fleet as the last decision counts it (the planner's module doc)."""
-        last = self.last
-        standby = min(last.standby, obs.ready) if last else 0
-        beyond = min(last.hedge + last.fallback, max(0, obs.ready + obs.starting - standby)) if last else 0
-        lost = max(0, (last.spot if last else 0) - obs.spot_ready - obs.spot_starting)
+        carried = carried_counts(self.last, obs.ready, obs.starting, obs.spot_ready, obs.spot_starting)
         s = self.setup
         return ServiceState(
             service=s.service, now=obs.at, observed_rps=obs.observed_rps, ready=obs.ready, starting=obs.starting,
             warm_nodes=obs.warm_nodes, capacity_rps=s.capacity_rps, replica_hour_usd=s.replica_hour_usd,
             spot_replica_hour_usd=s.spot_usd_h * s.service.gpus_per_replica, boot_s=s.boot_s, wake_s=s.wake_s,
-            forecast=self.track.at(obs.at) if self.track is not None else None, standby=standby,
-            spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=beyond, spot_lost=lost,
+            forecast=self.track.at(obs.at) if self.track is not None else None, standby=carried.standby,
+            spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=carried.hedge_running,
+            spot_lost=carried.spot_lost,
             recent_need=self.recent.peak(obs.at), surges=self.surge_profile(obs.at) if self.pools else None,
             warm_node_hour_usd=s.warm_node_usd_h * s.service.gpus_per_replica)
 

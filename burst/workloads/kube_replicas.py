@@ -177,6 +177,8 @@ class _TickView:
 class KubeReplicas:
     """Services' replicas as Deployments or placeholder pods (module doc); a `ReplicaBackend`."""
 
+    runs_spot = False
+
     def __init__(self, cluster: KubeCluster, api: ScalingApi | None = None) -> None:
         self.cluster = cluster
         self.api = api if api is not None else ScalingApi(cluster)
@@ -194,9 +196,10 @@ class KubeReplicas:
             self._refuse_if_autoscaled(target, now)
         return target.counts
 
-    def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime) -> list[Job]:
+    def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime, spot: int = 0) -> list[Job]:
         """Mode replicas: set the Deployment's replicas to `replicas` (and delete placeholders left from mode
-        capacity). Mode capacity: keep max(0, replicas - the Deployment's) placeholder pods."""
+        capacity). Mode capacity: keep max(0, replicas - the Deployment's) placeholder pods. A Deployment's pods
+        go where its own node selector sends them, so `spot` is not used (`runs_spot` is False)."""
         target = self._target(service, now)
         try:
             if target.mode == "replicas":

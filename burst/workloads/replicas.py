@@ -9,6 +9,14 @@ requests, it never resumes), at the highest job priority so it goes ahead of
 its tenant's batch work, running until the service lets it go. The planner
 then places them like any job: on the steady tier first, moving
 fault-tolerant batch off it by checkpoint, bursting to the cloud otherwise.
+
+Spot replicas (`scale`'s `spot`, from a service's spot share) are replica
+jobs marked `spot_replica`: the planner may put them on spot though they are
+not fault tolerant (they hold no work to lose), where they go when it is the
+cheapest capacity of the service's model; a reclaimed one is requeued and
+placed again. Each kind is moved to its own count; a serving replica of a
+kind above its count is stopped only while the serving replicas stay at the
+total asked for, so a swap keeps the old replica until the new one serves.
 """
 
 from __future__ import annotations
@@ -29,10 +37,13 @@ RUNNING = (JobState.RUNNING, JobState.CHECKPOINTING)
 
 @dataclass(frozen=True)
 class ReplicaCounts:
-    """A service's replicas at an instant: `ready` serving, `starting` waiting for a node or loading the model."""
+    """A service's replicas at an instant: `ready` serving, `starting` waiting for a node or loading the model;
+    `spot_ready` and `spot_starting` of them spot replicas."""
 
     ready: int
     starting: int
+    spot_ready: int = 0
+    spot_starting: int = 0
 
     @property
     def total(self) -> int:
@@ -51,15 +62,18 @@ class ReplicasRefused(Exception):
 
 
 class ReplicaBackend(Protocol):
-    """Runs a service's replicas somewhere: counts them and sets how many should run. Either method may raise
-    `ReplicasRefused`."""
+    """Runs a service's replicas somewhere: counts them and sets how many should run (`spot` of them on spot,
+    where `runs_spot`). Either method may raise `ReplicasRefused`."""
+
+    runs_spot: bool
 
     def counts(self, service: Service, jobs: Sequence[Job], now: datetime) -> ReplicaCounts:
         """The service's replicas at `now` (`jobs`: the tick's active jobs)."""
         ...
 
-    def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime) -> list[Job]:
-        """Run `replicas` of the service from now; the tick's active jobs as they are after the change."""
+    def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime, spot: int = 0) -> list[Job]:
+        """Run `replicas` of the service from now, `spot` of them on spot (ignored unless `runs_spot`); the tick's
+        active jobs as they are after the change."""
         ...
 
 
@@ -107,36 +121,50 @@ def stop_order(replicas: Sequence[Job], service: Service, now: datetime) -> list
 class QueueReplicas:
     """Replicas as jobs of the embedded queue (module doc)."""
 
+    runs_spot = True
+
     def __init__(self, queue: JobQueue) -> None:
         self.queue = queue
 
     def counts(self, service: Service, jobs: Sequence[Job], now: datetime) -> ReplicaCounts:
-        """Serving replica jobs are ready; pending and loading ones are starting."""
+        """Serving replica jobs are ready; pending and loading ones are starting; spot replicas counted apart too."""
         mine = replicas_of(service, jobs)
-        ready = sum(1 for j in mine if serving(j, service, now))
-        return ReplicaCounts(ready=ready, starting=len(mine) - ready)
+        ready = [j for j in mine if serving(j, service, now)]
+        spot_ready = sum(1 for j in ready if j.spot_replica)
+        spot = sum(1 for j in mine if j.spot_replica)
+        return ReplicaCounts(ready=len(ready), starting=len(mine) - len(ready), spot_ready=spot_ready,
+                             spot_starting=spot - spot_ready)
 
-    def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime) -> list[Job]:
-        """Submit replica jobs up to `replicas`, or cancel the ones `stop_order` puts first down to it."""
+    def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime, spot: int = 0) -> list[Job]:
+        """Move each kind to its count (`spot` spot replicas, the rest on demand): submit the missing ones, and
+        stop those `stop_order` puts first of a kind above its count, a serving one only while the serving
+        replicas stay at `replicas` (module doc)."""
         mine = replicas_of(service, jobs)
-        if replicas == len(mine):
-            return list(jobs)
-        if replicas > len(mine):
-            taken = {j.id for j in mine}
-            stem, n = replica_stem(service), 0
-            added: list[Job] = []
-            while len(added) < replicas - len(mine):
+        wanted = {True: min(spot, replicas), False: replicas - min(spot, replicas)}
+        by_kind = {kind: [j for j in mine if j.spot_replica is kind] for kind in wanted}
+        added: list[Job] = []
+        taken = {j.id for j in mine}
+        stem, n = replica_stem(service), 0
+        for kind in (False, True):
+            for _ in range(wanted[kind] - len(by_kind[kind])):
                 n += 1
-                job_id = f"{stem}{int(now.timestamp())}-{n}"
-                if job_id in taken:
-                    continue
-                job = Job(id=job_id, tenant=service.tenant, gpus=service.gpus_per_replica, submitted_at=now,
-                          gpu_model=service.gpu_model, priority=MAX_PRIORITY, fault_tolerant=False)
+                while f"{stem}{int(now.timestamp())}-{n}" in taken:
+                    n += 1
+                job = Job(id=f"{stem}{int(now.timestamp())}-{n}", tenant=service.tenant, gpus=service.gpus_per_replica,
+                          submitted_at=now, gpu_model=service.gpu_model, priority=MAX_PRIORITY, fault_tolerant=False,
+                          spot_replica=kind)
                 self.queue.submit(job)
                 added.append(job)
-            return [*jobs, *added]
-        stopped = {j.id for j in stop_order(mine, service, now)[: len(mine) - replicas]}
+        spare = sum(1 for j in mine if serving(j, service, now)) - replicas
+        stopped: set[str] = set()
+        for kind in (True, False):
+            for job in stop_order(by_kind[kind], service, now)[: max(0, len(by_kind[kind]) - wanted[kind])]:
+                if serving(job, service, now):
+                    if spare <= 0:
+                        break
+                    spare -= 1
+                stopped.add(job.id)
         for job in mine:
             if job.id in stopped:
                 self.queue.put(dataclasses.replace(job, state=JobState.CANCELLED), now)
-        return [j for j in jobs if j.id not in stopped]
+        return [*(j for j in jobs if j.id not in stopped), *added]
