@@ -104,10 +104,12 @@ class RateHistory:
 class ServiceForecasts:
     """Each service's rate history and forecaster (module doc)."""
 
-    def __init__(self, rates: RateSource, *, background: bool, step_s: float = STEP_S) -> None:
+    def __init__(self, rates: RateSource, *, background: bool, step_s: float = STEP_S,
+                 horizon_s: float = HORIZON_S) -> None:
         self.rates = rates
         self.background = background
         self.step_s = step_s
+        self.horizon_s = horizon_s  # how far each forecast reaches (a cost projection asks for its whole horizon)
         self.histories: dict[Key, RateHistory] = {}
         self.forecasters: dict[tuple[Key, tuple[object, ...]], RateForecaster] = {}
         self.latest: dict[Key, RateForecast] = {}
@@ -188,7 +190,7 @@ class ServiceForecasts:
     def _make(self, key: Key, forecaster: RateForecaster, times: list[datetime], values: list[float],
               now: datetime, events_included: bool) -> None:
         try:
-            stamps, quantiles = forecaster.forecast(times, values, now, HORIZON_S)
+            stamps, quantiles = forecaster.forecast(times, values, now, self.horizon_s)
         except (SeriesError, ValueError) as exc:
             self.errors[key] = f"forecast: {exc}"
             log.warning("rate forecast failed", extra={"service": "/".join(key), "detail": str(exc)})

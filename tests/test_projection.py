@@ -225,7 +225,7 @@ def test_budget_breach_on_a_scripted_forecast_is_when_the_spend_rate_uses_up_the
     assert body["by_tenant"]["prod"]["budget_usd_month"] == 500.0
     assert body["by_tenant"]["prod"]["exceeds_budget_at"] == breach.isoformat()
     assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history",
-                         "capacity", "history"}
+                         "capacity", "history", "services"}
     assert body["capacity"] is None, "no steady tier, no capacity advice"
 
 

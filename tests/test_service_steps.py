@@ -123,6 +123,14 @@ def test_a_surge_the_forecast_missed_raises_it_to_the_rate_seen() -> None:
     assert "missed" not in reason(plan_service(state(observed_rps=5.0, forecast=FLAT)), "ahead")
 
 
+def test_a_fall_the_forecast_expects_by_its_next_instant_is_no_missed_surge() -> None:
+    # the forecast's median is 20 now and 3 from minute 5 (a promotion ending): seen 20 req/s is what it expected
+    # now, so nothing is raised: ahead sizes for the 20 in force now, 6 replicas at 70%, not 20 + 17
+    ending = forecast((0, 5, 10), (20.0, 3.0, 3.0), (22.0, 4.0, 4.0), (25.0, 5.0, 5.0))
+    d = plan_service(state(observed_rps=20.0, forecast=ending))
+    assert "missed" not in reason(d, "ahead") and d.replicas == 6
+
+
 def test_a_missed_surge_never_pulls_ahead_below_now() -> None:
     # the forecast falls to nothing: raised by 20 - 0.5 = 19.5, yet ahead is held at the now rule's 6
     falling = forecast((1, 5), (0.5, 0.0), (0.5, 0.0), (0.5, 0.0))

@@ -153,8 +153,9 @@ def test_cost_json_has_the_documented_schema_and_the_report_embeds_its_plots(con
     assert out.exit_code == 0, out.output
     body = json.loads(out.stdout)
     assert set(body) == {"horizon_h", "total_usd", "by_tenant", "by_tier", "paths", "what_if", "spot_from_history",
-                         "capacity", "history"}
+                         "capacity", "history", "services"}
     assert body["horizon_h"] == 12.0
+    assert body["services"] == {"projected": [], "skipped": []}  # no rate source, no service
     assert set(body["capacity"]) == {"steady_gpus", "above_share", "add_gpus", "cloud_usd_per_gpu_hour",
                                      "cloud_avoided_usd_month", "onprem_running_usd_month", "capex_usd",
                                      "payback_months", "steady_tier"}

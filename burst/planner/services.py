@@ -255,19 +255,22 @@ class SurgeCheck:
 
 
 def surge_check(state: ServiceState, forecast: RateForecast, now: Need) -> SurgeCheck:
-    """Decide whether the forecast missed a surge: its median (or lowest level above it) at its first instant
-    after now, times the event multiplier then, is below `SURGE_MISS_RATIO` of the rate the `now` rule sized
-    for. Then every forecast value is raised by the gap, so the forecast keeps its shape and spread but starts
-    from the rate seen, and the `ahead` rule never asks for less than the `now` rule."""
+    """Decide whether the forecast missed a surge: its median (or lowest level above it) now and at its first
+    instant after now, the larger of the two, each times the event multiplier then, is below
+    `SURGE_MISS_RATIO` of the rate the `now` rule sized for. (Now as well: a forecast that expects the rate
+    to fall by the next instant, as at the end of an event, has not missed the rate it expected now.) Then
+    every forecast value is raised by the gap, so the forecast keeps its shape and spread but starts from the
+    rate seen, and the `ahead` rule never asks for less than the `now` rule."""
     first = bisect_right(forecast.at, state.now)
     if first == len(forecast.at):
         return SurgeCheck(0.0)
     level = forecast_level(0.5, forecast.quantiles)
-    expected = forecast.quantiles[level][first] * _multiplier(state, forecast.at[first])
+    expected = max(forecast.quantiles[level][first] * _multiplier(state, forecast.at[first]),
+                   forecast.value_at(level, state.now) * _multiplier(state, state.now))
     if expected >= SURGE_MISS_RATIO * now.rate:
         return SurgeCheck(0.0)
     shift = now.rate - expected
-    return SurgeCheck(shift, f"; its P{level * 100:g} at its first instant, {expected:.4g} req/s, is under "
+    return SurgeCheck(shift, f"; its P{level * 100:g} now and at its next instant, at most {expected:.4g} req/s, is under "
                              f"{SURGE_MISS_RATIO:g} x the {now.rate:.4g} req/s seen (a surge it missed): raised by "
                              f"{shift:.4g} req/s and held at least at the now rule's {now.replicas}")
 

@@ -6,7 +6,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,12 +22,14 @@ from burst.projection.budget import HOURLY, Breach, has_budget
 from burst.state_option import StateLocation, open_for_command
 from burst.store_pg import location_exists, shown
 from burst.tables import print_table
+from burst.workloads.replicas import REPLICA_PREFIX, is_replica
 from forecasting.paths import DEFAULT_PATHS, MIN_PATHS
 
 if TYPE_CHECKING:
     from burst.model import Budget, Job
     from burst.projection.capacity import CapacityAdvice
     from burst.projection.project import Progress
+    from burst.projection.services import ServicePaths
     from burst.sim.setup import SimSetup
     from forecasting.models import DemandSeries
 
@@ -100,7 +102,8 @@ def _config(config_path: Path | None) -> Any:
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: horizon_h, total_usd, by_tenant, by_tier (each p10/p50/p90; tenants with "
                    "their hourly and monthly budgets and when the median run first passes one), paths, what_if, "
-                   "spot_from_history, capacity, history (days, and why the band is wide under a week).")
+                   "spot_from_history, capacity, history (days, and why the band is wide under a week), services "
+                   "(each projected from its request rate, and those left out).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write an HTML report with PNG plots (cost over time with P50-P90 band, per tenant, per line).")
 def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: str, from_store: bool, state: Path | str | None,
@@ -116,7 +119,9 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     per tenant and per line (steady, elastic_on_demand, elastic_spot,
     hot_pool), queue waits, budgets (hourly and monthly, with when the median
     run first passes one) and capacity advice of the median run, and under a
-    week of history why the band is wide; each what-if is run on the same jobs and shown beside the baseline. Spot is priced at the time-weighted median of the
+    week of history why the band is wide; each what-if is run on the same jobs and shown beside the baseline.
+    Inference services are projected from their request-rate forecasts (their replicas as jobs of their
+    tenant, sized by the service planner), their replicas left out of the batch history. Spot is priced at the time-weighted median of the
     spot price history's last 30 days before the start, per offering, where
     the history covers it (else the catalog's flat spot price). Progress goes
     to stderr.
@@ -146,6 +151,7 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
 
     start, history, series, month_to_date = _history(
         config, config_path, history_path, trace_format, at, state_given=state is not None, store_path=store_path)
+    history = tuple(j for j in history if not is_replica(j))  # replicas are projected from rates, not as batch
     for warning in _policy_coverage({j.tenant for j in history}, set(setup.policies), config_path):
         say(f"warning: {warning}")
     mix = job_mix(j for j in history if j.submitted_at >= start - timedelta(seconds=HISTORY_S))
@@ -158,12 +164,13 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
     say(f"forecast by {forecast.model}; simulating {paths} demand path(s) x {1 + len(what_ifs)} option(s) of "
         f"{horizon_s / 3600:g} h in {workers} process(es) ...")
     stats = Trace(path=history_path or Path(shown(store_path)), format="history", jobs=tuple(history)).stats()
+    services = _services(config, setup, start, horizon_s, paths, say)
     try:
         with _progress([BASELINE, *(w.name for w in what_ifs)], paths, quiet=as_json) as advance:
             projection = project(
                 setup, stats, forecast, mix, start=start, horizon_s=horizon_s, strategy=strategy, what_ifs=what_ifs,
                 seed=seed, month_to_date=month_to_date, prior=history, workers=workers, on_progress=advance,
-                paths=paths, dependence=dependence, history_s=series.history_s,
+                paths=paths, dependence=dependence, history_s=series.history_s, services=services,
             )
     except (WhatIfError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -176,6 +183,25 @@ def cost_cmd(config_path: Path | None, history_path: Path | None, trace_format: 
         click.echo(json.dumps(projection.to_json(), indent=2))
         return
     _print_projection(projection)
+
+
+def _services(config: Any, setup: SimSetup, start: datetime, horizon_s: float, paths: int,
+              say: Callable[[str], None]) -> ServicePaths | None:
+    """The services' replica jobs per path from their request-rate forecasts (`burst.projection.services`), None
+    when burst.yaml names no rate source or no policy declares a service; each service left out is said why."""
+    from burst.projection.services import service_paths
+    from burst.runtime import rate_source
+
+    rates = rate_source(config)
+    declared = sum(len(p.services) for p in setup.policies.values())
+    if rates is None or not declared:
+        return None
+    say(f"projecting {declared} service(s) from their request-rate forecasts ...")
+    services = service_paths(setup.policies, setup.groups, setup.catalog, rates, start=start, horizon_s=horizon_s,
+                             paths=paths)
+    for why in services.skipped:
+        say(f"warning: service {why}: not projected")
+    return services
 
 
 @contextmanager
@@ -226,6 +252,7 @@ def _history(config: Any, config_path: Path | None, history_path: Path | None, t
     and jobs (spend is known from the store only)."""
     from burst.model import month_start
     from burst.projection.demand import HISTORY_S, series_of_jobs, series_of_points
+    from burst.projection.services import without_replicas
     from burst.quickstart import recorded_now
     from burst.sim.traces import TraceError, load_trace
     from forecasting.models import SeriesError
@@ -249,6 +276,8 @@ def _history(config: Any, config_path: Path | None, history_path: Path | None, t
                 start = _instant(at, "--at") if at else _hour_after(now - timedelta(hours=1))
                 demand = store.demand_history(since=start - timedelta(seconds=HISTORY_S), until=start)
                 history = tuple(j for j in store.jobs() if j.submitted_at < start)
+                demand = without_replicas(demand, [j for j in history if is_replica(j)],
+                                          store.ended_at(REPLICA_PREFIX + ":"), start)
                 month_to_date = store.spend_by_tenant(since=month_start(start), until=start)
             series = series_of_points(demand, start)
     except (ValueError, SeriesError) as exc:
@@ -311,10 +340,29 @@ def _print_projection(projection: Any) -> None:
         table.add_row(t, *(_money(base.tenant_cost(t, q)) for q in QUANTILES), *budget_cells(budget),
                       breach_cell(budget, base.exceeds_at.get(t)))
     console.print(table)
+    _print_services(console, projection.services)
     click.echo(f"P10/P50/P90: quantiles of the costs of {len(projection.paths)} sampled demand paths' runs, each line and "
                f"tenant on its own (they need not add up); steps correlated as the forecast's errors were "
                f"({projection.dependence.source})")
     _print_capacity(projection.capacity)
+
+
+def _print_services(console: Console, services: Any) -> None:
+    """The services projected from their request rates (their cost is in their tenant's), and those left out."""
+    from forecasting.paths import quantile
+
+    if not services.outlooks and not services.skipped:
+        return
+    table = Table(title="services (projected from their request-rate forecasts; their cost is in their tenant's)")
+    for col in ("service", "forecast req/s (median mean)", "replica GPU-h P10", "P50", "P90", "peak replicas P50"):
+        table.add_column(col, justify="left" if col == "service" else "right")
+    for o in services.outlooks:
+        hours = list(o.gpu_hours)
+        table.add_row(f"{o.tenant}/{o.name}", f"{o.mean_rps:,.4g}", *(f"{quantile(hours, q):,.1f}" for q in (0.1, 0.5, 0.9)),
+                      f"{quantile([float(p) for p in o.peak_replicas], 0.5):g}")
+    for why in services.skipped:
+        table.add_row(why.split(":", 1)[0], "not projected: " + why.split(": ", 1)[-1], "", "", "", "")
+    console.print(table)
 
 
 def budget_cells(budget: Budget | None) -> tuple[str, str]:

@@ -46,6 +46,7 @@ from burst.projection.arrivals import JobTemplate, usable_mix
 from burst.projection.budget import Breach
 from burst.projection.capacity import CapacityAdvice, capacity_advice
 from burst.projection.runs import Batch, RunSpend, demand_jobs, run_all
+from burst.projection.services import ServicePaths, replica_hours_line
 from burst.projection.whatif import WhatIf, run_for
 from burst.sim.engine import StrategyResult
 from burst.sim.setup import SimSetup
@@ -146,17 +147,19 @@ class Projection:
     paths: tuple[tuple[float, ...], ...] = ()
     dependence: Dependence = COMONOTONE
     history_s: float | None = None  # the demand history the forecast was fitted on, when known
+    services: ServicePaths = field(default_factory=ServicePaths)
 
     def to_json(self) -> dict[str, Any]:
         """The `burst cost --json` object: the baseline's keys, `paths`, `what_if`, `spot_from_history` and
-        `capacity` and `history`.
+        `capacity`, `history` and `services`.
 
         `paths` is how many demand paths were sampled and how their steps were
         correlated; `spot_from_history` maps "provider/instance_type/region" to
         the spot USD/hour the projection used from the history
         (`spot_from_history`'s rule); offerings not in it were priced at the
         catalog's flat spot price. `history` is how many days of demand history the forecast rests on and,
-        below a week, why the band is wide (`thin_history`). `capacity` is the capacity advice (`CapacityAdvice.to_json`: its
+        below a week, why the band is wide (`thin_history`). `services` lists each service projected from its
+        request rate (`ServiceOutlook.to_json`) and those left out, with why. `capacity` is the capacity advice (`CapacityAdvice.to_json`: its
         `steady_tier` has the keys of `burst plan --json`'s, window included), None without a steady tier.
         """
         return {**self.baseline.to_json(), "paths": {"count": len(self.paths), **self.dependence.to_json()},
@@ -164,7 +167,9 @@ class Projection:
                 "spot_from_history": {"/".join(k): round(v, 6) for k, v in sorted(self.spot_from_history.items())},
                 "capacity": None if self.capacity is None else self.capacity.to_json(),
                 "history": {"days": None if self.history_s is None else round(self.history_s / 86400.0, 4),
-                            "thin": thin_history(self.history_s)}}
+                            "thin": thin_history(self.history_s)},
+                "services": {"projected": [o.to_json() for o in self.services.outlooks],
+                             "skipped": list(self.services.skipped)}}
 
     @property
     def thin(self) -> str | None:
@@ -245,10 +250,12 @@ def project(
     paths: int = DEFAULT_PATHS,
     dependence: Dependence = COMONOTONE,
     history_s: float | None = None,
+    services: ServicePaths | None = None,
 ) -> Projection:
     """Project the cost of `forecast` over [start, start + horizon_s) from `paths` sampled demand paths (module
     doc); deterministic for a seed, whatever `workers` is (how the runs run: `burst.projection.runs`).
-    `history_s` is how much demand history `forecast` was fitted on (`thin_history`)."""
+    `history_s` is how much demand history `forecast` was fitted on (`thin_history`); `services` the services'
+    replica jobs per path (`burst.projection.services`), one set per sampled path."""
     setup, spot_used = spot_from_history(setup, start)
     demand = [tuple(p) for p in sample_paths(forecast, dependence, paths, seed=seed, steps=_steps(forecast, horizon_s))]
     usable_mix(mix)  # fail on a mix no path can draw jobs from, and on a what-if the set-up cannot take, before any run
@@ -259,7 +266,10 @@ def project(
         raise ValueError(f"what-if names must differ from each other and from {BASELINE!r}: {', '.join(names[1:])}")
     batch = Batch(strategy=strategy, setup=setup, stats=stats, options=dict(zip(names, [None, *what_ifs], strict=True)),
                   demand=tuple(demand), step_s=_step_s(forecast), start=start, horizon_s=horizon_s, mix=tuple(mix),
-                  seed=seed, prior=tuple(prior), month_to_date=dict(month_to_date or {}))
+                  seed=seed, prior=tuple(prior), month_to_date=dict(month_to_date or {}),
+                  replicas=services.jobs if services is not None else ())
+    if services is not None and services.jobs and len(services.jobs) != len(demand):
+        raise ValueError(f"services: replica jobs for {len(services.jobs)} paths, {len(demand)} demand paths sampled")
     results = run_all(batch, workers=workers, done=on_progress)
     scenarios: list[Scenario] = []
     for name in names:
@@ -289,7 +299,9 @@ def project(
                      "yields each path's GPUs",
                      f"P10/P50/P90: quantiles of the {len(demand)} paths' simulated costs; budget breaches, waits and "
                      "capacity advice from the median run",
-                     f"strategy simulated: {strategy}"),
+                     f"strategy simulated: {strategy}",
+                     *([replica_hours_line(services.outlooks)] if services is not None and services.outlooks else ())),
+        services=services or ServicePaths(),
     )
 
 

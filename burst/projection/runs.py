@@ -63,6 +63,7 @@ class Batch:
     seed: int
     prior: tuple[Job, ...]  # jobs before `start`: the in-run forecaster's history
     month_to_date: Mapping[str, float] = field(default_factory=dict)
+    replicas: tuple[tuple[Job, ...], ...] = ()  # per path, the services' replica jobs (`burst.projection.services`)
 
     @property
     def end(self) -> datetime:
@@ -147,11 +148,11 @@ class Runner:
         self._runs: dict[str, StrategyRun] = {}
 
     def jobs(self, index: int) -> list[Job]:
-        """The synthetic jobs of demand path `index` (`demand_jobs`)."""
+        """The synthetic jobs of demand path `index` (`demand_jobs`), then its services' replica jobs."""
         if self._jobs is None or self._jobs[0] != index:
             b = self.batch
-            self._jobs = index, demand_jobs(b.demand[index], b.step_s, b.start, b.mix, b.setup, b.seed,
-                                            prefix=f"proj{index}")
+            jobs = demand_jobs(b.demand[index], b.step_s, b.start, b.mix, b.setup, b.seed, prefix=f"proj{index}")
+            self._jobs = index, [*jobs, *(b.replicas[index] if b.replicas else ())]
         return self._jobs[1]
 
     def __call__(self, name: str, index: int) -> tuple[StrategyResult, RunSpend]:

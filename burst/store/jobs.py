@@ -13,7 +13,7 @@ from typing import Any
 from burst import codec
 from burst.model import JOB_TRANSITIONS, TERMINAL_JOB_STATES, Job, JobState
 from burst.store.base import StoreBase
-from burst.store.sql import _placeholders, _ts, _where
+from burst.store.sql import _dt, _placeholders, _ts, _where
 
 __all__ = ["InvalidJobTransition", "JobExists", "JobRecords"]
 
@@ -151,6 +151,14 @@ class JobRecords(StoreBase):
         """When each running job with a known duration is due to finish (the daemon wakes then)."""
         running = self.jobs(states=[JobState.RUNNING, JobState.CHECKPOINTING])
         return [at for at in (job.finishes_at for job in running) if at is not None]
+
+    def ended_at(self, id_prefix: str) -> dict[str, datetime]:
+        """When each job whose id starts with `id_prefix` and that has ended was last written (the instant it was
+        put in its final state, which no later write changes), by job id."""
+        final = sorted(s.value for s in TERMINAL_JOB_STATES)
+        rows = self._query(f"SELECT id, updated_at FROM jobs WHERE state IN ({_placeholders(len(final))}) "
+                           "AND substr(id, 1, ?) = ?", [*final, len(id_prefix), id_prefix])
+        return {job_id: _dt(stamp) for job_id, stamp in rows}
 
     def job_counts(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zero included)."""
