@@ -15,7 +15,6 @@ from burst.cli import main
 from burst.model import DemandPoint, Job, JobState, RateForecast, Service
 from burst.projection.services import planned_replicas, rate_at_level, scaled_forecast, without_replicas
 from burst.service_loop import Fleet
-from burst.state import Store
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -66,17 +65,6 @@ def test_replicas_leave_the_demand_history_from_submission_until_they_ended() ->
     out = without_replicas(points, replicas, {"svc:prod/chat:1": T0 + 2 * H}, T0 + 4 * H)
     # 00:00: replica 1 pending (4); 01:00: 1 running, 2 pending; 02:00: 2 running (1 ended then); 03:00: 2 running.
     assert [(p.running_gpus, p.pending_gpus) for p in out] == [(10.0, 0.0), (6.0, 0.0), (8.0, 2.0), (8.0, 2.0)]
-
-
-def test_the_store_says_when_each_replica_ended() -> None:
-    store = Store(":memory:")
-    job = Job(id="svc:prod/chat:1", tenant="prod", gpus=1, submitted_at=T0)
-    other = Job(id="batch-1", tenant="prod", gpus=1, submitted_at=T0)
-    store.add_jobs([job, other], at=T0)
-    store.put_job(Job(id="svc:prod/chat:1", tenant="prod", gpus=1, submitted_at=T0, state=JobState.CANCELLED),
-                  at=T0 + H)
-    store.put_job(Job(id="batch-1", tenant="prod", gpus=1, submitted_at=T0, state=JobState.CANCELLED), at=T0 + H)
-    assert store.ended_at("svc:") == {"svc:prod/chat:1": T0 + H}
 
 
 CONFIG = """cluster: services

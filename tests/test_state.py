@@ -414,6 +414,15 @@ def test_job_state_machine_is_enforced(store: Store) -> None:
     assert store.get_job("nope") is None
 
 
+def test_ended_at_says_when_each_job_of_a_prefix_reached_its_final_state(store: Store) -> None:
+    for job_id in ("svc:prod/chat:1", "svc:prod/chat:2", "batch-1"):
+        store.add_job(Job(id=job_id, tenant="prod", gpus=1, submitted_at=T0), at=T0)
+    ended = T0 + timedelta(hours=1)
+    for job_id in ("svc:prod/chat:1", "batch-1"):
+        store.put_job(Job(id=job_id, tenant="prod", gpus=1, submitted_at=T0, state=JobState.CANCELLED), at=ended)
+    assert store.ended_at("svc:") == {"svc:prod/chat:1": ended}  # chat:2 still pending, batch-1 not of the prefix
+
+
 def test_put_jobs_is_one_transaction(store: Store) -> None:
     store.put_jobs([job("a"), job("b")])
     with pytest.raises(InvalidJobTransition):
