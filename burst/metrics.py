@@ -36,7 +36,7 @@ month-to-date gauges say so in their names. Every replica exports its own;
 | tick_seconds | histogram | — |
 | ticks_total / tick_errors_total | counter | — |
 | actions_total | counter | kind, outcome (ok / failed) |
-| service_replicas | gauge | tenant, service, state (desired / ready / starting / standby) |
+| service_replicas | gauge | tenant, service, state (desired / ready / starting / standby / spot: of desired, on spot) |
 | service_observed_requests_per_second | gauge | tenant, service (the offered rate read this tick) |
 | service_forecast_requests_per_second | gauge | tenant, service, horizon (lead: the forecast median's peak over the lead time; hour) |
 | service_unserved_requests_total | counter | tenant, service (offered rate above ready capacity at 100%, times the seconds since the last tick) |
@@ -132,7 +132,7 @@ class ControllerMetrics:
         self.spend_month = Gauge("burst_month_to_date_spend_usd", "USD charged to each tenant this UTC month (from the "
                                  "cost ledger)", ["tenant"], registry=r)
         self.service_replicas = Gauge("burst_service_replicas", "Replicas of each service, by state (desired / ready "
-                                      "/ starting / standby)", ["tenant", "service", "state"], registry=r)
+                                      "/ starting / standby / spot)", ["tenant", "service", "state"], registry=r)
         self.service_rate = Gauge("burst_service_observed_requests_per_second", "The offered request rate read this "
                                   "tick", ["tenant", "service"], registry=r)
         self.service_forecast = Gauge("burst_service_forecast_requests_per_second", "The forecast median's peak over "
@@ -191,7 +191,7 @@ class ControllerMetrics:
         for st in statuses:
             key = (st.tenant, st.name)
             for state, count in (("desired", st.desired), ("ready", st.ready), ("starting", st.starting),
-                                 ("standby", st.standby)):
+                                 ("standby", st.standby), ("spot", st.spot)):
                 self.service_replicas.labels(st.tenant, st.name, state).set(count)
             at = datetime.fromisoformat(st.at)
             last, self._service_at[key] = self._service_at.get(key), at

@@ -291,7 +291,11 @@ def test_a_spot_share_runs_its_replicas_on_the_spot_group_and_a_reclaimed_one_is
     report = ctl.tick()
     (status,) = report.services.statuses  # type: ignore[union-attr]
     decision = loop.last[("prod", "chat")]
-    assert (decision.replicas, decision.spot, decision.hedge) == (8, 5, 1)
+    assert (decision.replicas, decision.spot, decision.hedge) == (8, 5, 1) and status.spot == 5
+    metrics = ControllerMetrics()
+    metrics.observe_tick(report, seconds=0.1)
+    assert metrics.registry.get_sample_value("burst_service_replicas",
+                                             {"tenant": "prod", "service": "chat", "state": "spot"}) == 5
     assert "spot: floor(8 x 0.5) = 4 of the need on spot" in status.reason
     replicas = [j for j in store.jobs(states=[JobState.PENDING]) if is_replica(j)]
     assert len(replicas) == decision.running and sum(j.spot_replica for j in replicas) == 5
