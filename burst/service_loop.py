@@ -317,6 +317,7 @@ class ServiceLoop:
             warm_nodes=before.warm_nodes if before else 0, observed_rps=None,
             forecast_lead_rps=before.forecast_lead_rps if before else None,
             forecast_hour_rps=before.forecast_hour_rps if before else None, lead_s=before.lead_s if before else 0.0,
-            reason=why, capacity_rps=before.capacity_rps if before else None, error=error)
+            reason=why, capacity_rps=before.capacity_rps if before else None, error=error,
+            spot=before.spot if before else 0)
         self.statuses[key] = status
         out.statuses.append(status)

@@ -157,3 +157,20 @@ def test_a_declared_event_raises_the_projected_replicas_over_its_window() -> Non
         assert all(j.id.startswith("svc:prod/chat:") and j.priority is not None and not j.fault_tolerant for j in jobs)
     # the replicas start before the window opens: the forecast sees it a lead time (420 s) ahead
     assert min(j.submitted_at for j in out.jobs[0] if j.submitted_at > start) < promo.start
+
+
+def test_replicas_start_at_the_projections_start_when_it_falls_inside_a_step() -> None:
+    """The forecast's first instant is the start of the 5-minute step holding the start: no replica runs
+    before the start, so 8 replicas over 12 h are 96 GPU-hours exactly, 2 minutes into a step as on one."""
+    from builders import group
+
+    from burst.model import Policy
+    from burst.projection.services import service_paths
+    from burst.workloads.rates import DailyCycle, SyntheticRates
+
+    rates = SyntheticRates({"chat": DailyCycle(base_rps=20.0, amplitude=0.0, noise=0.0)})
+    start = T0 + timedelta(days=20, seconds=120)
+    out = service_paths({"prod": Policy(tenant="prod", services=(CHAT,))}, [group("od", max_size=8)], _Prices(), rates,
+                        start=start, horizon_s=12 * 3600.0, paths=2)
+    assert out.outlooks[0].gpu_hours == (96.0, 96.0)
+    assert min(j.submitted_at for j in out.jobs[0]) == start

@@ -311,19 +311,31 @@ def test_a_spot_share_runs_its_replicas_on_the_spot_group_and_a_reclaimed_one_is
     assert all((on[j.id] == "spot") == j.spot_replica for j in running if is_replica(j))
     counts = loop.backend.counts(chat, running, clock.now)
     assert (counts.ready, counts.spot_ready) == (decision.running, 5)
-    victim = next(j for j in store.jobs(states=[JobState.RUNNING]) if j.spot_replica)
-    sim.inject_interruption(victim.node_ids[0], notice_s=0.0)
+    victims = [j for j in store.jobs(states=[JobState.RUNNING]) if j.spot_replica][:2]
+    for victim in victims:  # two reclaimed: one more than the hedge of 1
+        sim.inject_interruption(victim.node_ids[0], notice_s=0.0)
     clock.advance(60)
     ctl.tick()
-    requeued = store.get_job(victim.id)
-    assert requeued is not None and requeued.state is JobState.PENDING and requeued.spot_replica
-    again = loop.backend.counts(chat, [j for j in store.jobs() if is_replica(j) and j.active], clock.now)
-    assert (again.spot_ready, again.spot_starting, again.total) == (4, 1, decision.running)
-    clock.advance(301)  # the group's replacement node boots and the replica is placed on it
+    requeued = [store.get_job(v.id) for v in victims]
+    assert all(j is not None and j.state is JobState.PENDING and j.spot_replica for j in requeued)
+    active = [j for j in store.jobs() if is_replica(j) and j.active]
+    again = loop.backend.counts(chat, active, clock.now)
+    assert (again.spot_ready, again.spot_starting) == (3, 0)  # the two requeued ones served before: lost
+    after = loop.last[("prod", "chat")]
+    assert after.fallback == 1 and "2 lost to a notice, 1 beyond the hedge replaced on demand" in " ".join(after.reasons)
+    assert sum(1 for j in active if not j.spot_replica) == decision.running - 5 + 1  # the on-demand stand-in
+    clock.advance(301)  # the group's replacement nodes boot and the requeued replicas are placed on them
     ctl.tick()
-    back = store.get_job(victim.id)
-    assert back is not None and back.state is JobState.RUNNING and back.node_ids != victim.node_ids
-    assert sim.node(back.node_ids[0]).group_id == "spot"  # type: ignore[union-attr]
+    for victim in victims:
+        back = store.get_job(victim.id)
+        assert back is not None and back.state is JobState.RUNNING and back.node_ids != victim.node_ids
+        assert sim.node(back.node_ids[0]).group_id == "spot"  # type: ignore[union-attr]
+    clock.advance(121)  # they serve again: the stand-in goes once the serving replicas stay at the total
+    ctl.tick()
+    clock.advance(60)
+    ctl.tick()
+    assert loop.last[("prod", "chat")].fallback == 0
+    assert sum(1 for j in store.jobs() if is_replica(j) and j.active) == decision.running
 
 
 def test_each_kind_of_replica_moves_to_its_count_and_a_swap_keeps_the_old_replica_until_the_new_one_serves() -> None:
@@ -350,3 +362,62 @@ def test_each_kind_of_replica_moves_to_its_count_and_a_swap_keeps_the_old_replic
     assert len(cancelled) == 2 and not any(j.spot_replica for j in cancelled)
     jobs = backend.scale(CHAT, 1, jobs, loaded, spot=2)  # spot capped at the total: 1 spot, 0 on demand
     assert [j.spot_replica for j in jobs] == [True]
+
+
+def test_a_swap_from_spot_to_on_demand_holds_the_count_and_ends_with_the_on_demand_replicas() -> None:
+    """Spot stops being cheaper once 9 replicas serve (8 + a hedge of 1, 5 on spot): the planner asks for 8 on
+    demand; the backend keeps the spot replicas until the on-demand ones serve, and the planner does not count
+    those kept ones against the need (so it never asks for more), then stops them."""
+    store, clock = Store(":memory:"), ManualClock(T0)
+    chat = dataclasses.replace(CHAT, spot_share=0.5, gpus_per_replica=8)
+    sim = SimProvider([dataclasses.replace(CLOUD, max_size=20), dataclasses.replace(SPOT, max_size=20)], clock=clock,
+                      cluster="test")
+    prices = {"cloud": 24.0, "spot": 8.0}
+
+    class Moving:
+        def group_price(self, g: object) -> float:
+            return prices[g.id]  # type: ignore[attr-defined]
+
+        def standby_price(self, g: object) -> float:
+            return 1.0
+
+    rates = flat(20.0)
+    loop = ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=False))
+    ctl = Controller(providers={"sim": sim}, source=StoreQueue(store, complete_by_duration=True), store=store,
+                     policies=lambda: {"prod": Policy(tenant="prod", priority=10, services=(chat,))},
+                     prices=Moving(), clock=clock, cluster="test", services=loop)
+    seen: list[tuple[int, int, int]] = []
+    for t in range(30):
+        if t == 10:
+            prices["spot"] = 30.0  # spot now dearer than on demand
+        ctl.tick()
+        active = [j for j in store.jobs() if is_replica(j) and j.active]
+        seen.append((loop.last[("prod", "chat")].running, len(active), sum(j.spot_replica for j in active)))
+        clock.advance(60)
+    assert seen[9] == (9, 9, 5)
+    assert all(running == 8 for running, _, _ in seen[10:])  # the need, never inflated by the kept spot replicas
+    assert max(active for _, active, _ in seen[10:]) <= 8 + 4  # at most the 4 spot ones kept beside the new 8
+    assert seen[-1] == (8, 8, 0)
+
+
+def test_a_spot_replica_keeps_its_services_priority_over_batch_that_cannot_move() -> None:
+    """No spot node can be had and the cloud group holds one node: the service's spot replica takes it ahead of
+    a priority-0 batch job that cannot move (a spot replica is not held back like batch that can)."""
+    store, clock = Store(":memory:"), ManualClock(T0)
+    chat = dataclasses.replace(CHAT, spot_share=1.0, gpus_per_replica=8)
+    sim = SimProvider([dataclasses.replace(CLOUD, max_size=1), dataclasses.replace(SPOT, max_size=0)], clock=clock,
+                      cluster="test")
+    source = StoreQueue(store, complete_by_duration=True)
+    source.submit(Job(id="batch-1", tenant="prod", gpus=8, gpu_model="A100", submitted_at=T0, priority=0,
+                      duration_s=36000.0))
+    rates = flat(1.0)
+    loop = ServiceLoop(rates, QueueReplicas(StoreQueue(store)), ServiceForecasts(rates, background=False))
+    ctl = Controller(providers={"sim": sim}, source=source, store=store,
+                     policies=lambda: {"prod": Policy(tenant="prod", priority=10, services=(chat,))},
+                     prices=SpotPrices(), clock=clock, cluster="test", services=loop)
+    for _ in range(8):
+        ctl.tick()
+        clock.advance(60)
+    running = store.jobs(states=[JobState.RUNNING])
+    assert [j.id for j in running if is_replica(j)] and all(j.spot_replica for j in running)
+    assert store.get_job("batch-1").state is JobState.PENDING  # type: ignore[union-attr]

@@ -145,6 +145,8 @@ def place_by_marginal_cost(ctx: PlanContext) -> None:
 def _immovable_first(ctx: PlanContext, rules: _CostRules) -> Iterator[Job]:
     """Fair order, except that jobs that can move (spot allowed) wait until every job that cannot is served,
     and, among those, jobs that have run before (requeued by a move or an interruption) until new ones are.
+    A service's spot replica keeps its place in fair order (its priority): it holds no work a move would cost,
+    and a service short of serving replicas is not made to wait for batch.
 
     Before the first job that can move is served, `rules` learns which of them would lose work to a spot
     reclaim (their checkpoint does not fit the notice, `burst.planner.moves.checkpoints_within_notice`): they
@@ -152,7 +154,7 @@ def _immovable_first(ctx: PlanContext, rules: _CostRules) -> Iterator[Job]:
     fresh: list[Job] = []
     resumed: list[Job] = []
     for job in fair_order(ctx):
-        if spot_allowed(ctx, job, ctx.policy(job.tenant)):
+        if not job.spot_replica and spot_allowed(ctx, job, ctx.policy(job.tenant)):
             (resumed if job.work_done_s > 0 else fresh).append(job)
         else:
             yield job

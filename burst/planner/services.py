@@ -361,13 +361,15 @@ class Carried:
 def carried_counts(last: ServiceDecision | None, ready: int, starting: int, spot_ready: int,
                    spot_starting: int) -> Carried:
     """Decide, from the last decision and the replicas seen now, which of them are its extras: its standby
-    replicas (within those ready), those it ran beyond the need (its spot hedge and on-demand fallback, within
-    the rest that serve or start) and the spot replicas it asked for that neither serve nor start (lost to a
-    notice). No last decision: none."""
+    replicas (within those ready); those it ran beyond the need (its spot hedge and on-demand fallback, and any
+    beyond all it asked for: the old replicas a swap between spot and on demand keeps until the new ones serve,
+    within the rest that serve or start); and the spot replicas it asked for that neither serve nor start
+    (lost to a notice). No last decision: none."""
     if last is None:
         return Carried(0, 0, 0)
     standby = min(last.standby, ready)
-    beyond = min(last.hedge + last.fallback, max(0, ready + starting - standby))
+    kept = max(0, ready + starting - last.running)
+    beyond = min(last.hedge + last.fallback + kept, max(0, ready + starting - standby))
     return Carried(standby, beyond, max(0, last.spot - spot_ready - spot_starting))
 
 

@@ -192,7 +192,10 @@ def _services(config: Any, setup: SimSetup, start: datetime, horizon_s: float, p
     from burst.projection.services import service_paths
     from burst.runtime import rate_source
 
-    rates = rate_source(config)
+    try:
+        rates = rate_source(config)
+    except (OSError, ValueError) as exc:  # a Prometheus CA or token file that cannot be read
+        raise click.ClickException(f"rates: {exc}") from None
     declared = sum(len(p.services) for p in setup.policies.values())
     if rates is None or not declared:
         return None

@@ -164,7 +164,8 @@ def service_paths(policies: Mapping[str, Policy], groups: Sequence[NodeGroup], p
                 level = (k + 0.5) / paths
                 path = [rate_at_level(forecast, level, i) for i in range(len(forecast.at))]
                 counts = planned_replicas(service, scaled_forecast(forecast, path), path, fleet, capacity)
-                lives = replica_lifetimes(0, counts, start, end)
+                # the forecast's first instant is the start of the step holding `start`: nothing runs before it
+                lives = replica_lifetimes(0, [(max(at, start), n) for at, n in counts], start, end)
                 stem = replica_stem(service)
                 jobs[k] += [Job(id=f"{stem}proj{k}-{i:06d}", tenant=tenant, gpus=service.gpus_per_replica,
                                 gpu_model=service.gpu_model, submitted_at=began, priority=MAX_PRIORITY,

@@ -38,7 +38,9 @@ RUNNING = (JobState.RUNNING, JobState.CHECKPOINTING)
 @dataclass(frozen=True)
 class ReplicaCounts:
     """A service's replicas at an instant: `ready` serving, `starting` waiting for a node or loading the model;
-    `spot_ready` and `spot_starting` of them spot replicas."""
+    `spot_ready` and `spot_starting` of them spot replicas (`spot_starting` counts only those on their way for
+    the first time: one that served and was requeued by a reclaim is starting, but lost to the planner, which
+    stands in for it on demand beyond its hedge until it serves again)."""
 
     ready: int
     starting: int
@@ -125,15 +127,23 @@ class QueueReplicas:
 
     def __init__(self, queue: JobQueue) -> None:
         self.queue = queue
+        self._served: dict[str, set[str]] = {}  # per service stem: the spot replicas seen serving
 
     def counts(self, service: Service, jobs: Sequence[Job], now: datetime) -> ReplicaCounts:
-        """Serving replica jobs are ready; pending and loading ones are starting; spot replicas counted apart too."""
+        """Serving replica jobs are ready; pending and loading ones are starting; spot replicas counted apart too,
+        a spot replica seen serving before and now starting again (requeued by a reclaim) not among the starting
+        ones (`ReplicaCounts`)."""
         mine = replicas_of(service, jobs)
         ready = [j for j in mine if serving(j, service, now)]
+        stem = replica_stem(service)
+        served = self._served.get(stem, set()) & {j.id for j in mine if j.spot_replica}
+        served |= {j.id for j in ready if j.spot_replica}
+        self._served[stem] = served
         spot_ready = sum(1 for j in ready if j.spot_replica)
-        spot = sum(1 for j in mine if j.spot_replica)
+        ready_ids = {j.id for j in ready}
+        spot_starting = sum(1 for j in mine if j.spot_replica and j.id not in ready_ids and j.id not in served)
         return ReplicaCounts(ready=len(ready), starting=len(mine) - len(ready), spot_ready=spot_ready,
-                             spot_starting=spot - spot_ready)
+                             spot_starting=spot_starting)
 
     def scale(self, service: Service, replicas: int, jobs: Sequence[Job], now: datetime, spot: int = 0) -> list[Job]:
         """Move each kind to its count (`spot` spot replicas, the rest on demand): submit the missing ones, and
