@@ -47,7 +47,7 @@ def test_the_planner_sizes_each_step_as_the_daemon_does_and_scales_in_after_the_
     rows = [(20.0,) * 4] * 12 + [(8.0,) * 4] * 12
     f = _forecast(rows)
     rates = [r[1] for r in rows]
-    counts = [n for _, n in planned_replicas(CHAT, f, rates, FLEET, 4.0)]
+    counts = [n for _, n, _ in planned_replicas(CHAT, f, rates, FLEET, 4.0)]
     assert counts[:11] == [8] * 11  # the forecast over the lead sees the fall from the 11th step (55 min)
     assert counts[-1] == 3 and min(counts) == 3
     assert all(a - b <= 1 for a, b in zip(counts, counts[1:], strict=False))  # down by ceil(10% of 8) = 1 a step
@@ -174,3 +174,59 @@ def test_replicas_start_at_the_projections_start_when_it_falls_inside_a_step() -
                         start=start, horizon_s=12 * 3600.0, paths=2)
     assert out.outlooks[0].gpu_hours == (96.0, 96.0)
     assert min(j.submitted_at for j in out.jobs[0]) == start
+
+
+class _SpotPrices:
+    def group_price(self, g: object) -> float:
+        return {"od": 24.0, "spot": 8.0}[g.id]  # type: ignore[attr-defined]
+
+    def standby_price(self, g: object) -> float:
+        return 1.0
+
+
+def test_a_services_spot_share_is_projected_as_spot_replicas() -> None:
+    """Spot share 0.5 at a flat 20 req/s with a spot group a third of the on-demand price: of the 8 replicas
+    needed, floor(8 x 0.5) = 4 run on spot plus a hedge of ceil(0.1 x 4) = 1, the other 4 on demand, on every
+    path for the whole horizon; without a spot group all 8 run on demand."""
+    from builders import group
+
+    from burst.model import CapacityType, Policy
+    from burst.projection.services import service_paths
+    from burst.workloads.rates import DailyCycle, SyntheticRates
+
+    rates = SyntheticRates({"chat": DailyCycle(base_rps=20.0, amplitude=0.0, noise=0.0)})
+    start = T0 + timedelta(days=20)
+    chat = Service(**{**CHAT.__dict__, "spot_share": 0.5})
+    groups = [group("od", max_size=8), group("spot", capacity_type=CapacityType.SPOT, max_size=8)]
+    out = service_paths({"prod": Policy(tenant="prod", services=(chat,))}, groups, _SpotPrices(), rates, start=start,
+                        horizon_s=12 * 3600.0, paths=2)
+    for jobs in out.jobs:
+        assert sorted(j.spot_replica for j in jobs) == [False] * 4 + [True] * 5
+        assert all(j.submitted_at == start and j.duration_s == 12 * 3600.0 for j in jobs)
+    assert out.outlooks[0].gpu_hours == (108.0, 108.0)  # 9 replicas x 12 h
+    no_spot = service_paths({"prod": Policy(tenant="prod", services=(chat,))}, groups[:1], _SpotPrices(), rates,
+                            start=start, horizon_s=12 * 3600.0, paths=2)
+    assert [j.spot_replica for j in no_spot.jobs[0]] == [False] * 8
+
+
+def test_burst_cost_runs_a_services_spot_replicas_on_the_spot_group(tmp_path: Path) -> None:
+    """The end-to-end case with a spot group and a spot share of 0.5: the tenant's batch may not use spot, so
+    everything on the spot line is the service's 5 spot replicas (an 8-GPU node holds them all)."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "prod.yaml").write_text(POLICY + "    spot_share: 0.5\n")
+    config = tmp_path / "burst.yaml"
+    config.write_text(CONFIG.replace("rates:", """  - {id: spot, provider: sim, region: us-east-1, tier: elastic, capacity_type: spot,
+     instance_type: p4d.24xlarge, gpu_model: A100, gpus_per_node: 8, max_size: 6}
+rates:"""))
+    start = T0 + timedelta(hours=48)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("submit_time,duration_s,gpus,tenant\n" + "".join(
+        f"{(T0 + timedelta(hours=h, minutes=5)).isoformat()},3600,8,prod\n" for h in range(48)))
+    out = CliRunner().invoke(main, ["cost", "--config", str(config), "--history", str(trace), "--horizon", "12h",
+                                    "--strategy", "burst-no-forecast", "--workers", "1", "--paths", "20", "--at",
+                                    start.isoformat(), "--json"])
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.stdout)
+    assert body["services"]["projected"][0]["replica_gpu_hours"]["p50"] == 108.0  # 4 on demand + 5 on spot, 12 h
+    spot_line = body["by_tier"]["elastic_spot"]
+    assert spot_line["p10"] > 0 and spot_line["p10"] == pytest.approx(spot_line["p90"], rel=1e-6)  # the same each path

@@ -25,8 +25,11 @@ is projected from its own request rate (`service_paths`):
    daemon's planner places replica jobs: on the steady tier first, moving
    fault-tolerant batch off it, bursting to the cloud otherwise.
 
-Every replica is projected on demand (a spot share's replicas are not split
-out). A service whose capacity is a token cost, whose GPU model no group
+A service with a spot share runs the planner's spot split where a spot group
+of its GPU model is cheaper than on demand: that many of the replicas at each
+step (its hedge included) are spot replicas (`Job.spot_replica`), which the
+simulated planner puts on spot as the daemon's does, the rest on demand. A
+service whose capacity is a token cost, whose GPU model no group
 offers, or whose rate source has under a day of history before the start is
 left out, with the reason (`ServicePaths.skipped`).
 """
@@ -78,25 +81,28 @@ def scaled_forecast(forecast: RateForecast, rates: Sequence[float]) -> RateForec
 
 
 def planned_replicas(service: Service, forecast: RateForecast, rates: Sequence[float], fleet: Fleet,
-                     capacity_rps: float) -> list[tuple[datetime, int]]:
+                     capacity_rps: float) -> list[tuple[datetime, int, int]]:
     """Decide the replicas to run at each instant of `forecast` when the rate over the step from there is
-    `rates`: the service planner's decision (`plan_service`: need, spot hedge, fallback and standby) on the rate
-    of the step before (the daemon sizes on the rate it has just measured; the first step on its own), with
-    the replicas asked for at the instant before counted ready and the forecast as given."""
-    out: list[tuple[datetime, int]] = []
+    `rates`, and how many of them on spot: the service planner's decision (`plan_service`: need, spot split
+    and hedge, standby) on the rate of the step before (the daemon sizes on the rate it has just measured; the
+    first step on its own), with the replicas asked for at the instant before counted ready and the forecast
+    as given. (instant, replicas, spot replicas of them) per instant."""
+    out: list[tuple[datetime, int, int]] = []
     recent = RecentNeeds()
     last: ServiceDecision | None = None
     for at, rate in zip(forecast.at, [*rates[:1], *rates[:-1]], strict=True):
         running = last.running if last is not None else 0
-        carried = carried_counts(last, running, 0, 0, 0)
+        spot = min(last.spot, running) if last is not None else 0
+        carried = carried_counts(last, running, 0, spot, 0)
         decision = plan_service(ServiceState(
             service=service, now=at, observed_rps=rate, ready=running, starting=0, warm_nodes=0,
-            capacity_rps=capacity_rps, replica_hour_usd=fleet.replica_hour_usd, spot_replica_hour_usd=None,
-            boot_s=fleet.boot_s, wake_s=fleet.wake_s, forecast=forecast, standby=carried.standby,
-            hedge_running=carried.hedge_running, recent_need=recent.peak(at)))
+            capacity_rps=capacity_rps, replica_hour_usd=fleet.replica_hour_usd,
+            spot_replica_hour_usd=fleet.spot_replica_hour_usd, boot_s=fleet.boot_s, wake_s=fleet.wake_s,
+            forecast=forecast, standby=carried.standby, spot_ready=spot, hedge_running=carried.hedge_running,
+            recent_need=recent.peak(at)))
         recent.add(at, decision.need)
         last = decision
-        out.append((at, decision.running))
+        out.append((at, decision.running, min(decision.spot, decision.running)))
     return out
 
 
@@ -165,15 +171,20 @@ def service_paths(policies: Mapping[str, Policy], groups: Sequence[NodeGroup], p
                 path = [rate_at_level(forecast, level, i) for i in range(len(forecast.at))]
                 counts = planned_replicas(service, scaled_forecast(forecast, path), path, fleet, capacity)
                 # the forecast's first instant is the start of the step holding `start`: nothing runs before it
-                lives = replica_lifetimes(0, [(max(at, start), n) for at, n in counts], start, end)
+                kinds = {False: [(max(at, start), n - spot) for at, n, spot in counts],
+                         True: [(max(at, start), spot) for at, _, spot in counts]}
                 stem = replica_stem(service)
-                jobs[k] += [Job(id=f"{stem}proj{k}-{i:06d}", tenant=tenant, gpus=service.gpus_per_replica,
-                                gpu_model=service.gpu_model, submitted_at=began, priority=MAX_PRIORITY,
-                                duration_s=(stop - began).total_seconds())
-                            for i, (began, stop) in enumerate(lives)]
-                gpu_hours.append(sum((stop - began).total_seconds() for began, stop in lives) / 3600.0
-                                 * service.gpus_per_replica)
-                peaks.append(max((n for at, n in counts if at < end), default=0))
+                held_s = 0.0
+                for on_spot, series in kinds.items():
+                    lives = replica_lifetimes(0, series, start, end)
+                    mark = "s" if on_spot else ""
+                    jobs[k] += [Job(id=f"{stem}proj{k}-{mark}{i:06d}", tenant=tenant, gpus=service.gpus_per_replica,
+                                    gpu_model=service.gpu_model, submitted_at=began, priority=MAX_PRIORITY,
+                                    duration_s=(stop - began).total_seconds(), spot_replica=on_spot)
+                                for i, (began, stop) in enumerate(lives)]
+                    held_s += sum((stop - began).total_seconds() for began, stop in lives)
+                gpu_hours.append(held_s / 3600.0 * service.gpus_per_replica)
+                peaks.append(max((n for at, n, _ in counts if at < end), default=0))
             median = forecast.quantiles[0.5]
             inside = [v for at, v in zip(forecast.at, median, strict=True) if at < end]
             outlooks.append(ServiceOutlook(tenant, service.name, sum(inside) / max(1, len(inside)), tuple(gpu_hours),
