@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from burst.bounds import SERVICE_EVENT_MEMORY_S
 from burst.state import Store
 from policies.config import RetentionDoc
 
@@ -21,6 +22,7 @@ class Cutoffs:
     ledger: datetime
     finished: datetime
     demand: datetime
+    service_events: datetime  # API service events that ended before it are deleted
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,14 @@ class RetentionReport:
 
 
 def cutoffs(settings: RetentionDoc, now: datetime) -> Cutoffs:
-    """Decide each kind of row's cutoff at `now` from its retention age."""
+    """Decide each kind of row's cutoff at `now` from its retention age. A service event declared through the API
+    goes once it ended `finished_after` ago, and never while the rate forecaster still reads it
+    (`SERVICE_EVENT_MEMORY_S` after its end)."""
     return Cutoffs(
         ledger=now - timedelta(seconds=settings.ledger_rollup_after),
         finished=now - timedelta(seconds=settings.finished_after),
         demand=now - timedelta(seconds=settings.demand_history),
+        service_events=now - timedelta(seconds=max(settings.finished_after, SERVICE_EVENT_MEMORY_S)),
     )
 
 
@@ -48,6 +53,7 @@ def apply(store: Store, settings: RetentionDoc, now: datetime) -> RetentionRepor
     read, written = store.roll_up_costs(cut.ledger)
     deleted = store.prune_finished(cut.finished)
     deleted["demand_history"] = store.prune_demand(cut.demand)
+    deleted["service_events"] = store.prune_service_events(cut.service_events)
     return RetentionReport(now, read, written, deleted)
 
 

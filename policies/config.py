@@ -533,7 +533,9 @@ class RetentionDoc(StrictModel):
     )
     finished_after: PositiveDuration = Field(
         default=35 * 86400.0, description="Finished jobs, decisions, intents with an outcome and terminated nodes "
-        "older than this are deleted (default 35d); pending and running jobs and unconfirmed intents never are."
+        "older than this are deleted (default 35d); pending and running jobs and unconfirmed intents never are. "
+        "Service events declared through the API go once they ended this long ago, and never within 14 days of "
+        "their end (the rate forecaster still reads them)."
     )
     demand_history: Annotated[PositiveDuration, Field(ge=MONTH_S)] = Field(
         default=35 * 86400.0, description="Demand samples older than this are deleted (at least 31d: forecasts read "

@@ -87,6 +87,28 @@ def test_run_json_prints_one_object_per_event() -> None:
     assert all(v.startswith("seasonal_naive (history") for v in last.values()), "under 24 h: the fallback serves, and says why"
 
 
+def test_the_quickstart_service_scales_up_ahead_of_its_morning_ramp(tmp_path: Path) -> None:
+    """`burst run` on the quickstart from 07:00, on the chat service's morning ramp (its synthetic cycle peaks at
+    14:00): the decisions it records show every scale-up after the first sized by the forecast over the
+    replica's lead, above what the observed rate needs then, and no replica released while the rate rises."""
+    state = tmp_path / "state.db"
+    out = burst("run", "--duration", "4h", "--state", str(state))
+    assert out.returncode == 0, out.stderr
+    explained = burst("explain", "prod/chat", "--json", "--limit", "500", "--state", str(state))
+    assert explained.returncode == 0, explained.stderr
+    decisions = list(reversed(json.loads(explained.stdout)))
+    ups = [d for d in decisions if d["kind"] == "scale_service_up"]
+    assert not [d for d in decisions if d["kind"] == "scale_service_down"], "the rate only rises from 07:00 to 11:00"
+    counts = [tuple(map(int, re.search(r"(\d+) -> (\d+) replicas", d["reason"]).groups())) for d in ups]
+    assert counts[0][0] == 0 and all(after > before for before, after in counts), counts
+    ramp = ups[1:]  # the first sizes the service from nothing, at 07:00
+    assert len(ramp) >= 3, [d["reason"][:60] for d in ups]
+    for d in ramp:
+        now, ahead = map(int, re.search(r"max\(now (\d+), ahead (\d+)\)", d["reason"]).groups())
+        assert ahead > now, d["reason"]  # the observed rate alone would not start this replica yet
+        assert "ahead: over the 420 s lead (boot 300 s + load 120 s), P50 peaks at" in d["reason"]
+
+
 def test_plan_at_the_burst_shows_a_scale_up_with_its_reason() -> None:
     out = burst("plan", "--at", "2026-03-02T09:20:00Z", "--json")
     assert out.returncode == 0, out.stderr

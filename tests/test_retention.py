@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from burst import retention
 from burst.cli import main
-from burst.model import JobState, NodeState
+from burst.model import JobState, NodeState, ServiceEvent
 from burst.state import CostEntry, IntentStatus, JobLoss, Store
 from policies.config import RetentionDoc
 
@@ -109,3 +109,26 @@ def test_cutoffs_follow_the_settings() -> None:
     cut = retention.cutoffs(settings, T0)
     assert (cut.ledger, cut.finished, cut.demand) == (T0 - timedelta(days=32), T0 - timedelta(days=1),
                                                       T0 - timedelta(days=40))
+    assert cut.service_events == T0 - timedelta(days=14), "never while the rate forecaster still reads an event"
+    assert retention.cutoffs(RetentionDoc(), T0).service_events == T0 - timedelta(days=35)
+
+
+def test_service_events_go_once_ended_past_their_retention_and_not_while_forecasts_read_them(
+        state_location: Path | str) -> None:
+    def event(name: str, ended_days_ago: float) -> ServiceEvent:
+        end = T0 - timedelta(days=ended_days_ago)
+        return ServiceEvent(start=end - timedelta(hours=6), end=end, multiplier=2.0, name=name)
+
+    with Store.open(state_location) as store:
+        for tenant, name, ago in (("a", "long-over", 40), ("b", "long-over-too", 36), ("a", "last-week", 7),
+                                  ("a", "coming", -3)):
+            store.add_service_event(tenant, "chat", event(name, ago), at=T0 - timedelta(days=50))
+        assert store.row_counts()["service_events"] == 4
+        report = retention.apply(store, RetentionDoc(), T0)  # events ended over 35 days ago go
+        assert report.deleted["service_events"] == 2
+        assert [e.event.name for e in store.service_events("a")] == ["last-week", "coming"]
+        assert store.service_events("b") == []
+        short = RetentionDoc(finished_after=86400.0)  # a day, but the forecaster reads an event 14 days after its end
+        assert retention.apply(store, short, T0).deleted["service_events"] == 0
+        assert retention.apply(store, short, T0 + timedelta(days=8)).deleted["service_events"] == 1
+        assert [e.event.name for e in store.service_events("a")] == ["coming"]

@@ -48,7 +48,7 @@ class RetentionRecords(StoreBase):
     def row_counts(self) -> dict[str, int]:
         """How many rows each of the store's tables holds."""
         tables = ("jobs", "nodes", "intents", "group_targets", "demand_history", "cost_ledger", "job_losses",
-                  "decisions", "api_token_hashes", "meta")
+                  "decisions", "api_token_hashes", "service_events", "meta")
         with self._lock:
             self._write_pending_costs()
             return {t: int(self._query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}

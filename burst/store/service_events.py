@@ -44,7 +44,8 @@ def _stored(row: Sequence[Any]) -> StoredServiceEvent:
 
 
 class ServiceEventRecords(StoreBase):
-    """The service_events table: add, read, count and delete a tenant's declared service events."""
+    """The service_events table: add, read, count and delete a tenant's declared service events, and prune those
+    retention no longer keeps."""
 
     def add_service_event(self, tenant: str, service: str, event: ServiceEvent, *,
                           at: datetime | None = None) -> StoredServiceEvent:
@@ -81,6 +82,13 @@ class ServiceEventRecords(StoreBase):
             where.append("end_at > ?")
             params.append(_ts(ended_after, "ended_after"))
         return int(self._query(f"SELECT count(*) FROM service_events{_where(where)}", params)[0][0])
+
+    def prune_service_events(self, ended_before: datetime) -> int:
+        """Delete every tenant's events that ended before `ended_before` (retention); how many went."""
+        with self._tx() as conn:
+            gone = conn.execute("DELETE FROM service_events WHERE end_at < ?",
+                                (_ts(ended_before, "ended_before"),)).rowcount
+        return int(gone)
 
     def delete_service_event(self, tenant: str, service: str, event_id: int) -> bool:
         """Delete event `event_id` if it is `tenant`'s `service`'s; whether it was (another's is left alone)."""

@@ -90,6 +90,13 @@ def service_loop(backend: KubeReplicas, rps: float) -> ServiceLoop:
     return ServiceLoop(rates, backend, ServiceForecasts(rates, background=False), undeclared=backend.undeclared)
 
 
+def observed(cluster: KubeCluster) -> list[Job]:
+    """The service's replica jobs the daemon's job source sees after a sync, as its tick passes them to `scale`."""
+    cluster.sync()
+    seen, _ = KubernetesJobSource(cluster, Drainer(cluster)).observe(T0, {})
+    return sorted((j for j in seen if is_replica(j)), key=lambda j: j.id)
+
+
 def placeholders(server: ApiServer) -> list[dict[str, Any]]:
     return [p for p in server.items("pods") if "burst.dev/placeholder" in p["metadata"].get("labels", {})]
 
@@ -181,6 +188,33 @@ def test_mode_capacity_keeps_placeholder_pods_beside_the_deployment_and_releases
     cluster.sync()
     assert backend.scale(CHAT, 3, left, T0.replace(minute=3)) == []
     assert placeholders(server) == [] and SCALE not in server.calls
+
+
+def test_placeholders_deleted_as_preemption_would_are_made_again_only_as_far_as_the_need_still_goes(
+        server: ApiServer) -> None:
+    server.put("deployments", deployment("chat-vllm", mode="capacity", replicas=2, ready=2))
+    cluster, backend = connected(server)
+    jobs = backend.scale(CHAT, 5, [], T0)
+    first = sorted(p["metadata"]["name"] for p in placeholders(server))
+    assert len(first) == 3  # 5 needed, 2 run by the Deployment
+    # The autoscaler adds a pod; the scheduler preempts two placeholders for it and deletes them.
+    for name in first[:2]:
+        server.remove("pods", name, "serving")
+    server.put("deployments", deployment("chat-vllm", mode="capacity", replicas=3, ready=3))
+    jobs = observed(cluster)  # what the daemon's tick passes: the placeholders its job source still sees
+    assert [j.id for j in jobs] == [f"svc:prod/chat:placeholder:serving/{first[2]}"]
+    jobs = backend.scale(CHAT, 5, jobs, T0.replace(minute=1))
+    now = sorted(p["metadata"]["name"] for p in placeholders(server))
+    assert len(now) == 2 and first[2] in now, "5 needed, 3 run: the one left and one made again, not three"
+    assert sorted(j.id for j in jobs) == sorted(f"svc:prod/chat:placeholder:serving/{n}" for n in now)
+    # Both deleted again while the forecast's need falls to the 3 the Deployment runs: none is made again.
+    for name in now:
+        server.remove("pods", name, "serving")
+    assert backend.scale(CHAT, 3, observed(cluster), T0.replace(minute=2)) == []
+    assert placeholders(server) == []
+    # The need rises to 6 again: exactly the 3 beyond the Deployment's pods.
+    assert len(backend.scale(CHAT, 6, observed(cluster), T0.replace(minute=3))) == 3
+    assert len(placeholders(server)) == 3
 
 
 def test_a_placeholder_class_that_would_outrank_workloads_is_refused(server: ApiServer) -> None:
