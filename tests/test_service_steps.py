@@ -8,6 +8,7 @@ wakes in 60 s, a model loads in 120 s.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,14 @@ import pytest
 
 from burst.model import RateForecast, Service, ServiceEvent
 from burst.planner.service_sizing import forecast_level
-from burst.planner.services import RecentNeeds, ServiceDecision, ServiceState, plan_service
+from burst.planner.services import (
+    Need,
+    RecentNeeds,
+    ServiceDecision,
+    ServiceState,
+    plan_service,
+    surge_margin,
+)
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -231,6 +239,25 @@ def test_warm_nodes_hold_the_forecast_spread_over_the_lead() -> None:
     assert capped.warm_nodes == 1 and "capped at max_replicas - replicas = 1" in reason(capped, "hot capacity")
     # no spread above the need: none
     assert plan_service(state(observed_rps=3.0, forecast=forecast((5,), (3.0,), (7.0,), (7.0,)))).warm_nodes == 0
+
+
+def test_a_priced_warm_node_reads_the_spread_at_the_quantile_it_is_worth() -> None:
+    """A warm node made for a 420 s cold lead: a boot at $3 a replica-hour ($0.25) and 420 s of disk at $0.06 an
+    hour ($0.007); it saves (300 - 60) s x 5 req/s of requests when a surge uses it."""
+    cheap = state(observed_rps=3.0, forecast=SPREAD, warm_node_hour_usd=0.06)  # $0.001 a request: saves $1.2
+    d = plan_service(cheap)
+    # 1 - 0.257 / 1.2 = 0.786: between P50 (3) and P90 (7), 3 + 0.715 x 4 = 5.86 req/s -> 2 replicas, none beyond
+    assert (d.replicas, d.warm_nodes) == (2, 0)
+    assert "P50..P90 at 0.786 (quantile 0.786: a warm node's $0.257 to make and hold over the lead against $1.2 " \
+           "saved when a surge uses it) peaks at 5.858 req/s" in reason(d, "hot capacity")
+    dear = state(service(unserved_request_cost_usd=0.006), observed_rps=3.0, forecast=SPREAD, warm_node_hour_usd=0.06)
+    ahead = Need(2, 3.0, "")
+    # saves $7.2: 1 - 0.257 / 7.2 = 0.964, between P90 (7) and P99 (17.5): 7 + 0.715 x 10.5 = 14.5 -> 3, 1 beyond 2
+    margin, words = surge_margin(dear, 2, ahead, warm=True)
+    assert margin == 1 and "P90..P99 at 0.964" in words and "peaks at 14.5 req/s" in words
+    # standby replicas, or no price for a warm node: the top quantile, 17.5 req/s -> 4, 2 beyond 2
+    assert surge_margin(dear, 2, ahead, warm=False)[0] == 2
+    assert surge_margin(dataclasses.replace(dear, warm_node_hour_usd=None), 2, ahead, warm=True)[0] == 2
 
 
 def test_without_a_forecast_a_tenth_is_kept_warm_while_there_is_demand() -> None:

@@ -14,7 +14,7 @@ function below that writes one line of `reasons` naming itself and its numbers:
 | ahead | the need over the lead time | peaks over [now, now + lead]: the median at the target, the cost-chosen quantile at full capacity |
 | replicas | `replicas` | max(now, ahead), within min_replicas .. max_replicas |
 | scale-in | `replicas` | when serving + starting exceed it: down only when both needs, and every need of the last 120 s, are below; 10% a tick |
-| hot capacity | `warm_nodes`, `standby` | the forecast's spread (its top quantile over the cold lead) above `replicas`; warm nodes also for the past surges they are worth (`burst.planner.surges`) |
+| hot capacity | `warm_nodes`, `standby` | the forecast's spread over the cold lead above `replicas`, read at the quantile a warm node is worth (`margin_quantile`; the top one for standby replicas); warm nodes also for the past surges they are worth (`burst.planner.surges`) |
 | spot | `spot`, `hedge`, `fallback`, `warm_spot` | the service's spot share, a 10% hedge (SkyServe's SpotHedge); the same share of the warm nodes |
 
 How a caller counts a decision: it keeps `replicas` serving or starting, of
@@ -426,9 +426,28 @@ class HotCapacity:
     reason: str
 
 
-def surge_margin(state: ServiceState, replicas: int, ahead: Need) -> tuple[int, str]:
-    """Decide the replicas a surge may need beyond `replicas` within a cold node's lead: the forecast's top
-    quantile peak over [now, now + cold lead], raised as the `ahead` rule raised it for a missed
+def margin_quantile(state: ServiceState, lead: Lead, *, warm: bool) -> tuple[float, str]:
+    """Decide the forecast quantile the surge margin is read at. A warm node is a newsvendor's unit: made for a
+    window of the cold lead, it pays its creation (a boot at the compute price) and its disk over the window;
+    when a surge uses it, it saves the requests a cold boot would serve too late (boot - wake seconds at full
+    capacity, at the policy's price of an unserved request). It is worth holding while the chance that the need
+    reaches it is above cost / saving, so the margin is read at the quantile 1 - cost / saving (at least the
+    median). Standby replicas (`warm` False), a forecast without a warm node's price, or no saving: the top
+    quantile, as before prices are known."""
+    top = max(state.forecast.quantiles) if state.forecast is not None else 1.0
+    saving = max(0.0, state.boot_s - state.wake_s) * state.capacity_rps * state.service.unserved_request_cost_usd
+    if not warm or state.warm_node_hour_usd is None or saving <= 0:
+        return top, ""
+    cost = state.replica_hour_usd * state.boot_s / 3600.0 + state.warm_node_hour_usd * lead.seconds / 3600.0
+    quantile = min(top, max(0.5, 1.0 - cost / saving))
+    return quantile, (f" (quantile {quantile:.3g}: a warm node's ${cost:.4g} to make and hold over the lead "
+                      f"against ${saving:.4g} saved when a surge uses it)")
+
+
+def surge_margin(state: ServiceState, replicas: int, ahead: Need, *, warm: bool = False) -> tuple[int, str]:
+    """Decide the replicas a surge may need beyond `replicas` within a cold node's lead: the forecast's peak over
+    [now, now + cold lead] at the quantile the margin is worth (`margin_quantile`: for warm nodes, `warm`, the
+    newsvendor's; for standby replicas the top one), raised as the `ahead` rule raised it for a missed
     surge, in replicas at full capacity (the margin is for requests that would go unserved, which happens only
     above 100%), less `replicas`, at least 0. The cold lead, not the wake one: the margin covers what a cold
     boot started now would serve too late for, and does not shrink because warm nodes are held. Without a
@@ -440,12 +459,28 @@ def surge_margin(state: ServiceState, replicas: int, ahead: Need) -> tuple[int, 
         return margin, f"no forecast: max(1, ceil({NO_FORECAST_MARGIN_SHARE:g} x {replicas})) = {margin}"
     forecast = state.forecast
     lead = cold_lead(state)
-    top = max(forecast.quantiles)
-    rate = forecast_peak(state, forecast, top, lead) + ahead.shift
-    at_top = replicas_for_rate(rate, state.capacity_rps, 1.0)
-    margin = max(0, at_top - replicas)
-    return margin, (f"P{top * 100:g} peaks at {rate:.4g} req/s over the {lead.seconds:g} s cold lead "
-                    f"({lead.words}) -> {at_top} replicas at full capacity, {margin} beyond {replicas}")
+    quantile, why = margin_quantile(state, lead, warm=warm)
+    peak, level = peak_at_quantile(state, forecast, quantile, lead)
+    rate = peak + ahead.shift
+    at_level = replicas_for_rate(rate, state.capacity_rps, 1.0)
+    margin = max(0, at_level - replicas)
+    return margin, (f"{level}{why} peaks at {rate:.4g} req/s over the {lead.seconds:g} s cold lead "
+                    f"({lead.words}) -> {at_level} replicas at full capacity, {margin} beyond {replicas}")
+
+
+def peak_at_quantile(state: ServiceState, forecast: RateForecast, quantile: float, lead: Lead) -> tuple[float, str]:
+    """Decide the forecast's peak over the lead at `quantile` (`forecast_peak`), interpolated linearly between
+    the two levels it gives around it (their peaks), or at the level itself, the lowest, or the highest; and the
+    words naming what was read."""
+    levels = sorted(forecast.quantiles)
+    above = next((q for q in levels if q >= quantile), None)
+    below = max((q for q in levels if q < quantile), default=None)
+    if above is None or below is None or above == quantile:
+        level = forecast_level(quantile, levels)
+        return forecast_peak(state, forecast, level, lead), f"P{level * 100:g}"
+    low, high = forecast_peak(state, forecast, below, lead), forecast_peak(state, forecast, above, lead)
+    share = (quantile - below) / (above - below)
+    return low + share * (high - low), f"P{below * 100:g}..P{above * 100:g} at {quantile:.3g}"
 
 
 def hot_capacity(state: ServiceState, replicas: int, ahead: Need) -> HotCapacity:
@@ -455,11 +490,11 @@ def hot_capacity(state: ServiceState, replicas: int, ahead: Need) -> HotCapacity
     pools off there is neither."""
     if not state.pools:
         return HotCapacity(0, 0, "hot capacity: pools off, no warm nodes and no standby replicas")
-    margin, words = surge_margin(state, replicas, ahead)
     room = max(0, state.service.max_replicas - replicas)
     wake = lead_time_s(state.wake_s, state.service.replica_start_s)
     ready_within = state.service.ready_within_s
     standby = needs_standby(state.service, wake)
+    margin, words = surge_margin(state, replicas, ahead, warm=not standby)
     if not standby and state.surges is not None and state.warm_node_hour_usd is not None:
         pool = warm_nodes_for_surges(
             state.surges, replicas=replicas, capacity_rps=state.capacity_rps,
