@@ -242,22 +242,28 @@ def test_warm_nodes_hold_the_forecast_spread_over_the_lead() -> None:
 
 
 def test_a_priced_warm_node_reads_the_spread_at_the_quantile_it_is_worth() -> None:
-    """A warm node made for a 420 s cold lead: a boot at $3 a replica-hour ($0.25) and 420 s of disk at $0.06 an
-    hour ($0.007); it saves (300 - 60) s x 5 req/s of requests when a surge uses it."""
-    cheap = state(observed_rps=3.0, forecast=SPREAD, warm_node_hour_usd=0.06)  # $0.001 a request: saves $1.2
-    d = plan_service(cheap)
-    # 1 - 0.257 / 1.2 = 0.786: between P50 (3) and P90 (7), 3 + 0.715 x 4 = 5.86 req/s -> 2 replicas, none beyond
-    assert (d.replicas, d.warm_nodes) == (2, 0)
-    assert "P50..P90 at 0.786 (quantile 0.786: a warm node's $0.257 to make and hold over the lead against $1.2 " \
-           "saved when a surge uses it) peaks at 5.858 req/s" in reason(d, "hot capacity")
-    dear = state(service(unserved_request_cost_usd=0.006), observed_rps=3.0, forecast=SPREAD, warm_node_hour_usd=0.06)
+    """A warm node made for the cold lead pays a boot at $3 a replica-hour and the lead's disk at $0.06 an hour;
+    it saves (boot - wake) s x 5 req/s of requests when a surge uses it. The margin is read at 1 - cost / saving,
+    never below the level the ahead rule reads (P90 at these prices)."""
     ahead = Need(2, 3.0, "")
-    # saves $7.2: 1 - 0.257 / 7.2 = 0.964, between P90 (7) and P99 (17.5): 7 + 0.715 x 10.5 = 14.5 -> 3, 1 beyond 2
-    margin, words = surge_margin(dear, 2, ahead, warm=True)
-    assert margin == 1 and "P90..P99 at 0.964" in words and "peaks at 14.5 req/s" in words
-    # standby replicas, or no price for a warm node: the top quantile, 17.5 req/s -> 4, 2 beyond 2
-    assert surge_margin(dear, 2, ahead, warm=False)[0] == 2
-    assert surge_margin(dataclasses.replace(dear, warm_node_hour_usd=None), 2, ahead, warm=True)[0] == 2
+    # $0.001 a request: $0.257 against $1.2 saved, 0.786, below the ahead rule's P90 (quantile 0.81): P90, 7 req/s
+    cheap = plan_service(state(observed_rps=3.0, forecast=SPREAD, warm_node_hour_usd=0.06))
+    assert (cheap.replicas, cheap.warm_nodes) == (2, 0)
+    assert ("P90 at quantile 0.9 (a warm node's $0.257 to make and hold over the lead against $1.2 saved when a "
+            "surge uses it, at least the ahead rule's P90) peaks at 7 req/s") in reason(cheap, "hot capacity")
+    # a 600 s boot, an instant wake, $0.002 a request (ahead: 25.2 / 28.2 = 0.894, P90): $0.5 + $0.012 against
+    # $6 saved, 0.9147, between P90 (7) and P99 (40): 7 + 0.163 x 33 = 12.38 req/s -> 3 replicas, 1 beyond 2
+    wide = forecast((5, 10), (3.0, 3.0), (7.0, 7.0), (40.0, 40.0))
+    between = state(service(unserved_request_cost_usd=0.002), observed_rps=3.0, forecast=wide, boot_s=600.0,
+                    wake_s=0.0, warm_node_hour_usd=0.06)
+    margin, words = surge_margin(between, 2, ahead, warm=True)
+    assert margin == 1 and "P90..P99 at quantile 0.915" in words and "peaks at 12.38 req/s" in words
+    # no saving (requests free): the ahead rule's level, P50 3 req/s, nothing beyond 2 (the top would give 6 more)
+    free = dataclasses.replace(between, service=service(unserved_request_cost_usd=0.0))
+    assert surge_margin(free, 2, ahead, warm=True)[0] == 0
+    # standby replicas, or no price for a warm node: the top quantile, 40 req/s -> 8, 6 beyond 2
+    assert surge_margin(between, 2, ahead, warm=False)[0] == 6
+    assert surge_margin(dataclasses.replace(between, warm_node_hour_usd=None), 2, ahead, warm=True)[0] == 6
 
 
 def test_without_a_forecast_a_tenth_is_kept_warm_while_there_is_demand() -> None:

@@ -431,17 +431,26 @@ def margin_quantile(state: ServiceState, lead: Lead, *, warm: bool) -> tuple[flo
     window of the cold lead, it pays its creation (a boot at the compute price) and its disk over the window;
     when a surge uses it, it saves the requests a cold boot would serve too late (boot - wake seconds at full
     capacity, at the policy's price of an unserved request). It is worth holding while the chance that the need
-    reaches it is above cost / saving, so the margin is read at the quantile 1 - cost / saving (at least the
-    median). Standby replicas (`warm` False), a forecast without a warm node's price, or no saving: the top
-    quantile, as before prices are known."""
-    top = max(state.forecast.quantiles) if state.forecast is not None else 1.0
-    saving = max(0.0, state.boot_s - state.wake_s) * state.capacity_rps * state.service.unserved_request_cost_usd
-    if not warm or state.warm_node_hour_usd is None or saving <= 0:
+    reaches it is above cost / saving, so the margin is read at the quantile 1 - cost / saving, never below the
+    level the `ahead` rule reads (`forecast_level` of `forecast_quantile`): the warm nodes are what let the
+    `ahead` rule size over the wake lead (`need_ahead_with_pool`), so a pool read below it would be replaced by
+    running replicas sized over the cold lead. No saving: that level. Standby replicas (`warm` False) or a warm
+    node without a price: the top quantile, as before prices are known."""
+    forecast = state.forecast
+    levels = forecast.quantiles if forecast is not None else {1.0: ()}
+    top = max(levels)
+    if not warm or state.warm_node_hour_usd is None:
         return top, ""
+    service = state.service
+    floor = forecast_level(forecast_quantile(service.unserved_request_cost_usd, state.replica_hour_usd,
+                                             state.capacity_rps, service.target_utilisation), levels)
+    saving = max(0.0, state.boot_s - state.wake_s) * state.capacity_rps * service.unserved_request_cost_usd
     cost = state.replica_hour_usd * state.boot_s / 3600.0 + state.warm_node_hour_usd * lead.seconds / 3600.0
-    quantile = min(top, max(0.5, 1.0 - cost / saving))
-    return quantile, (f" (quantile {quantile:.3g}: a warm node's ${cost:.4g} to make and hold over the lead "
-                      f"against ${saving:.4g} saved when a surge uses it)")
+    worth = 1.0 - cost / saving if saving > 0 else 0.0
+    quantile = min(top, max(floor, worth))
+    return quantile, (f" at quantile {quantile:.3g} (a warm node's ${cost:.4g} to make and hold over the lead "
+                      f"against ${saving:.4g} saved when a surge uses it, at least the ahead rule's "
+                      f"P{floor * 100:g})")
 
 
 def surge_margin(state: ServiceState, replicas: int, ahead: Need, *, warm: bool = False) -> tuple[int, str]:
@@ -480,7 +489,7 @@ def peak_at_quantile(state: ServiceState, forecast: RateForecast, quantile: floa
         return forecast_peak(state, forecast, level, lead), f"P{level * 100:g}"
     low, high = forecast_peak(state, forecast, below, lead), forecast_peak(state, forecast, above, lead)
     share = (quantile - below) / (above - below)
-    return low + share * (high - low), f"P{below * 100:g}..P{above * 100:g} at {quantile:.3g}"
+    return low + share * (high - low), f"P{below * 100:g}..P{above * 100:g}"
 
 
 def hot_capacity(state: ServiceState, replicas: int, ahead: Need) -> HotCapacity:
