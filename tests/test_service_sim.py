@@ -161,6 +161,14 @@ def test_time_to_capacity_counts_each_needed_replica() -> None:
 # ------------------------------------------------------------------ the fleet
 
 
+def test_burst_is_told_the_prices_the_fleet_bills_a_replica_at() -> None:
+    """A 2-GPU replica: compute is billed per GPU, a stopped warm node its disk once (`metrics`)."""
+    s = setup_of(series([10.0] * 8))
+    two = dataclasses.replace(s, service=dataclasses.replace(s.service, gpus_per_replica=2))
+    told = Burst(two, None, pools=True).state(Observation(0.0, T0, 1.0, 0, 0, 0, 0, 0, 0))
+    assert (told.replica_hour_usd, told.spot_replica_hour_usd, told.warm_node_hour_usd) == (7.2, 3.6, 0.036)
+
+
 def test_a_new_replica_takes_an_idle_node_then_a_warm_one_then_boots() -> None:
     setup = setup_of(series([0.0] * 100))
     fleet = Fleet(setup, np.random.default_rng(0), idle_ttl_s=600.0, ready_od=2)

@@ -265,7 +265,7 @@ class Burst:
             spot_ready=min(obs.spot_ready, obs.ready), pools=self.pools, hedge_running=carried.hedge_running,
             spot_lost=carried.spot_lost,
             recent_need=self.recent.peak(obs.at), surges=self.surge_profile(obs.at) if self.pools else None,
-            warm_node_hour_usd=s.warm_node_usd_h * s.service.gpus_per_replica)
+            warm_node_hour_usd=s.warm_node_usd_h)  # a stopped node pays its disk, whatever its GPUs
 
     def decide(self, obs: Observation) -> Target | None:
         """Every `BURST_PERIOD_S`, the planner's decision as a target: every replica it wants running, spot ones apart."""
