@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -284,6 +285,14 @@ def _ahead_unavailable(state: ServiceState) -> str | None:
     return None
 
 
+def ahead_quantile(state: ServiceState) -> float:
+    """Decide the quantile the `ahead` rule sizes at: a missing replica's cost against a spare one's
+    (`forecast_quantile`)."""
+    service = state.service
+    return forecast_quantile(service.unserved_request_cost_usd, state.replica_hour_usd, state.capacity_rps,
+                             service.target_utilisation)
+
+
 def need_ahead(state: ServiceState, now: Need, lead: Lead) -> Need:
     """Rule `ahead`: decide the replicas the forecast needs over the lead time, from its peaks over
     [now, now + lead] (`forecast_peak`), the larger of two sizes:
@@ -302,7 +311,7 @@ def need_ahead(state: ServiceState, now: Need, lead: Lead) -> Need:
     forecast = state.forecast
     service = state.service
     target = service.target_utilisation
-    quantile = forecast_quantile(service.unserved_request_cost_usd, state.replica_hour_usd, state.capacity_rps, target)
+    quantile = ahead_quantile(state)
     level = forecast_level(quantile, forecast.quantiles)
     median = forecast_level(0.5, forecast.quantiles)
     surge = surge_check(state, forecast, now)
@@ -426,7 +435,7 @@ class HotCapacity:
     reason: str
 
 
-def margin_quantile(state: ServiceState, lead: Lead, *, warm: bool) -> tuple[float, str]:
+def margin_quantile(state: ServiceState, levels: Collection[float], lead: Lead, *, warm: bool) -> tuple[float, str]:
     """Decide the forecast quantile the surge margin is read at. A warm node is a newsvendor's unit: made for a
     window of the cold lead, it pays its creation (a boot at the compute price) and its disk over the window;
     when a surge uses it, it saves the requests a cold boot would serve too late (boot - wake seconds at full
@@ -435,15 +444,12 @@ def margin_quantile(state: ServiceState, lead: Lead, *, warm: bool) -> tuple[flo
     level the `ahead` rule reads (`forecast_level` of `forecast_quantile`): the warm nodes are what let the
     `ahead` rule size over the wake lead (`need_ahead_with_pool`), so a pool read below it would be replaced by
     running replicas sized over the cold lead. No saving: that level. Standby replicas (`warm` False) or a warm
-    node without a price: the top quantile, as before prices are known."""
-    forecast = state.forecast
-    levels = forecast.quantiles if forecast is not None else {1.0: ()}
+    node without a price: the top quantile, as before prices are known. `levels`: the forecast's quantiles."""
     top = max(levels)
     if not warm or state.warm_node_hour_usd is None:
         return top, ""
     service = state.service
-    floor = forecast_level(forecast_quantile(service.unserved_request_cost_usd, state.replica_hour_usd,
-                                             state.capacity_rps, service.target_utilisation), levels)
+    floor = forecast_level(ahead_quantile(state), levels)
     saving = max(0.0, state.boot_s - state.wake_s) * state.capacity_rps * service.unserved_request_cost_usd
     cost = state.replica_hour_usd * state.boot_s / 3600.0 + state.warm_node_hour_usd * lead.seconds / 3600.0
     worth = 1.0 - cost / saving if saving > 0 else 0.0
@@ -468,7 +474,7 @@ def surge_margin(state: ServiceState, replicas: int, ahead: Need, *, warm: bool 
         return margin, f"no forecast: max(1, ceil({NO_FORECAST_MARGIN_SHARE:g} x {replicas})) = {margin}"
     forecast = state.forecast
     lead = cold_lead(state)
-    quantile, why = margin_quantile(state, lead, warm=warm)
+    quantile, why = margin_quantile(state, forecast.quantiles, lead, warm=warm)
     peak, level = peak_at_quantile(state, forecast, quantile, lead)
     rate = peak + ahead.shift
     at_level = replicas_for_rate(rate, state.capacity_rps, 1.0)
